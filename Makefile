@@ -1,0 +1,46 @@
+# Two commands set up and run everything on a fresh machine:
+#   make demo   start a local cluster (GPUs if present, else CPU) and run the demo job
+#   make test   run the test suite (GPU tests run only where a GPU and cuDF are present)
+# Both create .venv and install gpuframe into it (editable, with its C++/CUDA core built).
+# GPU hosts: add the CUDA extra, e.g. `make demo EXTRAS=cu13`.
+
+PYTHON ?= python3
+VENV ?= .venv
+EXTRAS ?=
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.gpuframe-installed
+SOURCES := pyproject.toml CMakeLists.txt $(shell find gpuframe_cpp -type f 2>/dev/null)
+PYTEST_ARGS ?=
+
+.PHONY: demo test info cpu-build clean
+
+$(STAMP): $(SOURCES)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[test$(if $(EXTRAS),$(comma)$(EXTRAS))]"
+	touch $@
+
+comma := ,
+
+demo: $(STAMP)
+	$(BIN)/gpuframe demo
+
+test: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+info: $(STAMP)
+	$(BIN)/gpuframe info
+
+# The C++ core without CUDA, as a wheel, and its module loaded from that wheel.
+cpu-build: $(STAMP)
+	rm -rf build/cpu-wheel
+	GPUFRAME_CUDA=OFF $(BIN)/python -m pip wheel -q --no-deps -w build/cpu-wheel .
+	$(BIN)/python -m zipfile -e build/cpu-wheel/gpuframe-*.whl build/cpu-wheel/unpacked
+	$(BIN)/python -c "import glob, importlib.util as u; \
+	path = glob.glob('build/cpu-wheel/unpacked/gpuframe/_core*')[0]; \
+	spec = u.spec_from_file_location('_core', path); core = u.module_from_spec(spec); \
+	spec.loader.exec_module(core); assert not core.built_with_cuda; \
+	print('CPU-only core from the wheel:', path)"
+
+clean:
+	rm -rf $(VENV) build dist

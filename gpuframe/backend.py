@@ -1,0 +1,84 @@
+"""The one seam between cuDF and pandas.
+
+A cluster picks its backend once; every partition on it is a frame of that backend, and the engine
+reaches the backend's library only through the :class:`Backend` object named by the cluster. Tasks
+carry the backend's *name* and look the object up on the worker, so nothing backend-specific is
+pickled and cuDF is imported only where it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from .errors import BackendError
+
+
+class Backend:
+    """The pandas backend; the cuDF one overrides what differs."""
+
+    name = "pandas"
+    library = "pandas"
+
+    @property
+    def module(self) -> Any:
+        return importlib.import_module(self.library)
+
+    def from_pandas(self, frame: pd.DataFrame) -> Any:
+        return frame
+
+    def to_pandas(self, frame: Any) -> pd.DataFrame:
+        return frame
+
+    def from_arrow(self, table: pa.Table) -> Any:
+        return table.to_pandas()
+
+    def to_arrow(self, frame: Any) -> pa.Table:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+
+    def concat(self, frames: list[Any]) -> Any:
+        return self.module.concat(frames)
+
+    def nbytes(self, frame: Any) -> int:
+        return int(frame.memory_usage(deep=True, index=True).sum())
+
+    def __repr__(self) -> str:
+        return f"<gpuframe backend {self.name}>"
+
+
+class CudfBackend(Backend):
+    """Partitions are cuDF DataFrames in device memory."""
+
+    name = "cudf"
+    library = "cudf"
+
+    def from_pandas(self, frame: pd.DataFrame) -> Any:
+        return self.module.from_pandas(frame)
+
+    def to_pandas(self, frame: Any) -> pd.DataFrame:
+        return frame.to_pandas()
+
+    def from_arrow(self, table: pa.Table) -> Any:
+        return self.module.DataFrame.from_arrow(table)
+
+    def to_arrow(self, frame: Any) -> pa.Table:
+        return frame.to_arrow(preserve_index=False)
+
+    def nbytes(self, frame: Any) -> int:
+        return int(frame.memory_usage(deep=True, index=True).sum())
+
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (Backend(), CudfBackend())}
+
+
+def get_backend(name: str) -> Backend:
+    """The backend called ``name`` ('pandas' or 'cudf')."""
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise BackendError(
+            f"unknown backend {name!r}; choose one of {', '.join(sorted(BACKENDS))}"
+        ) from None

@@ -1,0 +1,132 @@
+"""The engine: a Dask client bound to one backend, and the cluster it may own.
+
+:func:`gpuframe.start_cluster` and :func:`connect` both return an :class:`Engine` and make it the
+current one, which every gpuframe call uses unless given another. The backend is fixed when the
+engine is made, so every frame of one engine holds partitions of the same kind.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from distributed import Client
+
+from ..backend import Backend, get_backend
+from ..errors import BackendError, ClusterError, OptionError
+from .hardware import has_module, list_gpus
+
+logger = logging.getLogger("gpuframe")
+
+_current: Engine | None = None
+
+
+class Engine:
+    """A running gpuframe cluster: its client, its backend, its workers in a fixed order."""
+
+    def __init__(self, client: Client, backend: Backend, cluster: Any = None):
+        self.client = client
+        self.backend = backend
+        self.cluster = cluster
+
+    @property
+    def protocol(self) -> str:
+        """The comm protocol of the scheduler: 'ucx', 'tcp', ..."""
+        return self.client.scheduler.address.split("://", 1)[0]
+
+    @property
+    def workers(self) -> list[str]:
+        """Worker addresses ordered by worker name (a GPU cluster names workers by GPU)."""
+        info = self.client.scheduler_info(n_workers=-1)["workers"]
+        return sorted(info, key=lambda address: _natural(str(info[address].get("name")), address))
+
+    @property
+    def dashboard_link(self) -> str | None:
+        return self.client.dashboard_link
+
+    def close(self) -> None:
+        """Close the client, and the cluster too when this engine started it."""
+        global _current
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+        if _current is self:
+            _current = None
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<gpuframe Engine backend={self.backend.name} protocol={self.protocol} "
+            f"workers={len(self.workers)} dashboard={self.dashboard_link}>"
+        )
+
+
+def _natural(name: str, address: str) -> tuple:
+    return (len(name), name, address) if name.isdigit() else (float("inf"), name, address)
+
+
+def set_current(engine: Engine) -> Engine:
+    global _current
+    _current = engine
+    return engine
+
+
+def current_engine(engine: Engine | None = None) -> Engine:
+    """``engine`` if given, else the current one; a clear error when there is none."""
+    if engine is not None:
+        return engine
+    if _current is None:
+        raise ClusterError(
+            "no gpuframe cluster: call gpuframe.start_cluster() or gpuframe.connect() first"
+        )
+    return _current
+
+
+def worker_backend_support() -> dict[str, bool]:
+    """Run on each worker: can it hold cuDF partitions?"""
+    return {"gpu": bool(list_gpus()), "cudf": has_module("cudf")}
+
+
+def connect(address: str | None = None, *, scheduler_file: str | None = None,
+            backend: str | None = None, timeout: float = 30) -> Engine:
+    """Join a running Dask scheduler (one worker per GPU on each host) and make it current.
+
+    The backend is cudf when every worker has a GPU and cuDF, else pandas; ask for one with
+    ``backend=`` and get an error naming the workers that cannot run it.
+    """
+    if (address is None) == (scheduler_file is None):
+        raise OptionError("connect() takes exactly one of address= or scheduler_file=")
+    target = address or f"scheduler_file={scheduler_file}"
+    try:
+        client = Client(address, scheduler_file=scheduler_file, timeout=timeout)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ClusterError(f"cannot reach the Dask scheduler at {target}: {exc}") from exc
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+        support = client.run(worker_backend_support)
+        chosen = _backend_for_workers(backend, support)
+    except BaseException as exc:
+        client.close()
+        if isinstance(exc, TimeoutError):
+            raise ClusterError(f"no worker joined the scheduler at {target} in {timeout} s") from exc
+        raise
+    logger.info("connected to %s: %d workers, backend %s", target, len(support), chosen.name)
+    return set_current(Engine(client, chosen))
+
+
+def _backend_for_workers(asked: str | None, support: dict[str, dict[str, bool]]) -> Backend:
+    lacking = sorted(w for w, s in support.items() if not (s["gpu"] and s["cudf"]))
+    if asked is None:
+        return get_backend("pandas" if lacking else "cudf")
+    chosen = get_backend(asked)
+    if chosen.name == "cudf" and lacking:
+        raise BackendError(
+            "backend='cudf' needs a GPU and cuDF on every worker; these have not: "
+            + ", ".join(lacking)
+        )
+    return chosen

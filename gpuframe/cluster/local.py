@@ -1,0 +1,152 @@
+"""Bring up a cluster on this host: one worker per GPU, or a CPU cluster where there is none.
+
+GPUs get dask-cuda's LocalCUDACluster (one process per GPU, an RMM pool, spilling to host);
+without GPUs, or when asked for the pandas backend, a distributed LocalCluster does the same job on
+the CPU. Options come from :class:`gpuframe.config.ClusterOptions`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from typing import Any
+
+from distributed import Client, LocalCluster
+
+from ..backend import Backend, get_backend
+from ..config import ClusterOptions, resolve
+from ..errors import BackendError, ClusterError, OptionError, ProtocolError
+from .engine import Engine, set_current
+from .hardware import Gpu, has_module, list_gpus, ucx_available
+
+logger = logging.getLogger("gpuframe")
+
+PROTOCOLS = ("ucx", "tcp")
+
+
+class CpuFallbackWarning(UserWarning):
+    """No usable GPU, so the cluster runs on the CPU with the pandas backend."""
+
+
+def start_cluster(**options: Any) -> Engine:
+    """Start a local cluster, make it the current engine, and return it.
+
+    Keyword arguments are the fields of :class:`~gpuframe.config.ClusterOptions` (backend,
+    protocol, n_workers, devices, rmm_pool_size, ...). Use the engine as a context manager or call
+    ``close()`` to stop the cluster.
+    """
+    opts = resolve(ClusterOptions, options)
+    gpus = list_gpus()
+    backend = choose_backend(opts.backend, gpus)
+    protocol = choose_protocol(opts.protocol)
+    if opts.n_workers is not None and opts.n_workers < 1:
+        raise OptionError(f"n_workers={opts.n_workers}: a cluster needs at least one worker")
+    if opts.threads_per_worker < 1:
+        raise OptionError(f"threads_per_worker={opts.threads_per_worker} must be at least 1")
+    if backend.name == "cudf":
+        cluster = _start_gpu_cluster(opts, gpus, protocol)
+    else:
+        cluster = _start_cpu_cluster(opts, protocol)
+    try:
+        client = Client(cluster)
+    except BaseException:
+        cluster.close()
+        raise
+    engine = set_current(Engine(client, backend, cluster))
+    logger.info("started %r", engine)
+    return engine
+
+
+def choose_backend(asked: str | None, gpus: list[Gpu]) -> Backend:
+    """cudf where GPUs, cuDF and dask-cuda are all here; pandas otherwise, saying why."""
+    missing = [m for m in ("cudf", "dask_cuda") if not has_module(m)]
+    reason = None
+    if not gpus:
+        reason = "no NVIDIA GPU found"
+    elif missing:
+        reason = f"GPUs found but {' and '.join(missing)} not installed (pip install gpuframe[cu13])"
+    if asked is None:
+        if reason is None:
+            return get_backend("cudf")
+        warnings.warn(
+            f"{reason}: starting a CPU LocalCluster with the pandas backend",
+            CpuFallbackWarning,
+            stacklevel=3,
+        )
+        return get_backend("pandas")
+    chosen = get_backend(asked)
+    if chosen.name == "cudf" and reason is not None:
+        raise BackendError(f"backend='cudf' cannot run here: {reason}")
+    return chosen
+
+
+def choose_protocol(asked: str | None) -> str:
+    """UCX when distributed-ucxx is installed, else TCP; an explicit choice is checked."""
+    if asked is None:
+        return "ucx" if ucx_available() else "tcp"
+    if asked not in PROTOCOLS:
+        raise ProtocolError(f"unknown protocol {asked!r}: choose one of {', '.join(PROTOCOLS)}")
+    if asked == "ucx" and not ucx_available():
+        raise ProtocolError(
+            "protocol='ucx' needs distributed-ucxx, which is not installed here "
+            "(pip install gpuframe[cu13]); use protocol='tcp' instead"
+        )
+    return asked
+
+
+def parse_devices(devices: str | None, gpus: list[Gpu]) -> list[int]:
+    """GPU indices from a CUDA_VISIBLE_DEVICES-style string, checked against this host."""
+    if devices is None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if not visible:
+            return [g.index for g in gpus]
+        devices = visible
+    try:
+        indices = [int(part) for part in str(devices).split(",") if part.strip()]
+    except ValueError:
+        raise OptionError(f"devices={devices!r}: give GPU indices such as '0,1'") from None
+    absent = [i for i in indices if not 0 <= i < len(gpus)]
+    if absent or not indices:
+        raise ClusterError(
+            f"devices={devices!r} names GPU(s) {absent or 'none'}, but this host has "
+            f"{len(gpus)} GPU(s): 0-{len(gpus) - 1}"
+        )
+    return indices
+
+
+def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str) -> Any:
+    devices = parse_devices(opts.devices, gpus)
+    n_workers = opts.n_workers or len(devices)
+    if n_workers > len(devices):
+        raise ClusterError(
+            f"n_workers={n_workers} asks for more GPU workers than the {len(devices)} GPU(s) "
+            f"available ({','.join(map(str, devices))}); one worker drives one GPU"
+        )
+    from dask_cuda import LocalCUDACluster
+
+    return LocalCUDACluster(
+        CUDA_VISIBLE_DEVICES=devices,
+        n_workers=n_workers,
+        threads_per_worker=opts.threads_per_worker,
+        protocol=protocol,
+        rmm_pool_size=opts.rmm_pool_size,
+        device_memory_limit=opts.device_memory_limit,
+        memory_limit=opts.memory_limit,
+        dashboard_address=opts.dashboard_address,
+        local_directory=opts.local_directory,
+        pre_import=["cudf"],
+    )
+
+
+def _start_cpu_cluster(opts: ClusterOptions, protocol: str) -> LocalCluster:
+    return LocalCluster(
+        n_workers=opts.n_workers or os.cpu_count() or 1,
+        threads_per_worker=opts.threads_per_worker,
+        processes=True,
+        protocol=protocol,
+        host="127.0.0.1",
+        memory_limit=opts.memory_limit,
+        dashboard_address=opts.dashboard_address,
+        local_directory=opts.local_directory,
+    )

@@ -1,0 +1,106 @@
+"""Engine options: typed objects whose defaults live here and nowhere else.
+
+Each options class is resolved in three layers, later ones winning: the defaults below, then
+``GPUFRAME_<NAME>`` environment variables (so a deployment can set them once for every process),
+then the keyword arguments of the call. Unknown names and unparsable values raise
+:class:`~gpuframe.errors.OptionError` naming the option and where it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, TypeVar
+
+from .errors import OptionError
+
+ENV_PREFIX = "GPUFRAME_"
+
+Options = TypeVar("Options")
+
+
+def _text(value: str) -> str:
+    return value
+
+
+def _count(value: str) -> int:
+    return int(value)
+
+
+def _size(value: str) -> float | str:
+    """A memory size: a fraction of the device ('0.8') or a byte string ('40GB')."""
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def _option(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
+    return field(default=default, metadata={"parse": parse, "doc": doc})
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """How :func:`gpuframe.start_cluster` brings a local cluster up."""
+
+    backend: str | None = _option(
+        None, _text, "'cudf', 'pandas', or None: cudf where GPUs and cuDF are present"
+    )
+    protocol: str | None = _option(
+        None, _text, "'ucx', 'tcp', or None: UCX where distributed-ucxx is installed, else TCP"
+    )
+    n_workers: int | None = _option(
+        None, _count, "workers; None: one per visible GPU, or one per CPU core without GPUs"
+    )
+    devices: str | None = _option(
+        None, _text, "GPUs to use, as in CUDA_VISIBLE_DEVICES ('0,1'); None: all"
+    )
+    threads_per_worker: int = _option(1, _count, "threads in each worker process")
+    rmm_pool_size: float | str | None = _option(
+        0.75, _size, "RMM pool per GPU worker: fraction of device memory or bytes; None: no pool"
+    )
+    device_memory_limit: float | str | None = _option(
+        0.8, _size, "device memory held before a GPU worker spills to host; None: never"
+    )
+    memory_limit: float | str = _option(
+        "auto", _size, "host memory per worker before it spills to disk"
+    )
+    dashboard_address: str = _option(
+        "127.0.0.1:8787", _text, "where the dashboard listens; loopback unless exposed"
+    )
+    local_directory: str | None = _option(None, _text, "scratch space for spilled data")
+
+
+def resolve(cls: type[Options], overrides: Mapping[str, Any] | None = None,
+            environ: Mapping[str, str] | None = None) -> Options:
+    """Build ``cls`` from its defaults, the environment, then ``overrides``."""
+    environ = os.environ if environ is None else environ
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    values: dict[str, Any] = {}
+    for name, spec in known.items():
+        variable = ENV_PREFIX + name.upper()
+        if variable in environ:
+            values[name] = _parse(environ[variable], spec, f"environment variable {variable}")
+    for name, value in (overrides or {}).items():
+        if name not in known:
+            raise OptionError(
+                f"unknown option {name!r} for {cls.__name__}; known options: "
+                + ", ".join(sorted(known))
+            )
+        values[name] = value
+    return cls(**values)
+
+
+def describe(cls: type) -> list[tuple[str, Any, str]]:
+    """(name, default, meaning) of every option of ``cls``, for help texts."""
+    return [(f.name, f.default, f.metadata["doc"]) for f in dataclasses.fields(cls)]
+
+
+def _parse(text: str, spec: dataclasses.Field, origin: str) -> Any:
+    if text.strip().lower() in ("", "none"):
+        return None
+    try:
+        return spec.metadata["parse"](text.strip())
+    except ValueError as exc:
+        raise OptionError(f"{origin}={text!r} is not a valid value for {spec.name}: {exc}") from exc

@@ -1,0 +1,30 @@
+"""Exception classes shared by the whole engine.
+
+Every error the engine raises on purpose derives from :class:`GpuframeError`, so callers can catch
+the engine's own failures apart from bugs; each message names the option, file, column or worker at
+fault.
+"""
+
+
+class GpuframeError(Exception):
+    """Base class of every error gpuframe raises on purpose."""
+
+
+class OptionError(GpuframeError, ValueError):
+    """An option has an unknown name or a value it cannot take."""
+
+
+class ClusterError(GpuframeError, RuntimeError):
+    """A cluster could not be started or joined as asked."""
+
+
+class ProtocolError(ClusterError):
+    """The comm protocol asked for cannot be used (unknown, or its package is missing)."""
+
+
+class BackendError(ClusterError):
+    """The dataframe backend asked for cannot run where the workers are."""
+
+
+class PartitionError(GpuframeError, RuntimeError):
+    """A partition of a distributed frame failed to compute or was lost."""

@@ -1,0 +1,67 @@
+import socket
+
+import pandas as pd
+import pytest
+from distributed import LocalCluster
+
+import gpuframe
+from gpuframe.cluster import engine as engine_module
+from gpuframe.cluster.engine import connect, current_engine
+from gpuframe.errors import BackendError, ClusterError, OptionError
+
+
+def test_workers_are_ordered_by_name(cpu_engine):
+    info = cpu_engine.client.scheduler_info(n_workers=-1)["workers"]
+    assert [info[w]["name"] for w in cpu_engine.workers] == [0, 1]
+
+
+def test_connect_by_address_joins_the_same_cluster(cpu_engine):
+    joined = connect(cpu_engine.client.scheduler.address)
+    try:
+        assert joined.workers == cpu_engine.workers
+        assert joined.backend.name == "pandas"
+        assert joined.protocol == "tcp"
+        assert current_engine() is joined
+        frame = gpuframe.from_pandas(pd.DataFrame({"x": range(10)}))
+        assert len(frame) == 10
+    finally:
+        joined.close()
+    assert cpu_engine.cluster.status.name == "running", "a joined engine must not close the cluster"
+
+
+def test_connect_by_scheduler_file(tmp_path):
+    path = tmp_path / "scheduler.json"
+    with LocalCluster(n_workers=1, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=":0",
+                      scheduler_kwargs={"scheduler_file": str(path)}):
+        joined = connect(scheduler_file=str(path))
+        try:
+            assert len(joined.workers) == 1
+        finally:
+            joined.close()
+
+
+def test_connect_asking_for_cudf_names_the_workers_without_gpu(cpu_engine):
+    with pytest.raises(BackendError, match="these have not: tcp://127.0.0.1"):
+        connect(cpu_engine.client.scheduler.address, backend="cudf")
+
+
+def test_connect_to_nothing_is_a_clear_error():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(ClusterError, match=f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}"):
+        connect(f"tcp://127.0.0.1:{port}", timeout=2)
+
+
+def test_connect_needs_exactly_one_target():
+    with pytest.raises(OptionError, match="exactly one"):
+        connect()
+    with pytest.raises(OptionError, match="exactly one"):
+        connect("tcp://127.0.0.1:1", scheduler_file="x.json")
+
+
+def test_no_current_engine_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(engine_module, "_current", None)
+    with pytest.raises(ClusterError, match="call gpuframe.start_cluster"):
+        gpuframe.from_pandas(pd.DataFrame({"x": [1]}))

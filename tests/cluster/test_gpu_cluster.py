@@ -1,0 +1,30 @@
+"""GPU bring-up: one worker per GPU, over UCX and TCP, and the demo on cuDF (run on the device)."""
+
+import pytest
+
+import gpuframe
+from gpuframe.cluster.hardware import list_gpus, ucx_available
+from gpuframe.demo import run_demo
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("protocol", ["ucx", "tcp"])
+def test_one_worker_per_gpu_and_demo_on_cudf(protocol):
+    if protocol == "ucx" and not ucx_available():
+        pytest.skip("distributed-ucxx not installed")
+    with gpuframe.start_cluster(protocol=protocol) as engine:
+        assert engine.backend.name == "cudf"
+        assert engine.protocol == protocol
+        assert len(engine.workers) == len(list_gpus())
+        devices = engine.client.run(lambda: __import__("os").environ["CUDA_VISIBLE_DEVICES"])
+        assert sorted(v.split(",")[0] for v in devices.values()) == \
+            [str(g.index) for g in list_gpus()]
+        result = run_demo(engine, rows=2_000_000)
+        assert result.matches_pandas
+        assert set(result.partitions_per_worker) == set(engine.workers)
+
+
+def test_more_workers_than_gpus_is_refused():
+    with pytest.raises(gpuframe.GpuframeError, match="more GPU workers"):
+        gpuframe.start_cluster(n_workers=len(list_gpus()) + 1, protocol="tcp")

@@ -1,0 +1,88 @@
+import pytest
+
+import gpuframe
+from gpuframe.cluster.hardware import Gpu
+from gpuframe.cluster.local import (CpuFallbackWarning, choose_backend, choose_protocol,
+                                    parse_devices, start_cluster)
+from gpuframe.errors import BackendError, ClusterError, OptionError, ProtocolError
+
+TWO_GPUS = [Gpu(0, "NVIDIA H200", 141 * 2**30), Gpu(1, "NVIDIA H200", 141 * 2**30)]
+
+
+def test_no_gpu_falls_back_to_pandas_and_says_so():
+    with pytest.warns(CpuFallbackWarning, match="no NVIDIA GPU found.*pandas"):
+        assert choose_backend(None, []).name == "pandas"
+
+
+def test_gpus_without_cudf_fall_back_and_name_the_missing_package(monkeypatch):
+    monkeypatch.setattr("gpuframe.cluster.local.has_module", lambda name: name != "cudf")
+    with pytest.warns(CpuFallbackWarning, match="cudf not installed"):
+        assert choose_backend(None, TWO_GPUS).name == "pandas"
+
+
+def test_gpus_with_cudf_choose_cudf(monkeypatch):
+    monkeypatch.setattr("gpuframe.cluster.local.has_module", lambda name: True)
+    assert choose_backend(None, TWO_GPUS).name == "cudf"
+
+
+def test_cudf_asked_for_without_gpu_is_an_error():
+    with pytest.raises(BackendError, match="backend='cudf' cannot run here: no NVIDIA GPU"):
+        choose_backend("cudf", [])
+
+
+def test_protocol_choice(monkeypatch):
+    monkeypatch.setattr("gpuframe.cluster.local.ucx_available", lambda: False)
+    assert choose_protocol(None) == "tcp"
+    with pytest.raises(ProtocolError, match="protocol='ucx' needs distributed-ucxx"):
+        choose_protocol("ucx")
+    with pytest.raises(ProtocolError, match="unknown protocol 'mpi'"):
+        choose_protocol("mpi")
+    monkeypatch.setattr("gpuframe.cluster.local.ucx_available", lambda: True)
+    assert choose_protocol(None) == "ucx"
+
+
+def test_devices_are_checked_against_the_host(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert parse_devices(None, TWO_GPUS) == [0, 1]
+    assert parse_devices("1", TWO_GPUS) == [1]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert parse_devices(None, TWO_GPUS) == [1]
+    with pytest.raises(ClusterError, match=r"GPU\(s\) \[3\].*2 GPU\(s\): 0-1"):
+        parse_devices("0,3", TWO_GPUS)
+    with pytest.raises(OptionError, match="devices='gpu0'"):
+        parse_devices("gpu0", TWO_GPUS)
+
+
+def test_more_gpu_workers_than_gpus_is_an_error(monkeypatch):
+    monkeypatch.setattr("gpuframe.cluster.local.list_gpus", lambda: TWO_GPUS)
+    monkeypatch.setattr("gpuframe.cluster.local.has_module", lambda name: True)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.raises(ClusterError, match="n_workers=3 asks for more GPU workers than the 2"):
+        start_cluster(n_workers=3, protocol="tcp")
+
+
+@pytest.mark.parametrize("options, error, message", [
+    ({"n_workers": 0, "backend": "pandas"}, OptionError, "n_workers=0"),
+    ({"threads_per_worker": 0, "backend": "pandas"}, OptionError, "threads_per_worker=0"),
+    ({"protocol": "carrier-pigeon", "backend": "pandas"}, ProtocolError, "carrier-pigeon"),
+    ({"backend": "polars"}, BackendError, "polars"),
+    ({"workers": 2}, OptionError, "unknown option 'workers'"),
+])
+def test_bad_options_fail_before_anything_starts(options, error, message):
+    with pytest.raises(error, match=message):
+        start_cluster(**options)
+
+
+def test_start_cluster_on_cpu_gives_a_current_engine():
+    with pytest.warns(CpuFallbackWarning):
+        engine = start_cluster(n_workers=1, protocol="tcp", dashboard_address="127.0.0.1:0")
+    try:
+        assert engine.backend.name == "pandas"
+        assert engine.protocol == "tcp"
+        assert len(engine.workers) == 1
+        assert engine.dashboard_link.startswith("http://127.0.0.1:")
+        frame = gpuframe.from_pandas(__import__("pandas").DataFrame({"x": [1, 2, 3]}))
+        assert frame.engine is engine
+    finally:
+        engine.close()
+    assert engine.cluster.status.name == "closed"

@@ -1,0 +1,38 @@
+"""Fixtures shared by the whole suite: one real CPU cluster on loopback per session, and the
+`gpu` marker's skip rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuframe.cluster.hardware import has_module, list_gpus
+
+HAS_GPU = bool(list_gpus()) and has_module("cudf") and has_module("dask_cuda")
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_GPU:
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with cuDF and dask-cuda")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cpu_engine():
+    """A two-worker pandas cluster over TCP on 127.0.0.1, shared by the session."""
+    import gpuframe
+
+    engine = gpuframe.start_cluster(backend="pandas", protocol="tcp", n_workers=2,
+                                    dashboard_address="127.0.0.1:0")
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+def engine(cpu_engine):
+    """The session's CPU engine, made current again for the test."""
+    from gpuframe.cluster.engine import set_current
+
+    return set_current(cpu_engine)

@@ -1,0 +1,39 @@
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from gpuframe.backend import get_backend
+from gpuframe.errors import BackendError
+
+FRAME = pd.DataFrame({"k": [1, 2, None], "s": ["a", None, "c"],
+                      "t": pd.to_datetime(["2024-01-01", None, "2024-01-03"])})
+
+
+def test_pandas_backend_round_trips_through_arrow():
+    backend = get_backend("pandas")
+    table = backend.to_arrow(backend.from_pandas(FRAME))
+    assert isinstance(table, pa.Table)
+    pd.testing.assert_frame_equal(backend.to_pandas(backend.from_arrow(table)), FRAME,
+                                  check_dtype=False)
+
+
+def test_concat_and_nbytes():
+    backend = get_backend("pandas")
+    both = backend.concat([FRAME, FRAME])
+    assert len(both) == 6
+    numbers = pd.DataFrame({"a": range(1000)}, dtype="int64")
+    assert 8000 <= backend.nbytes(numbers) < 8200
+
+
+def test_unknown_backend_is_named():
+    with pytest.raises(BackendError, match="'polars'.*cudf, pandas"):
+        get_backend("polars")
+
+
+@pytest.mark.gpu
+def test_cudf_backend_round_trips():
+    backend = get_backend("cudf")
+    gpu_frame = backend.from_pandas(FRAME)
+    assert type(gpu_frame).__module__.startswith("cudf")
+    pd.testing.assert_frame_equal(backend.to_pandas(gpu_frame), FRAME, check_dtype=False)
+    assert backend.to_arrow(gpu_frame).num_rows == 3
