@@ -1,0 +1,111 @@
+// Row hashes over several key columns, and the destination each row goes to.
+//
+// The functions in this header are inline and compiled both by the host compiler and by nvcc, so
+// the CPU and the GPU give every key the same 64-bit hash and the same destination, bit for bit.
+// Keys are hashed as stored: the caller casts each pair of join keys to one common type first
+// (an int32 1 and an int64 1 hash differently). Nulls hash to one constant, so every null key
+// lands on one destination (pandas joins null keys to null keys); -0.0 hashes as 0.0 and every
+// NaN as one NaN.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "gpuframe/column.hpp"
+
+namespace gpuframe {
+
+constexpr uint64_t kNullHash = 0x6a09e667f3bcc908ULL;
+constexpr uint64_t kSeed = 0x9e3779b97f4a7c15ULL;
+
+// splitmix64's finaliser: a full-avalanche bijection of 64 bits.
+GPUFRAME_HD uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+GPUFRAME_HD uint64_t hash_fixed(uint64_t bits, int32_t width) {
+  return mix64(bits ^ (kSeed * static_cast<uint64_t>(width)));
+}
+
+GPUFRAME_HD uint64_t canonical_float_bits(uint64_t bits, int32_t width) {
+  if (width == 4) {
+    float f;
+    uint32_t b = static_cast<uint32_t>(bits);
+    memcpy(&f, &b, 4);
+    if (f == 0.0f) return 0;
+    if (f != f) return 0x7fc00000ULL;
+    return bits;
+  }
+  double d;
+  memcpy(&d, &bits, 8);
+  if (d == 0.0) return 0;
+  if (d != d) return 0x7ff8000000000000ULL;
+  return bits;
+}
+
+// Eight bytes at a time, each word folded in through mix64; the length seeds the state.
+GPUFRAME_HD uint64_t hash_bytes(const uint8_t* p, int64_t n) {
+  uint64_t h = mix64(kSeed ^ static_cast<uint64_t>(n));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    h = mix64(h ^ w) + kSeed;
+  }
+  uint64_t tail = 0;
+  for (int64_t k = 0; i + k < n; ++k) tail |= static_cast<uint64_t>(p[i + k]) << (8 * k);
+  return mix64(h ^ tail);
+}
+
+GPUFRAME_HD uint64_t hash_value(const ColumnView& c, int64_t row) {
+  if (!c.valid(row)) return kNullHash;
+  switch (c.kind) {
+    case Kind::string: {
+      int64_t start = c.string_offset(row);
+      return hash_bytes(c.data + start, c.string_offset(row + 1) - start);
+    }
+    case Kind::floating:
+      return hash_fixed(canonical_float_bits(c.bits(row), c.width), c.width);
+    default:
+      return hash_fixed(c.bits(row), c.width);
+  }
+}
+
+GPUFRAME_HD uint64_t combine(uint64_t seed, uint64_t h) {
+  return mix64(seed ^ (h + kSeed + (seed << 6) + (seed >> 2)));
+}
+
+GPUFRAME_HD uint64_t hash_row(const ColumnView* keys, int32_t n_keys, int64_t row) {
+  uint64_t h = kSeed;
+  for (int32_t k = 0; k < n_keys; ++k) h = combine(h, hash_value(keys[k], row));
+  return h;
+}
+
+// The high 64 bits of hash * n: uniform over [0, n) without a division.
+GPUFRAME_HD uint32_t destination(uint64_t hash, uint32_t n) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint32_t>(__umul64hi(hash, n));
+#else
+  return static_cast<uint32_t>((static_cast<unsigned __int128>(hash) * n) >> 64);
+#endif
+}
+
+// Host: hash every row of `keys` (all of `n_rows` rows) into `out`, on `threads` threads.
+void hash_rows(const std::vector<ColumnView>& keys, int64_t n_rows, uint64_t* out, int threads);
+
+// Device: the same, for columns in device memory, on a CUDA stream (0: the default stream).
+// `out` and `destinations` are device pointers; `destinations` may be null, else it receives
+// destination(hash, n_destinations) for each row. Throws std::runtime_error on CUDA errors.
+void hash_rows_cuda(const std::vector<ColumnView>& keys, int64_t n_rows, uint64_t* out,
+                    uint32_t* destinations, uint32_t n_destinations, uintptr_t stream);
+
+bool built_with_cuda();
+int cuda_device_count();  // 0 where there is no driver or no device
+
+}  // namespace gpuframe
