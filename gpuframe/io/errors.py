@@ -1,0 +1,54 @@
+"""Errors of reading datasets: each names the file, URL, column, filter term or option at fault.
+
+They derive from :class:`gpuframe.errors.GpuframeError` and from the built-in class a caller would
+catch for the same trouble (``FileNotFoundError`` for a missing file, ``PermissionError`` for
+refused credentials), so both ``except GpuframeError`` and ``except OSError`` work.
+"""
+
+from __future__ import annotations
+
+from ..errors import GpuframeError
+
+
+class DatasetError(GpuframeError):
+    """Base class of the errors of planning and reading a dataset."""
+
+
+class SourceNotFoundError(DatasetError, FileNotFoundError):
+    """A file, URL or object named by the source does not exist, or a glob matched nothing."""
+
+
+class CorruptFileError(DatasetError, ValueError):
+    """A file is not Parquet, or its footer cannot be parsed."""
+
+
+class TruncatedFileError(CorruptFileError):
+    """A file starts like Parquet but ends early: its footer, or data it points at, is missing."""
+
+
+class SchemaMismatchError(DatasetError, ValueError):
+    """Two files of one dataset disagree on a column's presence or type."""
+
+
+class ColumnNotFoundError(DatasetError, LookupError):
+    """A column asked for in ``columns=`` is not in the dataset."""
+
+
+class FilterError(DatasetError, ValueError):
+    """A ``filters=`` term is malformed, names an unknown column, or has an unusable value."""
+
+
+class RemoteError(DatasetError, OSError):
+    """A remote store (HTTP or S3) failed a request; the message names the URL."""
+
+
+class UnreachableError(RemoteError, ConnectionError):
+    """The server of a URL could not be reached (refused, unresolvable, timed out)."""
+
+
+class AccessDeniedError(RemoteError, PermissionError):
+    """The server refused the request: wrong or missing credentials, or no permission."""
+
+
+class RangeNotSupportedError(RemoteError):
+    """An HTTP server ignored a Range request; reading it would download whole files."""

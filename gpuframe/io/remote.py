@@ -1,0 +1,594 @@
+"""Byte ranges of local files, HTTP(S) URLs and S3 objects, read concurrently.
+
+Every file of a dataset is a :class:`Source`: something with a size that answers
+``read_range(offset, length)``. Planning reads footers through it (one suffix request for the
+last 64 KiB of a remote file), and the read step fetches the column chunks it needs with
+:func:`read_ranges`, many requests in flight, never the whole file. How many requests, and of
+what size, follows Little's law (:func:`measure_storage`): enough bytes in flight to cover the
+store's bandwidth times its latency.
+
+Options live in :class:`StorageOptions`, resolved by :func:`storage_options` from defaults, then
+``GPUFRAME_<FIELD>`` environment variables, then the call's keywords.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import unquote, urlparse
+
+from ..config import resolve
+from ..errors import OptionError
+from .errors import (
+    AccessDeniedError,
+    RangeNotSupportedError,
+    RemoteError,
+    SourceNotFoundError,
+    UnreachableError,
+)
+
+FOOTER_PROBE = 64 * 2**10
+BANDWIDTH_PROBE = 2**20
+
+
+def _text(value: str) -> str:
+    return value
+
+
+def _count(value: str) -> int:
+    return int(value)
+
+
+def _seconds(value: str) -> float:
+    return float(value)
+
+
+def _flag(value: str) -> bool:
+    lowered = value.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _option(default: Any, parse: Callable[[str], Any], doc: str, *, secret: bool = False) -> Any:
+    return field(default=default, repr=not secret, metadata={"parse": parse, "doc": doc})
+
+
+@dataclass(frozen=True)
+class StorageOptions:
+    """Where remote files live and how hard to pull on them. Local paths ignore all of it."""
+
+    endpoint: str | None = _option(
+        None, _text, "S3 endpoint URL ('http://127.0.0.1:9000'); None: AWS"
+    )
+    key: str | None = _option(None, _text, "S3 access key id; None: the AWS default chain")
+    secret: str | None = _option(None, _text, "S3 secret access key", secret=True)
+    region: str | None = _option(None, _text, "S3 region; None: the AWS default")
+    anonymous: bool = _option(False, _flag, "S3 without credentials (public buckets)")
+    requests_in_flight: int | None = _option(
+        None, _count, "concurrent range requests per file; None: chosen by Little's law"
+    )
+    task_size: int = _option(
+        4 * 2**20, _count, "bytes per range request; larger ranges are split into these"
+    )
+    max_requests_in_flight: int = _option(
+        64, _count, "upper bound on the requests in flight Little's law may choose"
+    )
+    timeout: float = _option(30.0, _seconds, "seconds to connect or wait for a response")
+
+    def __post_init__(self) -> None:
+        for name in ("task_size", "max_requests_in_flight"):
+            if getattr(self, name) < 1:
+                raise OptionError(f"{name}={getattr(self, name)} must be at least 1")
+        if self.requests_in_flight is not None and self.requests_in_flight < 1:
+            raise OptionError(f"requests_in_flight={self.requests_in_flight} must be at least 1")
+
+
+def storage_options(storage: StorageOptions | Mapping[str, Any] | None = None,
+                    **overrides: Any) -> StorageOptions:
+    """The options of one read: ``storage`` (an object, or a dict of overrides) then keywords.
+
+    A dict or None starts from the defaults and the ``GPUFRAME_*`` environment; an object is
+    taken as is, with ``overrides`` replacing its fields.
+    """
+    if isinstance(storage, StorageOptions):
+        if not overrides:
+            return storage
+        known = {f.name for f in dataclasses.fields(StorageOptions)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise OptionError(f"unknown option {unknown[0]!r} for StorageOptions; known options: "
+                              + ", ".join(sorted(known)))
+        return dataclasses.replace(storage, **overrides)
+    return resolve(StorageOptions, {**(storage or {}), **overrides})
+
+
+def scheme_of(path: str) -> str:
+    """'file', 'http', 'https' or 's3'."""
+    if "://" not in path:
+        return "file"
+    scheme = path.split("://", 1)[0].lower()
+    if scheme not in ("file", "http", "https", "s3"):
+        raise OptionError(f"unsupported URL scheme {scheme!r} in {path!r}: use a local path, "
+                          "http(s):// or s3://")
+    return scheme
+
+
+class Source:
+    """One file's bytes by range; counts the requests and bytes it fetched (thread-safe)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.requests = 0
+        self.bytes_read = 0
+        self._size: int | None = None
+        self._lock = threading.Lock()
+
+    def size(self) -> int:
+        if self._size is None:
+            self._size = self._fetch_size()
+        return self._size
+
+    def read_range(self, offset: int, length: int) -> bytes:
+        """Exactly the bytes [offset, offset + length) clipped to the file's end."""
+        if length <= 0:
+            return b""
+        data = self._read(offset, length)
+        self._count(len(data))
+        return data
+
+    def read_tail(self, length: int) -> tuple[int, bytes]:
+        """(file size, its last ``length`` bytes); one request on stores that allow it."""
+        size = self.size()
+        start = max(0, size - length)
+        return size, self.read_range(start, size - start)
+
+    def close(self) -> None:
+        pass
+
+    def _count(self, nbytes: int) -> None:
+        with self._lock:
+            self.requests += 1
+            self.bytes_read += nbytes
+
+    def _fetch_size(self) -> int:
+        raise NotImplementedError
+
+    def _read(self, offset: int, length: int) -> bytes:
+        raise NotImplementedError
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.path}>"
+
+
+class LocalSource(Source):
+    """A local file read with ``os.pread``, safe to share between threads."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        local = unquote(urlparse(path).path) if path.startswith("file://") else path
+        try:
+            self._fd = os.open(local, os.O_RDONLY)
+        except FileNotFoundError as exc:
+            raise SourceNotFoundError(f"no such file: {path}") from exc
+        except IsADirectoryError as exc:
+            raise SourceNotFoundError(f"{path} is a directory, not a file") from exc
+        except PermissionError as exc:
+            raise AccessDeniedError(f"cannot open {path}: permission denied") from exc
+
+    def _fetch_size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def _read(self, offset: int, length: int) -> bytes:
+        chunks, end = [], offset + length
+        while offset < end:
+            chunk = os.pread(self._fd, end - offset, offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+_http = threading.local()
+
+
+def _http_session() -> Any:
+    """One keep-alive session per thread: connections are reused, sessions are not shared."""
+    session = getattr(_http, "session", None)
+    if session is None:
+        import requests
+
+        session = _http.session = requests.Session()
+    return session
+
+
+class HttpSource(Source):
+    """An http(s) URL read with Range requests over keep-alive connections."""
+
+    def __init__(self, url: str, storage: StorageOptions):
+        super().__init__(url)
+        self._timeout = storage.timeout
+
+    def _get(self, headers: Mapping[str, str], method: str = "GET") -> Any:
+        import requests
+
+        try:
+            response = _http_session().request(method, self.path, headers=dict(headers),
+                                               timeout=self._timeout, stream=True)
+        except requests.Timeout as exc:
+            raise UnreachableError(f"{self.path}: no answer in {self._timeout} s") from exc
+        except requests.ConnectionError as exc:
+            raise UnreachableError(f"cannot reach {self.path}: {exc}") from exc
+        status = response.status_code
+        if status in (200, 206) or (status == 416 and method == "GET"):
+            return response
+        _release(response)
+        if status == 404:
+            raise SourceNotFoundError(f"no such file: {self.path} (HTTP 404)")
+        if status in (401, 403):
+            raise AccessDeniedError(f"access denied to {self.path} (HTTP {status})")
+        raise RemoteError(f"{method} {self.path} failed: HTTP {status} {response.reason}")
+
+    def _fetch_size(self) -> int:
+        response = self._get({}, method="HEAD")
+        _release(response)
+        if "Content-Length" in response.headers:
+            return int(response.headers["Content-Length"])
+        _, size = self._ranged(0, 1)
+        return size
+
+    def _ranged(self, offset: int | None, length: int) -> tuple[bytes, int]:
+        """(body, total size) of a Range GET; ``offset=None`` asks for the last ``length``."""
+        spec = f"bytes=-{length}" if offset is None else f"bytes={offset}-{offset + length - 1}"
+        response = self._get({"Range": spec, "Accept-Encoding": "identity"})
+        if response.status_code == 416:
+            _release(response)
+            return b"", _total_from(response.headers.get("Content-Range"), self.path)
+        if response.status_code != 206:
+            response.close()
+            raise RangeNotSupportedError(
+                f"{self.path}: the server ignored 'Range: {spec}' (HTTP "
+                f"{response.status_code}); gpuframe reads byte ranges and will not download "
+                "whole files"
+            )
+        total = _total_from(response.headers.get("Content-Range"), self.path)
+        return _release(response), total
+
+    def _read(self, offset: int, length: int) -> bytes:
+        data, total = self._ranged(offset, length)
+        self._size = total
+        return data
+
+    def read_tail(self, length: int) -> tuple[int, bytes]:
+        data, total = self._ranged(None, length)
+        self._size = total
+        self._count(len(data))
+        return total, data
+
+
+def _release(response: Any) -> bytes:
+    """Read the (small or wanted) body so the connection goes back to the keep-alive pool;
+    closing a streamed response would drop the connection instead."""
+    return response.content
+
+
+def _total_from(content_range: str | None, url: str) -> int:
+    """The total of 'bytes 0-9/1234' or 'bytes */1234'."""
+    if not content_range or "/" not in content_range or content_range.endswith("/*"):
+        raise RangeNotSupportedError(f"{url}: the server sent no usable Content-Range header "
+                                     f"({content_range!r})")
+    return int(content_range.rsplit("/", 1)[1])
+
+
+_filesystems: dict[StorageOptions, Any] = {}
+_filesystems_lock = threading.Lock()
+
+
+def s3_filesystem(storage: StorageOptions) -> Any:
+    """The ``pyarrow.fs.S3FileSystem`` for these options, made once per process."""
+    with _filesystems_lock:
+        if storage not in _filesystems:
+            from pyarrow import fs
+
+            kwargs: dict[str, Any] = {
+                "anonymous": storage.anonymous,
+                "connect_timeout": storage.timeout,
+                "request_timeout": storage.timeout,
+                "retry_strategy": fs.AwsStandardS3RetryStrategy(max_attempts=2),
+            }
+            if storage.endpoint:
+                endpoint = urlparse(storage.endpoint if "://" in storage.endpoint
+                                    else "https://" + storage.endpoint)
+                kwargs["endpoint_override"] = endpoint.netloc
+                kwargs["scheme"] = endpoint.scheme
+            if storage.region:
+                kwargs["region"] = storage.region
+            if storage.key is not None or storage.secret is not None:
+                if storage.key is None or storage.secret is None:
+                    raise OptionError("S3 credentials need both key= and secret=")
+                kwargs["access_key"], kwargs["secret_key"] = storage.key, storage.secret
+            _filesystems[storage] = fs.S3FileSystem(**kwargs)
+        return _filesystems[storage]
+
+
+def s3_error(exc: OSError, url: str, storage: StorageOptions) -> RemoteError:
+    """The specific gpuframe error for an S3 failure reported by Arrow."""
+    text = str(exc)
+    lowered = text.lower()
+    where = f" at endpoint {storage.endpoint}" if storage.endpoint else ""
+    if any(mark in lowered for mark in ("access_denied", "accessdenied", "invalidaccesskeyid",
+                                        "signaturedoesnotmatch", "http response code: 403",
+                                        "forbidden")):
+        return AccessDeniedError(f"access denied to {url}{where}: check key=/secret= ({text})")
+    if any(mark in lowered for mark in ("path does not exist", "nosuchkey", "nosuchbucket",
+                                        "http response code: 404", "resource_not_found")):
+        return SourceNotFoundError(f"no such object: {url}{where} ({text})")
+    if any(mark in lowered for mark in ("couldn't connect", "curlcode: 7", "connection refused",
+                                        "network_connection", "unable to connect",
+                                        "timeout", "timed out")):
+        return UnreachableError(f"cannot reach the S3 endpoint{where or ' (AWS)'} for {url}: "
+                                f"{text}")
+    return RemoteError(f"S3 request for {url}{where} failed: {text}")
+
+
+class S3Source(Source):
+    """An S3 object read by ranged GETs through Arrow's S3 client (``read_at``)."""
+
+    def __init__(self, url: str, storage: StorageOptions):
+        super().__init__(url)
+        self._storage = storage
+        try:
+            self._file = s3_filesystem(storage).open_input_file(url[len("s3://"):])
+        except OSError as exc:
+            raise s3_error(exc, url, storage) from exc
+
+    def _fetch_size(self) -> int:
+        return self._file.size()
+
+    def _read(self, offset: int, length: int) -> bytes:
+        try:
+            return bytes(self._file.read_at(length, offset))
+        except OSError as exc:
+            raise s3_error(exc, self.path, self._storage) from exc
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def open_source(path: str, storage: StorageOptions | None = None) -> Source:
+    """The :class:`Source` of a local path, ``file://``, ``http(s)://`` or ``s3://`` URL."""
+    scheme = scheme_of(path)
+    if scheme == "file":
+        return LocalSource(path)
+    storage = storage or storage_options()
+    if scheme in ("http", "https"):
+        return HttpSource(path, storage)
+    return S3Source(path, storage)
+
+
+class RangeFile(io.RawIOBase):
+    """A seekable, read-only file object over a :class:`Source`.
+
+    ``prefetched`` maps offsets to bytes already fetched (by :func:`read_ranges`); reads inside
+    them are served from memory, others become one range request each. Wrap it in
+    ``pyarrow.PythonFile`` to hand it to Arrow's Parquet reader.
+    """
+
+    def __init__(self, source: Source, prefetched: Mapping[int, bytes] | None = None):
+        super().__init__()
+        self.source = source
+        self._position = 0
+        self._spans = sorted((offset, data) for offset, data in (prefetched or {}).items())
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self.source.size()}
+        self._position = base[whence] + offset
+        return self._position
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        want = min(len(view), max(0, self.source.size() - self._position))
+        data = self._cached(self._position, want)
+        if data is None:
+            data = self.source.read_range(self._position, want)
+        view[:len(data)] = data
+        self._position += len(data)
+        return len(data)
+
+    def _cached(self, offset: int, length: int) -> bytes | None:
+        for start, data in self._spans:
+            if start <= offset and offset + length <= start + len(data):
+                return data[offset - start:offset - start + length]
+        return None
+
+
+def open_file(path: str, storage: StorageOptions | None = None) -> io.BufferedReader:
+    """A buffered, seekable, read-only file object over any supported path or URL."""
+    return io.BufferedReader(RangeFile(open_source(path, storage)), buffer_size=2**14)
+
+
+def read_ranges(source: Source, ranges: Sequence[tuple[int, int]], max_in_flight: int,
+                request_size: int | None = None) -> list[bytes]:
+    """The bytes of each (offset, length), fetched by up to ``max_in_flight`` threads.
+
+    Ranges longer than ``request_size`` are split into requests of that size and joined again,
+    so one large column chunk is fetched in parallel too. The first failed request's error is
+    raised; nothing partial is returned.
+    """
+    if max_in_flight < 1:
+        raise OptionError(f"max_in_flight={max_in_flight} must be at least 1")
+    pieces: list[tuple[int, int, int]] = []
+    for index, (offset, length) in enumerate(ranges):
+        step = request_size or max(length, 1)
+        pieces.extend((index, start, min(step, offset + length - start))
+                      for start in range(offset, offset + length, step))
+    if len(pieces) <= 1 or max_in_flight == 1:
+        fetched = [source.read_range(start, length) for _, start, length in pieces]
+    else:
+        with ThreadPoolExecutor(min(max_in_flight, len(pieces)),
+                                thread_name_prefix="gpuframe-range") as pool:
+            fetched = list(pool.map(lambda p: source.read_range(p[1], p[2]), pieces))
+    joined: list[list[bytes]] = [[] for _ in ranges]
+    for (index, _, _), data in zip(pieces, fetched):
+        joined[index].append(data)
+    return [b"".join(parts) for parts in joined]
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    """Requests in flight and their size for one store, and the measurements behind them.
+
+    Little's law: bytes in flight = bandwidth x latency. One request of ``request_size`` bytes
+    spends ``latency`` waiting and ``request_size / bandwidth`` transferring, so
+    ``1 + latency * bandwidth / request_size`` requests keep the link busy.
+    """
+
+    latency_s: float
+    bandwidth: float
+    requests_in_flight: int
+    request_size: int
+    source: str = "measured"
+
+    @property
+    def bytes_in_flight(self) -> int:
+        return self.requests_in_flight * self.request_size
+
+    def __repr__(self) -> str:
+        if self.source != "measured":
+            return (f"<Concurrency {self.source}: {self.requests_in_flight} requests of "
+                    f"{_human(self.request_size)} in flight>")
+        return (f"<Concurrency measured: latency {self.latency_s * 1e6:.0f} us, "
+                f"bandwidth {self.bandwidth / 1e6:.1f} MB/s -> {self.requests_in_flight} "
+                f"requests of {_human(self.request_size)} in flight>")
+
+
+def _human(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if nbytes < 1024 or unit == "GiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes} B"
+
+
+def littles_law(latency_s: float, bandwidth: float, request_size: int,
+                max_in_flight: int) -> tuple[int, int]:
+    """(requests in flight, request size) covering ``bandwidth * latency_s`` bytes in flight.
+
+    When more than ``max_in_flight`` requests would be needed, requests grow instead.
+    """
+    in_flight_bytes = max(0.0, latency_s) * max(0.0, bandwidth)
+    wanted = 1 + math.ceil(in_flight_bytes / request_size)
+    if wanted <= max_in_flight:
+        return wanted, request_size
+    if max_in_flight == 1:
+        return 1, request_size
+    return max_in_flight, math.ceil(in_flight_bytes / (max_in_flight - 1))
+
+
+_measured: dict[tuple[str, str, str | None], Concurrency] = {}
+_measured_lock = threading.Lock()
+
+
+def _store_of(path: str, storage: StorageOptions) -> tuple[str, str, str | None]:
+    """What one measurement covers: a scheme and host (and the S3 endpoint)."""
+    if "://" not in path or path.startswith("file://"):
+        return ("file", "", None)
+    parsed = urlparse(path)
+    return (parsed.scheme, parsed.netloc, storage.endpoint if parsed.scheme == "s3" else None)
+
+
+def forget_measurements() -> None:
+    """Drop every store's measured concurrency, so the next read measures again."""
+    with _measured_lock:
+        _measured.clear()
+
+
+def measure_storage(source: Source, storage: StorageOptions | None = None,
+                    probes: int = 3) -> Concurrency:
+    """Requests in flight and their size for ``source``'s store, from a few first reads.
+
+    Latency is the fastest of ``probes`` 4 KiB reads; bandwidth comes from one read of
+    ``task_size`` bytes (at least 1 MiB, at most half the file), less that latency. The answer
+    is kept per store (scheme, host and S3 endpoint) for the life of the process, so only the
+    first read of a store pays for it (:func:`forget_measurements` clears it). An explicit
+    ``requests_in_flight`` option wins over the measurement.
+    """
+    storage = storage or storage_options()
+    if storage.requests_in_flight is not None:
+        return Concurrency(0.0, 0.0, storage.requests_in_flight, storage.task_size, "configured")
+    store = _store_of(source.path, storage)
+    with _measured_lock:
+        known = _measured.get(store)
+    if known is not None:
+        return known
+    size = source.size()
+    probe = min(4096, size)
+    latencies = []
+    for i in range(max(1, probes)):
+        start = time.perf_counter()
+        source.read_range(min(i * probe, max(0, size - probe)), probe)
+        latencies.append(time.perf_counter() - start)
+    latency = min(latencies)
+    length = min(max(storage.task_size, BANDWIDTH_PROBE), max(probe, size // 2))  # never whole
+    start = time.perf_counter()
+    source.read_range(0, length)
+    elapsed = time.perf_counter() - start
+    # Transfer time is what the large read took beyond one latency; when the two are too close
+    # to tell apart (tiny files, noise), count at least a tenth of it rather than divide by ~0.
+    bandwidth = length / max(elapsed - latency, elapsed / 10, 1e-9)
+    count, request_size = littles_law(latency, bandwidth, storage.task_size,
+                                      storage.max_requests_in_flight)
+    chosen = Concurrency(latency, bandwidth, count, request_size)
+    with _measured_lock:
+        _measured.setdefault(store, chosen)
+    return chosen
+
+
+def list_s3(url: str, storage: StorageOptions) -> list[str]:
+    """Every object under an ``s3://bucket/prefix`` (recursively), as sorted URLs."""
+    from pyarrow import fs
+
+    filesystem = s3_filesystem(storage)
+    base = url[len("s3://"):].rstrip("/")
+    try:
+        info = filesystem.get_file_info(base)
+        if info.type == fs.FileType.File:
+            return [url]
+        if info.type == fs.FileType.NotFound:
+            raise SourceNotFoundError(f"no such object or prefix: {url}")
+        found = filesystem.get_file_info(fs.FileSelector(base, recursive=True))
+    except SourceNotFoundError:
+        raise
+    except OSError as exc:
+        raise s3_error(exc, url, storage) from exc
+    return sorted("s3://" + f.path for f in found if f.type == fs.FileType.File)

@@ -1,0 +1,257 @@
+"""Real files and real servers for the io tests, made once per session on 127.0.0.1.
+
+``dataset_dir`` holds Parquet files written by pyarrow (several row groups with statistics,
+several files, hive folders, and broken files); ``http_server`` serves that folder with Range
+support and logs every request; ``s3_server`` is a moto S3 server holding the same files in a
+bucket, with IAM authentication on, so wrong credentials are refused as by AWS.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpuframe.io import remote
+
+ROWS_PER_GROUP = 1000
+GROUPS_PER_FILE = 4
+
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def sample_table(start: int, rows: int) -> pa.Table:
+    """Sorted ``id`` (so row-group statistics prune), a float, a string with some nulls."""
+    ids = np.arange(start, start + rows, dtype="int64")
+    names = pa.array([None if i % 97 == 0 else f"name-{i % 13}" for i in ids], pa.string())
+    return pa.table({"id": ids, "x": ids * 0.5, "name": names})
+
+
+def write_dataset(root: Path) -> None:
+    """flat/ (2 files x 4 row groups), hive/year=/city=/ (3 files x 2 row groups), bad/."""
+    rows = ROWS_PER_GROUP * GROUPS_PER_FILE
+    flat = root / "flat"
+    flat.mkdir()
+    for i in range(2):
+        pq.write_table(sample_table(i * rows, rows), flat / f"part-{i}.parquet",
+                       row_group_size=ROWS_PER_GROUP)
+    (flat / "_SUCCESS").write_text("")
+    hive = root / "hive"
+    for n, (year, city) in enumerate([(2023, "ams"), (2023, "oslo"), (2024, "ams")]):
+        folder = hive / f"year={year}" / f"city={city}"
+        folder.mkdir(parents=True)
+        pq.write_table(sample_table(n * 2000, 2000), folder / "part.parquet",
+                       row_group_size=ROWS_PER_GROUP)
+    bad = root / "bad"
+    mismatch = bad / "mismatch"
+    mismatch.mkdir(parents=True)
+    pq.write_table(sample_table(0, 100), mismatch / "a.parquet")
+    table = sample_table(100, 100)
+    pq.write_table(table.set_column(1, "x", table["x"].cast(pa.string())), mismatch / "b.parquet")
+    good = (flat / "part-0.parquet").read_bytes()
+    (bad / "truncated.parquet").write_bytes(good[: len(good) // 2])
+    footer_length = int.from_bytes(good[-8:-4], "little")
+    corrupt = bytearray(good)
+    corrupt[-8 - footer_length:-8] = b"\xff" * footer_length
+    (bad / "corrupt_footer.parquet").write_bytes(bytes(corrupt))
+    (bad / "not_parquet.parquet").write_bytes(b"id,x\n1,2\n" * 10)
+    (bad / "empty.parquet").write_bytes(b"")
+
+
+@pytest.fixture(name="sample_table")
+def _sample_table():
+    """The table maker behind the dataset, for tests that write files of their own."""
+    return sample_table
+
+
+@pytest.fixture(scope="session")
+def dataset_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("datasets")
+    write_dataset(root)
+    return root
+
+
+@dataclass
+class ServedRequest:
+    method: str
+    path: str
+    range: str | None
+    status: int
+    nbytes: int
+
+
+@dataclass
+class HttpServer:
+    """The running test server: its base URL and the requests it answered."""
+
+    url: str
+    root: Path
+    log: list[ServedRequest] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    connections: int = 0
+
+    def reset(self) -> None:
+        with self.lock:
+            self.log.clear()
+            self.connections = 0
+
+    def bytes_served(self, name: str | None = None) -> int:
+        with self.lock:
+            return sum(r.nbytes for r in self.log if name is None or r.path.endswith(name))
+
+    def whole_file_gets(self) -> int:
+        with self.lock:
+            return sum(1 for r in self.log if r.method == "GET" and r.status == 200)
+
+
+class _RangeHandler(BaseHTTPRequestHandler):
+    """Static files with Range support; '/norange/...' ignores Range, '/forbidden/...' is 403."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: avoid 40 ms ACK stalls
+    state: HttpServer
+
+    def setup(self) -> None:
+        super().setup()
+        with self.state.lock:
+            self.state.connections += 1
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_HEAD(self) -> None:
+        self._serve(body=False)
+
+    def do_GET(self) -> None:
+        self._serve(body=True)
+
+    def _serve(self, body: bool) -> None:
+        path = self.path.split("?", 1)[0]
+        honour_range = not path.startswith("/norange/")
+        target = (self.state.root / re.sub(r"^/(norange|forbidden)/", "/", path).lstrip("/"))
+        if path.startswith("/forbidden/"):
+            return self._reply(403, b"forbidden", body)
+        if self.state.root.resolve() not in target.resolve().parents or not target.is_file():
+            return self._reply(404, b"not found", body)
+        data = target.read_bytes()
+        size = len(data)
+        spec = self.headers.get("Range") if honour_range else None
+        if spec is None:
+            return self._reply(200, data, body, {"Accept-Ranges": "bytes"} if honour_range else {})
+        match = re.fullmatch(r"bytes=(\d*)-(\d*)", spec.strip())
+        if not match or match.groups() == ("", ""):
+            return self._reply(400, b"bad range", body)
+        first, last = match.groups()
+        if first == "":
+            start, end = max(0, size - int(last)), size - 1
+        else:
+            start, end = int(first), min(size - 1, int(last) if last else size - 1)
+        if start >= size or start > end:
+            return self._reply(416, b"", body, {"Content-Range": f"bytes */{size}"})
+        return self._reply(206, data[start:end + 1], body,
+                           {"Content-Range": f"bytes {start}-{end}/{size}",
+                            "Accept-Ranges": "bytes"})
+
+    def _reply(self, status: int, data: bytes, body: bool,
+               headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        with self.state.lock:  # logged before sending, so a client that has it sees it logged
+            self.state.log.append(ServedRequest(self.command, self.path, self.headers.get("Range"),
+                                                status, len(data) if body else 0))
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+
+@pytest.fixture(scope="session")
+def http_server(dataset_dir):
+    state = HttpServer(url="", root=dataset_dir)
+    handler = type("Handler", (_RangeHandler,), {"state": state})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, name="test-http-server", daemon=True)
+    thread.start()
+    yield state
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint: str
+    bucket: str
+    key: str
+    secret: str
+
+    def url(self, relative: str) -> str:
+        return f"s3://{self.bucket}/{relative}"
+
+    def options(self, **overrides) -> dict:
+        return {"endpoint": self.endpoint, "key": self.key, "secret": self.secret,
+                "region": "us-east-1", **overrides}
+
+
+@pytest.fixture(scope="session")
+def s3_server(dataset_dir):
+    """moto's S3 on loopback with the dataset uploaded; IAM auth is on once the data is in."""
+    import boto3
+    import requests
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    try:
+        session = boto3.Session(aws_access_key_id="setup", aws_secret_access_key="setup",
+                                region_name="us-east-1")
+        iam = session.client("iam", endpoint_url=endpoint)
+        iam.create_user(UserName="reader")
+        iam.put_user_policy(
+            UserName="reader", PolicyName="s3-all",
+            PolicyDocument='{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
+                           '"Action": "s3:*", "Resource": "*"}]}',
+        )
+        access = iam.create_access_key(UserName="reader")["AccessKey"]
+        s3 = session.client("s3", endpoint_url=endpoint)
+        s3.create_bucket(Bucket="data")
+        for path in sorted(dataset_dir.rglob("*")):
+            if path.is_file():
+                s3.put_object(Bucket="data", Key=path.relative_to(dataset_dir).as_posix(),
+                              Body=path.read_bytes())
+        # From here on every request must be signed with the IAM user's key.
+        requests.post(f"{endpoint}/moto-api/reset-auth", data=b"0", timeout=10)
+        yield S3Server(endpoint, "data", access["AccessKeyId"], access["SecretAccessKey"])
+    finally:
+        requests.post(f"{endpoint}/moto-api/reset-auth", data=b"inf", timeout=10)
+        server.stop()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A port on 127.0.0.1 nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_measurements():
+    """Little's-law measurements are cached per process; each test starts without them."""
+    remote.forget_measurements()
+    yield
+    remote.forget_measurements()

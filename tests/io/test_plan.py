@@ -1,0 +1,328 @@
+"""Planning against real Parquet files: local, over the Range HTTP server and over moto S3."""
+
+from __future__ import annotations
+
+import pickle
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from gpuframe.errors import GpuframeError, OptionError
+from gpuframe.io.errors import (
+    AccessDeniedError,
+    ColumnNotFoundError,
+    CorruptFileError,
+    FilterError,
+    SchemaMismatchError,
+    SourceNotFoundError,
+    TruncatedFileError,
+    UnreachableError,
+)
+from gpuframe.io.plan import (
+    assign_owners,
+    column_chunk_ranges,
+    default_partition_bytes,
+    expand_source,
+    plan_fragments,
+)
+from gpuframe.io.remote import FOOTER_PROBE, storage_options
+
+WORKERS = ["tcp://w0", "tcp://w1"]
+FIXED = {"requests_in_flight": 4}
+
+
+def compressed(path, columns=None, row_groups=None):
+    """Compressed bytes of ``columns`` in ``row_groups``, counted independently of the planner."""
+    metadata = pq.ParquetFile(path).metadata
+    total = 0
+    for g in row_groups if row_groups is not None else range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        for i in range(group.num_columns):
+            if columns is None or group.column(i).path_in_schema in columns:
+                total += group.column(i).total_compressed_size
+    return total
+
+
+def test_expand_source(dataset_dir):
+    flat = dataset_dir / "flat"
+    found = expand_source(str(flat), storage_options())
+    assert found == [(str(flat / "part-0.parquet"), str(flat)),
+                     (str(flat / "part-1.parquet"), str(flat))]
+    assert [p for p, _ in expand_source(str(flat / "*-1.parquet"), storage_options())] == [
+        str(flat / "part-1.parquet")]
+    listed = expand_source([str(flat / "part-1.parquet"), str(flat)], storage_options())
+    assert [p for p, _ in listed] == [str(flat / "part-1.parquet"), str(flat / "part-0.parquet")]
+    with pytest.raises(SourceNotFoundError, match="nothing.parquet"):
+        plan_fragments(str(flat / "nothing.parquet"))
+    with pytest.raises(SourceNotFoundError, match=r"no file matches .*\*\.csv"):
+        plan_fragments(str(flat / "*.csv"))
+    with pytest.raises(OptionError, match="HTTP has no directory listing"):
+        plan_fragments("http://127.0.0.1:1/data/*.parquet")
+
+
+def test_fragments_pack_row_groups_by_bytes(dataset_dir):
+    flat = dataset_dir / "flat"
+    files = [str(flat / "part-0.parquet"), str(flat / "part-1.parquet")]
+    group_bytes = compressed(files[0], row_groups=[0])
+    plan = plan_fragments(str(flat), partition_bytes=2 * group_bytes + 1000, workers=WORKERS,
+                          storage=FIXED)
+    assert plan.files == files
+    assert [(f.path, f.row_groups) for f in plan.fragments] == [
+        (files[0], (0, 1)), (files[0], (2, 3)), (files[1], (0, 1)), (files[1], (2, 3))]
+    assert [f.rows for f in plan.fragments] == [2000] * 4
+    assert plan.total_bytes == sum(compressed(f) for f in files) == plan.result_bytes
+    for fragment in plan.fragments:
+        assert fragment.bytes == compressed(fragment.path, row_groups=fragment.row_groups)
+    assert (plan.row_groups_total, plan.row_groups_kept) == (8, 8)
+    whole = plan_fragments(str(flat), partition_bytes=2**40, storage=FIXED)
+    assert [f.row_groups for f in whole.fragments] == [(0, 1, 2, 3)] * 2
+    assert {f.owner for f in whole.fragments} == {None}
+    single = plan_fragments(str(flat), partition_bytes=1, storage=FIXED)
+    assert len(single.fragments) == 8
+    assert "row groups 8/8 kept" in repr(plan) and "requests of" in repr(plan)
+
+
+def test_owners_balance_bytes_and_are_deterministic(dataset_dir):
+    plan = plan_fragments(str(dataset_dir / "flat"), partition_bytes=1, workers=WORKERS,
+                          storage=FIXED)
+    loads = plan.bytes_by_worker()
+    assert set(loads) == set(WORKERS)
+    assert abs(loads[WORKERS[0]] - loads[WORKERS[1]]) <= max(f.bytes for f in plan.fragments)
+    again = plan_fragments(str(dataset_dir / "flat"), partition_bytes=1, workers=WORKERS,
+                           storage=FIXED)
+    assert [f.owner for f in again.fragments] == [f.owner for f in plan.fragments]
+    assert assign_owners([10, 9, 8, 1], ["a", "b"]) == ["a", "b", "b", "a"]
+    assert assign_owners([5, 5, 5], ["a", "b", "c"]) == ["a", "b", "c"]
+    with pytest.raises(OptionError, match="workers"):
+        assign_owners([1], [])
+
+
+def test_columns_select_and_validate(dataset_dir):
+    path = str(dataset_dir / "flat" / "part-0.parquet")
+    plan = plan_fragments(path, columns=["name", "id"], storage=FIXED)
+    assert plan.schema.names == ["name", "id"]
+    assert plan.total_bytes == compressed(path, {"name", "id"})
+    assert plan.total_bytes < compressed(path)
+    with pytest.raises(ColumnNotFoundError, match=f"'nope' is not in {path}"):
+        plan_fragments(path, columns=["id", "nope"])
+    with pytest.raises(OptionError, match="list of column names"):
+        plan_fragments(path, columns="id")
+
+
+@pytest.mark.parametrize("filters, kept", [
+    ([("id", "<", 1500)], 2),
+    ([("id", "<=", 999)], 1),
+    ([("id", ">", 6999)], 1),
+    ([("id", ">=", 7000)], 1),
+    ([("id", "=", 4500)], 1),
+    ([("id", "==", -1)], 0),
+    ([("id", "!=", 5)], 8),
+    ([("id", "in", [10, 5000, 10**9])], 2),
+    ([("id", "not in", [1, 2])], 8),
+    ([[("id", "<", 500)], [("id", ">=", 7500)]], 2),
+    ([("id", ">", 1500), ("id", "<", 2500)], 2),
+    ([("x", ">", 1999.0)], 5),
+    ([("name", "==", "name-3")], 8),
+    ([("name", ">", "zzz")], 0),
+])
+def test_statistics_prune_row_groups(dataset_dir, filters, kept):
+    plan = plan_fragments(str(dataset_dir / "flat"), filters=filters, partition_bytes=1,
+                          storage=FIXED)
+    assert (plan.row_groups_total, plan.row_groups_kept) == (8, kept)
+    expression = pq.filters_to_expression(filters)
+    kept_groups = {(f.path, g) for f in plan.fragments for g in f.row_groups}
+    for path in plan.files:
+        parquet = pq.ParquetFile(path)
+        for g in range(parquet.num_row_groups):
+            if (path, g) not in kept_groups:
+                rows = parquet.read_row_group(g).filter(expression).num_rows
+                assert rows == 0, f"row group {g} of {path} was pruned but has {rows} matches"
+
+
+def test_filter_columns_are_read_but_not_returned(dataset_dir):
+    path = str(dataset_dir / "flat" / "part-0.parquet")
+    plan = plan_fragments(path, columns=["name"], filters=[("x", ">=", 0)], storage=FIXED)
+    assert plan.schema.names == ["name"] and plan.columns_read == ["name", "x"]
+    assert plan.result_bytes == compressed(path, {"name"})
+    assert plan.total_bytes == compressed(path, {"name", "x"})
+    assert plan.filters == [[("x", ">=", 0)]]
+
+
+@pytest.mark.parametrize("filters, message", [
+    ([("id", "~", 1)], r"\('id', '~', 1\): unknown operator '~'"),
+    ([("nope", "==", 1)], r"names column 'nope', which is not in"),
+    ([("id", ">", "abc")], r"value 'abc' does not fit column 'id' of type int64"),
+    ([("name", "==", 3)], r"value 3 does not fit column 'name' of type string"),
+    ([("id", "in", 5)], r"'in' needs a list"),
+    ([("id", "==")], r"\('id', '=='\) is not a \(column, op, value\) tuple"),
+    ("id > 5", r"must be a non-empty list"),
+    ([], r"must be a non-empty list"),
+    ([[("id", "==", 1)], []], r"is not a non-empty list"),
+])
+def test_bad_filters_name_the_term(dataset_dir, filters, message):
+    with pytest.raises(FilterError, match=message):
+        plan_fragments(str(dataset_dir / "flat"), filters=filters)
+
+
+def test_missing_statistics_keep_row_groups(tmp_path, sample_table):
+    path = tmp_path / "nostats.parquet"
+    pq.write_table(sample_table(0, 3000), path, row_group_size=1000, write_statistics=False)
+    plan = plan_fragments(str(path), filters=[("id", "<", 10)], storage=FIXED)
+    assert (plan.row_groups_total, plan.row_groups_kept) == (3, 3)
+    nulls = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"v": pa.array([None] * 10, pa.int64())}), nulls)
+    plan = plan_fragments(str(nulls), filters=[("v", "!=", 1)], storage=FIXED)
+    assert plan.row_groups_kept == 0
+
+
+def test_hive_partitions_typed_like_pyarrow_and_pruned(dataset_dir):
+    hive = dataset_dir / "hive"
+    plan = plan_fragments(str(hive), storage=FIXED)
+    assert plan.schema.remove_metadata() == ds.dataset(str(hive), partitioning="hive").schema
+    assert plan.schema.field("year").type == pa.int32()
+    first = plan.fragments[0]
+    assert first.path.endswith("year=2023/city=ams/part.parquet")
+    assert dict(first.partition) == {"year": 2023, "city": "ams"}
+    plan = plan_fragments(str(hive), filters=[("year", "==", 2024)], storage=FIXED)
+    assert {f.path.split("/hive/")[1] for f in plan.fragments} == {
+        "year=2024/city=ams/part.parquet"}
+    assert (plan.files_total, len(plan.files)) == (3, 1)
+    assert (plan.row_groups_total, plan.row_groups_kept) == (2, 2)
+    assert "1/3 files" in repr(plan)
+    plan = plan_fragments(str(hive), filters=[("city", "in", ["oslo"]), ("id", "<", 2500)],
+                          columns=["id", "city"], storage=FIXED)
+    assert [(dict(f.partition)["city"], f.row_groups) for f in plan.fragments] == [("oslo", (0,))]
+    assert plan.schema.names == ["id", "city"]
+    with pytest.raises(FilterError, match="value 'x' does not fit column 'year' of type int32"):
+        plan_fragments(str(hive), filters=[("year", "==", "x")])
+
+
+def test_bad_files_raise_specific_errors(dataset_dir):
+    bad = dataset_dir / "bad"
+    cases = [("truncated", TruncatedFileError, "is truncated"),
+             ("corrupt_footer", CorruptFileError, "corrupt footer in"),
+             ("not_parquet", CorruptFileError, "is not a Parquet file"),
+             ("empty", CorruptFileError, "is empty")]
+    for name, error, text in cases:
+        path = str(bad / f"{name}.parquet")
+        with pytest.raises(error, match=f"{text}.*|.*{name}.parquet") as info:
+            plan_fragments(path)
+        assert path in str(info.value) and isinstance(info.value, GpuframeError)
+    mismatch = bad / "mismatch"
+    with pytest.raises(SchemaMismatchError,
+                       match=f"{mismatch}/a.parquet and {mismatch}/b.parquet disagree on column "
+                             "'x': double vs string"):
+        plan_fragments(str(mismatch))
+
+
+def test_footers_are_cached_and_picklable(dataset_dir):
+    plan = plan_fragments(str(dataset_dir / "flat"), columns=["id"], storage=FIXED)
+    assert set(plan.footers) == set(plan.files)
+    restored = pickle.loads(pickle.dumps(plan.footers[plan.files[0]]))
+    assert restored.equals(pq.ParquetFile(plan.files[0]).metadata)
+    ranges = column_chunk_ranges(restored, [0, 1], ["id"])
+    assert sum(n for _, n in ranges) == compressed(plan.files[0], {"id"}, [0, 1])
+
+
+def test_http_footers_one_suffix_request_per_file(dataset_dir, http_server):
+    names = ["flat/part-0.parquet", "flat/part-1.parquet"]
+    http_server.reset()
+    plan = plan_fragments([f"{http_server.url}/{n}" for n in names], storage=FIXED,
+                          workers=WORKERS)
+    local = plan_fragments(str(dataset_dir / "flat"), storage=FIXED, workers=WORKERS)
+    assert [(f.row_groups, f.bytes, f.owner) for f in plan.fragments] == [
+        (f.row_groups, f.bytes, f.owner) for f in local.fragments]
+    assert sorted((r.method, r.range) for r in http_server.log) == [
+        ("GET", f"bytes=-{FOOTER_PROBE}")] * 2
+    assert http_server.whole_file_gets() == 0
+    assert str(plan.concurrency).startswith("<Concurrency configured: ")
+
+
+def test_http_large_footer_takes_a_second_request(tmp_path, http_server):
+    wide = pa.table({f"column_with_a_long_name_{i:04d}": pa.array(range(4)) for i in range(400)})
+    path = http_server.root / "wide.parquet"
+    pq.write_table(wide, path, row_group_size=2)
+    footer = int.from_bytes(path.read_bytes()[-8:-4], "little")
+    assert footer + 8 > FOOTER_PROBE
+    http_server.reset()
+    plan = plan_fragments(f"{http_server.url}/wide.parquet", storage=FIXED)
+    assert plan.row_groups_total == 2 and len(plan.schema) == 400
+    assert len(http_server.log) == 2
+    assert http_server.bytes_served() == footer + 8
+
+
+def test_http_measures_concurrency_and_errors(dataset_dir, http_server, closed_port):
+    plan = plan_fragments(f"{http_server.url}/flat/part-0.parquet",
+                          storage={"task_size": 2**14})
+    assert plan.concurrency.source == "measured" and plan.concurrency.latency_s > 0
+    assert plan.concurrency.request_size >= 2**14
+    with pytest.raises(SourceNotFoundError, match="flat/missing.parquet"):
+        plan_fragments(f"{http_server.url}/flat/missing.parquet")
+    with pytest.raises(TruncatedFileError, match="bad/truncated.parquet"):
+        plan_fragments(f"{http_server.url}/bad/truncated.parquet")
+    with pytest.raises(UnreachableError, match=f"127.0.0.1:{closed_port}"):
+        plan_fragments(f"http://127.0.0.1:{closed_port}/flat/part-0.parquet")
+
+
+def test_s3_plans_like_local(dataset_dir, s3_server):
+    options = s3_server.options(requests_in_flight=4)
+    plan = plan_fragments(s3_server.url("hive"), filters=[("year", "==", 2023)],
+                          storage=options, workers=WORKERS)
+    local = plan_fragments(str(dataset_dir / "hive"), filters=[("year", "==", 2023)],
+                           storage=FIXED, workers=WORKERS)
+    assert plan.schema == local.schema
+    assert [(f.path.split("/hive/")[1], f.row_groups, f.bytes, f.partition, f.owner)
+            for f in plan.fragments] == [
+        (f.path.split("/hive/")[1], f.row_groups, f.bytes, f.partition, f.owner)
+        for f in local.fragments]
+    assert [f.split("/")[-1] for f in plan_fragments(s3_server.url("flat/*.parquet"),
+                                                     storage=options).files] == [
+        "part-0.parquet", "part-1.parquet"]
+
+
+def test_s3_errors(s3_server, closed_port):
+    with pytest.raises(AccessDeniedError, match="s3://data/flat"):
+        plan_fragments(s3_server.url("flat"), storage=s3_server.options(secret="wrong"))
+    with pytest.raises(SourceNotFoundError, match="s3://data/nowhere"):
+        plan_fragments(s3_server.url("nowhere"), storage=s3_server.options())
+    with pytest.raises(CorruptFileError, match="s3://data/bad/corrupt_footer.parquet"):
+        plan_fragments(s3_server.url("bad/corrupt_footer.parquet"), storage=s3_server.options())
+    unreachable = s3_server.options(endpoint=f"http://127.0.0.1:{closed_port}", timeout=5.0)
+    with pytest.raises(UnreachableError, match=f"127.0.0.1:{closed_port}"):
+        plan_fragments(s3_server.url("flat/part-0.parquet"), storage=unreachable)
+
+
+def test_partition_bytes_option(dataset_dir):
+    with pytest.raises(OptionError, match="partition_bytes=0"):
+        plan_fragments(str(dataset_dir / "flat"), partition_bytes=0)
+    plan = plan_fragments(str(dataset_dir / "flat"), storage=FIXED)
+    assert plan.partition_bytes == default_partition_bytes()
+
+
+def test_default_partition_bytes_follows_device_memory(monkeypatch):
+    from gpuframe.cluster import hardware
+
+    monkeypatch.setattr(hardware, "list_gpus", lambda: [])
+    assert default_partition_bytes() == 128 * 2**20
+    gpus = [hardware.Gpu(0, "big", 80 * 2**30), hardware.Gpu(1, "small", 16 * 2**30)]
+    monkeypatch.setattr(hardware, "list_gpus", lambda: gpus)
+    assert default_partition_bytes() == 16 * 2**30 // 32
+
+
+def test_hive_values_drop_files_before_their_footers_are_read(dataset_dir, monkeypatch):
+    from gpuframe.io import plan as planning
+
+    read = []
+    original = planning.read_footer
+    monkeypatch.setattr(planning, "read_footer",
+                        lambda source: read.append(source.path) or original(source))
+    hive = dataset_dir / "hive"
+    plan = plan_fragments(str(hive), filters=[[("city", "==", "oslo")], [("year", ">", 2023)]],
+                          storage=FIXED)
+    assert [p.split("/hive/")[1] for p in plan.files] == [
+        "year=2023/city=oslo/part.parquet", "year=2024/city=ams/part.parquet"]
+    first = str(hive / "year=2023" / "city=ams" / "part.parquet")
+    assert read[0] == first and sorted(read[1:]) == plan.files
+    assert first in plan.footers and plan.fragments[0].path == plan.files[0]

@@ -1,0 +1,157 @@
+"""read_parquet on a real two-worker CPU cluster, against pandas.read_parquet on the same files."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpuframe.errors import PartitionError
+from gpuframe.io.plan import plan_fragments
+from gpuframe.io.read import (
+    READERS,
+    fragment_tasks,
+    read_parquet,
+    read_parquet_with_report,
+    read_plan,
+)
+
+
+def plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Categorical hive columns (as pandas reads them) as their categories' dtype; fresh index."""
+    frame = frame.reset_index(drop=True)
+    for name, dtype in frame.dtypes.items():
+        if isinstance(dtype, pd.CategoricalDtype):
+            frame[name] = frame[name].astype(dtype.categories.dtype)
+    return frame
+
+
+def check_same(ours, expected: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(plain(ours.to_pandas()), plain(expected))
+
+
+def test_local_read_matches_pandas_and_places_partitions(engine, dataset_dir):
+    flat = dataset_dir / "flat"
+    frame = read_parquet(str(flat), partition_bytes=1, requests_in_flight=2)
+    check_same(frame, pd.read_parquet(flat))
+    assert frame.npartitions == 8
+    assert all(f.key.startswith("gpuframe-read-parquet-") for f in frame.futures)
+    assert set(frame.owners) == set(engine.workers)
+    where = engine.client.who_has(frame.futures)
+    assert all(where[f.key] == (owner,) for f, owner in zip(frame.futures, frame.owners))
+    assert list(frame.meta.columns) == ["id", "x", "name"]
+
+
+@pytest.mark.parametrize("columns, filters", [
+    (["name", "id"], [("id", ">=", 2500), ("id", "<", 5200)]),
+    (None, [[("id", "<", 10)], [("name", "==", "name-3"), ("x", ">", 3900.0)]]),
+    (["x"], [("name", "in", ["name-1", "name-2"])]),
+    (["id"], [("name", "!=", "name-1")]),
+])
+def test_columns_and_filters_match_pandas(engine, dataset_dir, columns, filters):
+    flat = dataset_dir / "flat"
+    frame, report = read_parquet_with_report(str(flat), columns, filters, partition_bytes=1)
+    check_same(frame, pd.read_parquet(flat, columns=columns, filters=filters))
+    assert report.rows == len(frame)
+    assert report.bytes_read <= report.planned_bytes
+
+
+def test_hive_read_matches_pandas(engine, dataset_dir):
+    hive = dataset_dir / "hive"
+    check_same(read_parquet(str(hive)), pd.read_parquet(hive))
+    filters = [("year", "==", 2023), ("id", ">", 1500)]
+    frame = read_parquet(str(hive), columns=["id", "city"], filters=filters)
+    check_same(frame, pd.read_parquet(hive, columns=["id", "city"], filters=filters))
+    assert frame.meta.dtypes["city"] == frame.to_pandas().dtypes["city"]
+
+
+def test_selective_read_fetches_other_columns_only_where_rows_survive(engine, tmp_path):
+    rng = np.random.default_rng(0)
+    rows = 4000
+    key = rng.integers(0, 100, rows)  # every row group's statistics span 0..99
+    key[key == 50] = 51
+    key[2500] = 50  # the only match, in row group 2 of 4
+    table = pa.table({"key": key, "payload": rng.random(rows), "text": [f"t{i}" for i in
+                                                                       range(rows)]})
+    path = tmp_path / "selective.parquet"
+    pq.write_table(table, path, row_group_size=1000)
+    filters = [("key", "==", 50)]
+    frame, report = read_parquet_with_report(str(path), ["payload", "text"], filters,
+                                             requests_in_flight=2)
+    check_same(frame, pd.read_parquet(path, columns=["payload", "text"], filters=filters))
+    assert len(frame) == 1
+    assert (report.row_groups_kept, report.row_groups_total) == (4, 4)
+    metadata = pq.ParquetFile(path).metadata
+    chunk = lambda g, c: metadata.row_group(g).column(c).total_compressed_size  # noqa: E731
+    expected = sum(chunk(g, 0) for g in range(4)) + chunk(2, 1) + chunk(2, 2)
+    assert report.bytes_read == expected < report.planned_bytes
+    assert report.result_column_bytes == sum(chunk(g, c) for g in range(4) for c in (1, 2))
+    assert "MiB of result columns" in repr(report)
+
+
+def test_http_read_matches_local_without_whole_file_downloads(engine, dataset_dir, http_server):
+    names = ["flat/part-0.parquet", "flat/part-1.parquet"]
+    http_server.reset()
+    frame, report = read_parquet_with_report(
+        [f"{http_server.url}/{n}" for n in names], columns=["id", "name"],
+        filters=[("id", ">", 3500)], partition_bytes=1, requests_in_flight=3)
+    check_same(frame, pd.read_parquet(dataset_dir / "flat", columns=["id", "name"],
+                                      filters=[("id", ">", 3500)]))
+    assert http_server.whole_file_gets() == 0
+    footers = sum(min(65536, (dataset_dir / n).stat().st_size) for n in names)
+    assert http_server.bytes_served() == footers + report.bytes_read
+    assert report.bytes_read == report.planned_bytes
+    assert report.requests >= report.fragments
+
+
+def test_s3_read_matches_local(engine, dataset_dir, s3_server):
+    frame = read_parquet(s3_server.url("hive"), columns=["id", "x", "year"],
+                         filters=[("city", "==", "ams")], **s3_server.options())
+    check_same(frame, pd.read_parquet(dataset_dir / "hive", columns=["id", "x", "year"],
+                                      filters=[("city", "==", "ams")]))
+
+
+def test_empty_result_keeps_the_schema(engine, dataset_dir):
+    frame = read_parquet(str(dataset_dir / "flat"), columns=["id", "name"],
+                         filters=[("id", "<", -5)])
+    assert frame.npartitions == 0
+    result = frame.to_pandas()
+    assert list(result.columns) == ["id", "name"] and len(result) == 0
+
+
+def test_failed_fragment_fails_the_read(engine, dataset_dir, tmp_path):
+    copy = shutil.copytree(dataset_dir / "flat", tmp_path / "flat")
+    plan = plan_fragments(str(copy), workers=engine.workers, storage={"requests_in_flight": 1})
+    (copy / "part-1.parquet").unlink()
+    with pytest.raises(PartitionError, match="SourceNotFoundError.*no such file: .*part-1.parquet"):
+        read_plan(plan, engine)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("filters", [None, [("year", "==", 2023), ("id", ">", 1500)]])
+def test_cudf_reader_matches_arrow_reader(dataset_dir, filters):
+    plan = plan_fragments(str(dataset_dir / "hive"), filters=filters)
+    for task in fragment_tasks(plan, "gpu-test"):
+        expected, _ = READERS["pandas"]().read(task)
+        got, stats = READERS["cudf"]().read(task)
+        pd.testing.assert_frame_equal(got.to_pandas().reset_index(drop=True),
+                                      expected.to_pandas())
+        assert stats.rows == expected.num_rows
+
+
+@pytest.mark.gpu
+def test_cudf_reader_reads_remote_files_by_ranges(dataset_dir, http_server):
+    name = "flat/part-0.parquet"
+    local = plan_fragments(str(dataset_dir / name), storage={"requests_in_flight": 2})
+    http_server.reset()
+    remote = plan_fragments(f"{http_server.url}/{name}", storage={"requests_in_flight": 2})
+    for task, remote_task in zip(fragment_tasks(local, "l"), fragment_tasks(remote, "r")):
+        expected, _ = READERS["pandas"]().read(task)
+        got, _ = READERS["cudf"]().read(remote_task)
+        pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
+    assert http_server.whole_file_gets() == 0
+    assert http_server.bytes_served() < 2 * (dataset_dir / name).stat().st_size

@@ -1,0 +1,198 @@
+"""The remote layer against a real Range-serving HTTP server and a real moto S3 server."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from gpuframe.errors import GpuframeError, OptionError
+from gpuframe.io import remote
+from gpuframe.io.errors import (
+    AccessDeniedError,
+    RangeNotSupportedError,
+    SourceNotFoundError,
+    UnreachableError,
+)
+from gpuframe.io.remote import (
+    Concurrency,
+    StorageOptions,
+    littles_law,
+    measure_storage,
+    open_file,
+    open_source,
+    read_ranges,
+    storage_options,
+)
+
+PART = "flat/part-0.parquet"
+
+
+def test_storage_options_layers(monkeypatch):
+    monkeypatch.setenv("GPUFRAME_TASK_SIZE", "1024")
+    monkeypatch.setenv("GPUFRAME_ANONYMOUS", "true")
+    monkeypatch.setenv("GPUFRAME_ENDPOINT", "http://from-env:9000")
+    chosen = storage_options({"endpoint": "http://127.0.0.1:1"}, secret="hidden")
+    assert chosen.task_size == 1024 and chosen.anonymous is True
+    assert chosen.endpoint == "http://127.0.0.1:1"
+    assert "hidden" not in repr(chosen)
+    assert storage_options(chosen, task_size=7).task_size == 7
+    monkeypatch.delenv("GPUFRAME_TASK_SIZE")
+    assert storage_options().task_size == StorageOptions().task_size == 4 * 2**20
+
+
+def test_storage_options_errors(monkeypatch):
+    with pytest.raises(OptionError, match="requests_in_fligh"):
+        storage_options(requests_in_fligh=3)
+    with pytest.raises(OptionError, match="requests_in_flight=0"):
+        storage_options(requests_in_flight=0)
+    monkeypatch.setenv("GPUFRAME_ANONYMOUS", "maybe")
+    with pytest.raises(OptionError, match="GPUFRAME_ANONYMOUS"):
+        storage_options()
+    with pytest.raises(OptionError, match="ftp"):
+        open_source("ftp://host/file.parquet")
+
+
+def test_local_source(dataset_dir):
+    data = (dataset_dir / PART).read_bytes()
+    with open_source(str(dataset_dir / PART)) as source:
+        assert source.size() == len(data)
+        assert source.read_range(10, 20) == data[10:30]
+        assert source.read_tail(100) == (len(data), data[-100:])
+        assert source.read_range(len(data) - 5, 50) == data[-5:]
+    missing = dataset_dir / "flat" / "missing.parquet"
+    with pytest.raises(SourceNotFoundError, match="missing.parquet"):
+        open_source(str(missing))
+
+
+def test_http_file_object_reads_ranges_over_keep_alive(dataset_dir, http_server):
+    data = (dataset_dir / PART).read_bytes()
+    http_server.reset()
+    with open_file(f"{http_server.url}/{PART}") as handle:
+        assert handle.seekable()
+        handle.seek(-12, 2)
+        assert handle.read() == data[-12:]
+        handle.seek(100)
+        assert handle.read(50) == data[100:150]
+    gets = [r for r in http_server.log if r.method == "GET"]
+    assert gets and all(r.status == 206 for r in gets)
+    assert http_server.bytes_served() < len(data) and http_server.whole_file_gets() == 0
+    assert http_server.connections == 1
+
+
+def test_http_tail_is_one_suffix_request(dataset_dir, http_server):
+    data = (dataset_dir / PART).read_bytes()
+    http_server.reset()
+    source = open_source(f"{http_server.url}/{PART}")
+    size, tail = source.read_tail(4096)
+    assert (size, tail) == (len(data), data[-4096:])
+    assert [(r.method, r.range) for r in http_server.log] == [("GET", "bytes=-4096")]
+
+
+def test_http_errors_name_the_url(http_server, closed_port):
+    with pytest.raises(SourceNotFoundError, match=r"127\.0\.0\.1.*nothere\.parquet.*404"):
+        open_source(f"{http_server.url}/nothere.parquet").read_tail(10)
+    with pytest.raises(AccessDeniedError, match=f"forbidden/{PART}"):
+        open_source(f"{http_server.url}/forbidden/{PART}").read_range(0, 10)
+    http_server.reset()
+    with pytest.raises(RangeNotSupportedError, match=f"norange/{PART}"):
+        open_source(f"{http_server.url}/norange/{PART}").read_range(0, 10)
+    url = f"http://127.0.0.1:{closed_port}/{PART}"
+    with pytest.raises(UnreachableError, match=f"127.0.0.1:{closed_port}") as info:
+        open_source(url).read_range(0, 10)
+    assert isinstance(info.value, (GpuframeError, OSError))
+
+
+def test_read_ranges_fetches_only_the_ranges(dataset_dir, http_server):
+    data = (dataset_dir / PART).read_bytes()
+    ranges = [(0, 4), (1000, 3000), (len(data) - 8, 8)]
+    http_server.reset()
+    source = open_source(f"{http_server.url}/{PART}")
+    got = read_ranges(source, ranges, max_in_flight=4, request_size=1024)
+    assert got == [data[o:o + n] for o, n in ranges]
+    assert http_server.bytes_served() == sum(n for _, n in ranges)
+    assert len([r for r in http_server.log if r.method == "GET"]) == 1 + 3 + 1
+    assert source.requests == 5 and source.bytes_read == sum(n for _, n in ranges)
+
+
+class _SlowSource(remote.Source):
+    """Counts how many reads overlap in time."""
+
+    def __init__(self):
+        super().__init__("slow://")
+        self.active = self.peak = 0
+        self.guard = threading.Lock()
+
+    def _fetch_size(self):
+        return 10**6
+
+    def _read(self, offset, length):
+        with self.guard:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        time.sleep(0.02)
+        with self.guard:
+            self.active -= 1
+        return bytes(length)
+
+
+def test_read_ranges_keeps_max_in_flight():
+    source = _SlowSource()
+    read_ranges(source, [(i * 100, 100) for i in range(12)], max_in_flight=3)
+    assert source.peak == 3
+    single = _SlowSource()
+    read_ranges(single, [(i * 100, 100) for i in range(4)], max_in_flight=1)
+    assert single.peak == 1
+
+
+def test_s3_ranges_and_errors(dataset_dir, s3_server, closed_port):
+    data = (dataset_dir / PART).read_bytes()
+    options = storage_options(s3_server.options())
+    source = open_source(s3_server.url(PART), options)
+    assert source.size() == len(data)
+    assert read_ranges(source, [(5, 100), (2000, 50)], 2) == [data[5:105], data[2000:2050]]
+    assert source.bytes_read == 150
+    with pytest.raises(SourceNotFoundError, match="s3://data/flat/nothere.parquet"):
+        open_source(s3_server.url("flat/nothere.parquet"), options)
+    wrong = storage_options(s3_server.options(secret="wrong-secret"))
+    with pytest.raises(AccessDeniedError, match=f"{PART}.*{s3_server.endpoint}"):
+        open_source(s3_server.url(PART), wrong).read_range(0, 10)
+    unreachable = storage_options(s3_server.options(endpoint=f"http://127.0.0.1:{closed_port}",
+                                                    timeout=5.0))
+    with pytest.raises(UnreachableError, match=f"127.0.0.1:{closed_port}"):
+        open_source(s3_server.url(PART), unreachable)
+
+
+def test_s3_listing(s3_server):
+    options = storage_options(s3_server.options())
+    assert remote.list_s3(s3_server.url("flat"), options) == [
+        s3_server.url("flat/_SUCCESS"), s3_server.url("flat/part-0.parquet"),
+        s3_server.url("flat/part-1.parquet")]
+    with pytest.raises(SourceNotFoundError, match="s3://data/nowhere"):
+        remote.list_s3(s3_server.url("nowhere"), options)
+
+
+def test_littles_law():
+    # 10 ms x 1 GB/s = 10 MB in flight: 3 requests of 4 MiB waiting, one more transferring.
+    assert littles_law(0.010, 1e9, 4 * 2**20, 64) == (4, 4 * 2**20)
+    assert littles_law(0.0, 1e9, 4 * 2**20, 64) == (1, 4 * 2**20)
+    # 100 ms x 10 GB/s = 1 GB in flight needs more than 8 requests: they grow instead.
+    count, size = littles_law(0.1, 1e10, 4 * 2**20, 8)
+    assert count == 8 and size * (count - 1) >= 1e9
+
+
+def test_measure_storage_over_http(http_server):
+    source = open_source(f"{http_server.url}/{PART}")
+    chosen = measure_storage(source, storage_options(task_size=2**16))
+    assert isinstance(chosen, Concurrency) and chosen.source == "measured"
+    assert chosen.latency_s > 0 and chosen.bandwidth > 0
+    assert chosen.latency_s < 0.02, "loopback answers in well under 20 ms"
+    assert (chosen.requests_in_flight, chosen.request_size) == littles_law(
+        chosen.latency_s, chosen.bandwidth, 2**16, StorageOptions().max_requests_in_flight)
+    assert f"{chosen.requests_in_flight} requests of" in repr(chosen)
+    before = source.requests
+    assert measure_storage(source, storage_options(task_size=2**16)) is chosen
+    assert source.requests == before
+    configured = measure_storage(source, storage_options(requests_in_flight=5))
+    assert (configured.requests_in_flight, configured.source) == (5, "configured")
