@@ -5,14 +5,17 @@ bring results back::
 
     import gpuframe
     with gpuframe.start_cluster() as engine:
-        frame = gpuframe.from_pandas(df)
-        print(len(frame), frame.head())
+        orders = gpuframe.read_parquet("orders/", columns=["id", "amount"])
+        joined = orders.merge(gpuframe.from_pandas(customers), on="id")
+        print(len(joined), joined.head())
 """
 
 from .cluster import CpuFallbackWarning, Engine, connect, start_cluster
 from .config import ClusterOptions
 from .errors import GpuframeError
 from .frame import DistributedFrame, from_dask, from_pandas
+from .io import read_parquet
+from .shuffle.join import merge
 
 __all__ = [
     "ClusterOptions",
@@ -23,5 +26,7 @@ __all__ = [
     "connect",
     "from_dask",
     "from_pandas",
+    "merge",
+    "read_parquet",
     "start_cluster",
 ]

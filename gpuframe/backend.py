@@ -16,6 +16,8 @@ import pyarrow as pa
 
 from .errors import BackendError
 
+MATCH = "__gpuframe_match__"
+
 
 class Backend:
     """The pandas backend; the cuDF one overrides what differs."""
@@ -45,6 +47,19 @@ class Backend:
     def nbytes(self, frame: Any) -> int:
         return int(frame.memory_usage(deep=True, index=True).sum())
 
+    def join(self, left: Any, right: Any, how: str, left_on: list[str], right_on: list[str],
+             suffixes: tuple[str, str]) -> Any:
+        """A local join with pandas semantics (null keys match null keys); 'leftsemi' and
+        'leftanti' keep the left rows that have, or lack, a match, with left columns only."""
+        if how not in ("leftsemi", "leftanti"):
+            return left.merge(right, how=how, left_on=left_on, right_on=right_on,
+                              suffixes=suffixes)
+        keys = right[right_on].drop_duplicates()
+        keys.columns = left_on
+        marked = left.reset_index(drop=True).merge(keys, how="left", on=left_on, indicator=MATCH)
+        keep = (marked[MATCH] == "both") == (how == "leftsemi")
+        return left[keep.to_numpy()]
+
     def __repr__(self) -> str:
         return f"<gpuframe backend {self.name}>"
 
@@ -67,8 +82,13 @@ class CudfBackend(Backend):
     def to_arrow(self, frame: Any) -> pa.Table:
         return frame.to_arrow(preserve_index=False)
 
-    def nbytes(self, frame: Any) -> int:
-        return int(frame.memory_usage(deep=True, index=True).sum())
+    def join(self, left: Any, right: Any, how: str, left_on: list[str], right_on: list[str],
+             suffixes: tuple[str, str]) -> Any:
+        """cuDF joins match null keys like pandas and do 'leftsemi'/'leftanti' natively."""
+        if how in ("leftsemi", "leftanti"):
+            return left.merge(right[right_on].rename(columns=dict(zip(right_on, left_on))),
+                              how=how, on=left_on)
+        return left.merge(right, how=how, left_on=left_on, right_on=right_on, suffixes=suffixes)
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (Backend(), CudfBackend())}

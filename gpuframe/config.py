@@ -72,6 +72,16 @@ class ClusterOptions:
     local_directory: str | None = _option(None, _text, "scratch space for spilled data")
 
 
+@dataclass(frozen=True)
+class JoinOptions:
+    """How :func:`gpuframe.merge` moves rows between workers."""
+
+    broadcast_bytes: int = _option(
+        64 * 2**20, _count,
+        "broadcast the smaller side to every worker when it holds at most this many bytes",
+    )
+
+
 def resolve(cls: type[Options], overrides: Mapping[str, Any] | None = None,
             environ: Mapping[str, str] | None = None) -> Options:
     """Build ``cls`` from its defaults, the environment, then ``overrides``."""

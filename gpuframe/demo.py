@@ -1,4 +1,5 @@
-"""The demo job: write a small orders/customers dataset as Parquet, ingest it, join it, check it.
+"""The demo job: write an orders/customers dataset as Parquet, read it onto the workers, join it,
+check it.
 
 It runs on whatever engine it is given (GPUs or CPU) and checks its answer against pandas on the
 same files, so ``gpuframe demo`` doubles as an end-to-end smoke test of a fresh install.
@@ -16,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from .cluster.engine import Engine
-from .frame import DistributedFrame, from_dask
+from .io import read_parquet
+from .shuffle.join import merge
 
 
 @dataclass
@@ -50,18 +52,6 @@ def write_dataset(directory: Path, rows: int, files: int = 4, seed: int = 0) -> 
     return orders_dir, customers_dir
 
 
-def ingest(path: Path, engine: Engine) -> DistributedFrame:
-    """Read a Parquet directory onto the workers (through dask.dataframe until #3 lands)."""
-    import dask.dataframe as dd
-
-    return from_dask(dd.read_parquet(str(path)), engine=engine)
-
-
-def join(left: DistributedFrame, right: DistributedFrame, on: str) -> DistributedFrame:
-    """Inner join on ``on`` (through dask.dataframe until #4's shuffle join lands)."""
-    return from_dask(left.to_dask().merge(right.to_dask(), on=on), engine=left.engine)
-
-
 def revenue_by_segment(joined: pd.DataFrame) -> pd.Series:
     return joined.groupby("segment")["amount"].sum().round(2).sort_index()
 
@@ -76,11 +66,12 @@ def run_demo(engine: Engine, rows: int = 1_000_000, directory: Path | None = Non
         seconds["write parquet"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        orders, customers = ingest(orders_path, engine), ingest(customers_path, engine)
+        orders = read_parquet(str(orders_path), engine=engine)
+        customers = read_parquet(str(customers_path), engine=engine)
         seconds["ingest"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        joined = join(orders, customers, on="customer_id")
+        joined = merge(orders, customers, on="customer_id")
         seconds["join"] = time.perf_counter() - start
 
         start = time.perf_counter()

@@ -28,3 +28,11 @@ class BackendError(ClusterError):
 
 class PartitionError(GpuframeError, RuntimeError):
     """A partition of a distributed frame failed to compute or was lost."""
+
+
+class JoinError(GpuframeError, ValueError):
+    """A join was asked for with keys, types or options that cannot be joined."""
+
+
+class ColumnTypeError(GpuframeError, TypeError):
+    """A column's type is one that this operation cannot handle."""

@@ -9,15 +9,21 @@ where every byte is without asking the scheduler.
 from __future__ import annotations
 
 import math
+import uuid
 from typing import Any, Sequence
 
 import pandas as pd
-from dask.base import tokenize
 from distributed import Future, wait
 
 from .backend import get_backend
 from .cluster.engine import Engine, current_engine
 from .errors import OptionError, PartitionError
+
+
+def new_token() -> str:
+    """A fresh key token for one submission. Keys are never reused: Dask can mistake a new task
+    for an old one of the same key that is still being released, and wait on it forever."""
+    return uuid.uuid4().hex
 
 
 class DistributedFrame:
@@ -51,6 +57,17 @@ class DistributedFrame:
             self._lengths = self.engine.client.gather(self._map(len, "gpuframe-len"))
         return self._lengths
 
+    def nbytes(self) -> int:
+        """Bytes the partitions hold in worker memory (device memory on the cudf backend)."""
+        name = self.engine.backend.name
+        return sum(self.engine.client.gather(self._map(_nbytes, "gpuframe-nbytes", name)))
+
+    def merge(self, other: DistributedFrame, on: Any = None, **kwargs: Any) -> DistributedFrame:
+        """Join with ``other`` like ``pandas.merge``; see :func:`gpuframe.merge`."""
+        from .shuffle.join import merge
+
+        return merge(self, other, on, **kwargs)
+
     def __len__(self) -> int:
         return sum(self.partition_lengths())
 
@@ -63,7 +80,7 @@ class DistributedFrame:
             if length:
                 parts.append(self.engine.client.submit(
                     _head_as_pandas, future, need, self.engine.backend.name,
-                    key=f"gpuframe-head-{tokenize(future.key, need)}",
+                    key=f"gpuframe-head-{new_token()}",
                 ))
                 need -= length
         if not parts:
@@ -106,7 +123,7 @@ class DistributedFrame:
 
     def _map(self, func: Any, prefix: str, *args: Any) -> list[Future]:
         """``func(partition, *args)`` on each partition's owner, under a task-stream name."""
-        token = tokenize(tuple(f.key for f in self.futures), func.__name__, args)
+        token = new_token()
         return [
             self.engine.client.submit(func, future, *args, key=f"{prefix}-{token}-{i}",
                                       workers=[owner], allow_other_workers=True)
@@ -121,6 +138,10 @@ class DistributedFrame:
 
 def _as_pandas(partition: Any, backend: str) -> pd.DataFrame:
     return get_backend(backend).to_pandas(partition)
+
+
+def _nbytes(partition: Any, backend: str) -> int:
+    return get_backend(backend).nbytes(partition)
 
 
 def _head_as_pandas(partition: Any, n: int, backend: str) -> pd.DataFrame:
@@ -147,7 +168,7 @@ def from_pandas(frame: pd.DataFrame, npartitions: int | None = None,
     step = max(1, math.ceil(len(frame) / npartitions))
     starts = range(0, max(len(frame), 1), step)
     owners = [workers[i % len(workers)] for i in range(len(starts))]
-    token = tokenize(frame, npartitions, backend)
+    token = new_token()
     futures = []
     for i, (start, owner) in enumerate(zip(starts, owners)):
         piece = client.scatter(frame.iloc[start:start + step], workers=[owner], hash=False)
@@ -164,7 +185,7 @@ def from_dask(collection: Any, engine: Engine | None = None) -> DistributedFrame
     meta = collection._meta
     meta = meta if isinstance(meta, pd.DataFrame) else meta.to_pandas()
     backend = engine.backend.name
-    token = tokenize(collection, backend)
+    token = new_token()
     converted = [
         dask.delayed(_to_backend)(part, backend, dask_key_name=f"gpuframe-from-dask-{token}-{i}")
         for i, part in enumerate(collection.to_delayed())

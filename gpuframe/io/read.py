@@ -311,19 +311,13 @@ def fragment_tasks(plan: ReadPlan, prefix: str) -> list[FragmentTask]:
 
 def read_plan(plan: ReadPlan, engine: Any = None) -> tuple[Any, ReadReport]:
     """Run ``plan`` on the engine's cluster: one task per fragment, pinned to its owner."""
-    from dask.base import tokenize
-
     from ..cluster.engine import current_engine
-    from ..frame import DistributedFrame
+    from ..frame import DistributedFrame, new_token
 
     engine = current_engine(engine)
     backend = engine.backend.name
     workers = set(engine.workers)
-    token = tokenize(
-        [(f.path, f.row_groups) for f in plan.fragments],
-        [(p, m.num_rows, m.serialized_size, m.created_by) for p, m in plan.footers.items()],
-        plan.schema.to_string(), plan.filters, plan.storage, backend,
-    )
+    token = new_token()
     futures, owners = [], []
     start = time.perf_counter()
     for i, task in enumerate(fragment_tasks(plan, f"gpuframe-read-parquet-{token}")):

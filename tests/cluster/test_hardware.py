@@ -19,6 +19,6 @@ def test_native_core_is_built_and_reports_cuda_honestly():
     from gpuframe import _core
 
     status = hardware.native_status()
-    assert ("CUDA" in status) == bool(_core.built_with_cuda)
+    assert status.startswith("CPU + CUDA") == bool(_core.built_with_cuda)
     if not hardware.list_gpus():
         assert _core.cuda_device_count() == 0

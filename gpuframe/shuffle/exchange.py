@@ -1,0 +1,43 @@
+"""The all-to-all exchange: every partition is hash-partitioned where it lies into one bucket per
+worker, and each bucket travels straight to its destination worker.
+
+Buckets are separate Dask keys computed on the source worker, so the destination's join task pulls
+each one from its source over the cluster's comm layer (UCX or TCP) as an ordinary dependency
+transfer: worker to worker, never through the client or the scheduler. On the task stream the
+stages show as ``gpuframe-partition-*`` and ``gpuframe-send-*``, the transfers as transfers.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from distributed import Future
+
+from ..frame import DistributedFrame
+from .partition import hash_split
+
+
+def exchange(frame: DistributedFrame, keys: list[str], casts: dict[str, Any], side: str,
+             token: str) -> list[list[Future]]:
+    """``buckets[j]``: for each partition of ``frame``, the future of its rows bound for worker j.
+
+    ``casts`` gives key columns their common join type first, so equal keys hash equally.
+    """
+    engine = frame.engine
+    client, backend, n = engine.client, engine.backend.name, len(engine.workers)
+    buckets: list[list[Future]] = [[] for _ in range(n)]
+    for i, (part, owner) in enumerate(zip(frame.futures, frame.owners)):
+        packed = client.submit(partition_rows, part, keys, casts, n, backend,
+                               key=f"gpuframe-partition-{side}-{token}-{i}", workers=[owner])
+        for j in range(n):
+            buckets[j].append(client.submit(operator.getitem, packed, j,
+                                            key=f"gpuframe-send-{side}-{token}-{i}-{j}",
+                                            workers=[owner]))
+    return buckets
+
+
+def partition_rows(part: Any, keys: list[str], casts: dict[str, Any], n: int,
+                   backend: str) -> list[Any]:
+    """On the source worker: cast the keys, then split the rows into one bucket per worker."""
+    return hash_split(part.astype(casts) if casts else part, keys, n, backend)
