@@ -1,0 +1,196 @@
+"""Microbenchmark of the hash partition-and-pack (gpuframe.shuffle.partition.hash_partition)
+against the usual ways of doing the same on the same data, in the same run.
+
+CPU: the native core (hash, count, scatter of every column into one packed buffer) against the
+pandas path (pd.util.hash_pandas_object, then one take per destination) and a NumPy path (a
+vectorised hash, a stable argsort by destination, then one gather per column).
+GPU: the native core on a cuDF frame against cuDF's DataFrame.partition_by_hash (libcudf's
+hash_partition, then a split into one frame per destination), and against a plain device-to-device
+copy of the same number of bytes (CuPy), the ceiling for anything that reads and writes the data
+once.
+
+Every path is timed end to end (allocations included) as the best of --repeat runs after one
+warm-up; GB/s counts the table's bytes once. Prints a Markdown table. Examples:
+
+    python benchmarks/partition.py --rows 10000000
+    python benchmarks/partition.py --device gpu --rows 100000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from typing import Callable
+
+import numpy as np
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="where to partition (default: cpu)")
+    parser.add_argument("--rows", type=int, default=None,
+                        help="rows of the table (default: 10M on cpu, 100M on gpu)")
+    parser.add_argument("--columns", type=int, default=4,
+                        help="int64/float64 columns, the first --keys of them keys (default: 4)")
+    parser.add_argument("--keys", type=int, default=1, help="key columns (default: 1)")
+    parser.add_argument("--strings", type=int, default=0,
+                        help="extra string columns of 4-12 chars (default: 0)")
+    parser.add_argument("--destinations", type=int, default=8,
+                        help="destinations, e.g. workers (default: 8)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads of the native path (default: one per core)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per path (default: 3)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.rows is None:
+        args.rows = 100_000_000 if args.device == "gpu" else 10_000_000
+    if not 1 <= args.keys <= args.columns:
+        parser.error("--keys must be between 1 and --columns")
+    return args
+
+
+def make_table(args: argparse.Namespace):
+    """A pyarrow Table: int64 keys drawn from [0, rows), then float64 and int64 payloads."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(args.seed)
+    columns = {}
+    for c in range(args.columns):
+        if c < args.keys or c % 2 == 0:
+            columns[f"c{c}"] = pa.array(rng.integers(0, max(args.rows, 1), args.rows))
+        else:
+            columns[f"c{c}"] = pa.array(rng.random(args.rows))
+    if args.strings:
+        pool = np.array(["".join(rng.choice(list("abcdefghij"), k))
+                         for k in rng.integers(4, 13, 4096)], dtype=object)
+        for s in range(args.strings):
+            columns[f"s{s}"] = pa.array(pool[rng.integers(0, len(pool), args.rows)],
+                                        pa.string())
+    return pa.table(columns)
+
+
+def best_of(run: Callable[[], object], repeat: int, sync: Callable[[], None] = lambda: None
+            ) -> float:
+    run()
+    sync()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = run()
+        sync()
+        times.append(time.perf_counter() - start)
+        del result
+    return min(times)
+
+
+def splitmix_numpy(keys: list[np.ndarray]) -> np.ndarray:
+    """A vectorised 64-bit hash of several int64/float64 columns (the NumPy baseline's own)."""
+    h = np.full(len(keys[0]), 0x9E3779B97F4A7C15, dtype=np.uint64)
+    for k in keys:
+        x = k.view(np.uint64) ^ h
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        h = x ^ (x >> np.uint64(31))
+    return h
+
+
+def cpu_rows(args: argparse.Namespace) -> tuple[list[tuple[str, float]], int, str]:
+    import pandas as pd
+
+    from gpuframe.shuffle.partition import hash_partition
+
+    table = make_table(args)
+    on = [f"c{c}" for c in range(args.keys)]
+    n = args.destinations
+    frame = table.to_pandas()
+    arrays = [frame[name].to_numpy() for name in frame.columns]
+
+    def native():
+        return hash_partition(table, on, n, threads=args.threads)
+
+    def pandas_path():
+        hashes = pd.util.hash_pandas_object(frame[on], index=False).to_numpy()
+        dest = hashes % np.uint64(n)
+        return [frame.take(np.flatnonzero(dest == d)) for d in range(n)]
+
+    def numpy_path():
+        dest = splitmix_numpy([frame[k].to_numpy() for k in on]) % np.uint64(n)
+        order = np.argsort(dest, kind="stable")
+        bounds = np.cumsum(np.bincount(dest.astype(np.int64), minlength=n))[:-1]
+        return [np.split(a[order], bounds) for a in arrays]
+
+    results = [("gpuframe native (hash + pack)", best_of(native, args.repeat)),
+               ("pandas: hash_pandas_object + take", best_of(pandas_path, args.repeat)),
+               ("numpy: hash + argsort + take", best_of(numpy_path, args.repeat))]
+    nbytes = sum(c.nbytes for c in table.columns)
+    threads = args.threads or os.cpu_count()
+    return results, nbytes, f"{platform.processor() or platform.machine()}, {threads} threads"
+
+
+def gpu_rows(args: argparse.Namespace) -> tuple[list[tuple[str, float]], int, str]:
+    import cudf
+    import cupy
+    import rmm
+    from rmm.allocators.cupy import rmm_cupy_allocator
+
+    from gpuframe.shuffle.partition import hash_partition
+
+    # One pool for every path, so none pays for cudaMalloc.
+    rmm.reinitialize(pool_allocator=True)
+    cupy.cuda.set_allocator(rmm_cupy_allocator)
+    frame = cudf.DataFrame.from_arrow(make_table(args))
+    on = [f"c{c}" for c in range(args.keys)]
+    n = args.destinations
+    nbytes = int(frame.memory_usage(index=False).sum())
+    source = cupy.empty(nbytes, dtype=cupy.uint8)
+    target = cupy.empty_like(source)
+    sync = cupy.cuda.get_current_stream().synchronize
+
+    def native():
+        return hash_partition(frame, on, n)
+
+    def cudf_path():
+        return frame.partition_by_hash(on, n, keep_index=False)
+
+    def copy():
+        target.data.copy_from_device_async(source.data, nbytes)
+
+    results = [("gpuframe native (hash + pack)", best_of(native, args.repeat, sync)),
+               ("cudf: partition_by_hash (hash_partition + split)",
+                best_of(cudf_path, args.repeat, sync)),
+               ("device-to-device copy of the same bytes (cupy)", best_of(copy, args.repeat, sync))]
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    return results, nbytes, f"{props['name'].decode()}, cudf {cudf.__version__}"
+
+
+def main() -> None:
+    args = parse_args()
+    results, nbytes, where = (gpu_rows if args.device == "gpu" else cpu_rows)(args)
+    native = results[0][1]
+    print(f"## Hash partition-and-pack, {args.device}: {args.rows:,} rows x {args.columns} "
+          f"columns (+{args.strings} string), {args.keys} key(s), {args.destinations} "
+          f"destinations, {nbytes / 1e9:.2f} GB\n")
+    print(f"{where}; best of {args.repeat} after a warm-up.\n")
+    print("| path | time (ms) | rows/s (M) | GB/s | time / native |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, seconds in results:
+        print(f"| {name} | {seconds * 1e3:.1f} | {args.rows / seconds / 1e6:.0f} | "
+              f"{nbytes / seconds / 1e9:.2f} | {seconds / native:.2f} |")
+    print()
+    if args.device == "gpu":
+        print(f"- native vs cuDF: {results[1][1] / native:.2f}x faster (goal: >= 2x)")
+        print(f"- native vs the copy: {native / results[2][1]:.2f}x the copy's time "
+              f"(goal: <= 3x)")
+    else:
+        print(f"- native vs pandas: {results[1][1] / native:.2f}x faster (goal: >= 3x)")
+        print(f"- native vs numpy: {results[2][1] / native:.2f}x faster")
+
+
+if __name__ == "__main__":
+    main()
