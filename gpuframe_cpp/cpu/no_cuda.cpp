@@ -1,14 +1,25 @@
 // Built instead of the CUDA sources when gpuframe is compiled without CUDA.
-#include <stdexcept>
-
 #include "gpuframe/hash.hpp"
+#include "gpuframe/partition.hpp"
 
 namespace gpuframe {
+namespace {
 
-void hash_rows_cuda(const std::vector<ColumnView>&, int64_t, uint64_t*, uint32_t*, uint32_t,
-                    uintptr_t) {
-  throw std::runtime_error("gpuframe was built without CUDA: rebuild with nvcc on the PATH");
+[[noreturn]] void no_cuda() {
+  throw CudaError("gpuframe was built without CUDA: rebuild with nvcc on the PATH");
 }
+
+}  // namespace
+
+void hash_rows_cuda(const std::vector<ColumnView>&, int64_t, uint64_t*, uintptr_t) { no_cuda(); }
+
+CudaPartition::CudaPartition(std::vector<ColumnView>, std::vector<int32_t>, int64_t, uint32_t) {
+  no_cuda();
+}
+
+void CudaPartition::count(uint8_t*, int64_t, uintptr_t) { no_cuda(); }
+
+void CudaPartition::scatter(uint8_t*, int64_t, uintptr_t) { no_cuda(); }
 
 bool built_with_cuda() { return false; }
 

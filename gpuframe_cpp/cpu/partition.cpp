@@ -1,63 +1,28 @@
-#include "gpuframe/partition.hpp"
-
+// The host partition-and-pack. Each thread owns one contiguous range of input rows, in order;
+// thread t's rows going to destination d are written after those of threads before t, which is
+// what keeps the partition stable.
 #include <cstring>
-#include <stdexcept>
 #include <string>
 
 #include "gpuframe/hash.hpp"
+#include "gpuframe/partition.hpp"
+#include "hash_block.hpp"
 #include "parallel.hpp"
 
 namespace gpuframe {
 namespace {
 
-int64_t aligned(int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+// Rows handled together in pass two: their positions stay in L1 while each column is scattered.
+constexpr int64_t kBlockRows = 2048;
 
-// Per thread and destination: rows, and string bytes of each column (0 for fixed width).
-struct Counts {
-  int64_t n_destinations, n_columns;
-  std::vector<int64_t> rows;   // [thread][destination]
-  std::vector<int64_t> chars;  // [thread][column][destination]
-  int64_t& row(int t, int64_t d) { return rows[t * n_destinations + d]; }
-  int64_t& ch(int t, int64_t c, int64_t d) {
-    return chars[(t * n_columns + c) * n_destinations + d];
+template <typename T>
+void scatter_values(const uint8_t* in, uint8_t* const* out, const uint32_t* dest,
+                    const uint32_t* pos, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    T value;
+    std::memcpy(&value, in + i * sizeof(T), sizeof(T));
+    std::memcpy(out[dest[i]] + static_cast<int64_t>(pos[i]) * sizeof(T), &value, sizeof(T));
   }
-};
-
-PackedLayout make_layout(const std::vector<ColumnView>& columns, Counts& counts, int t_count) {
-  const int64_t n = counts.n_destinations, nc = counts.n_columns;
-  PackedLayout layout;
-  layout.n_destinations = n;
-  layout.n_columns = nc;
-  layout.rows.assign(n, 0);
-  layout.byte_offsets.assign(n + 1, 0);
-  layout.pieces.assign(n * nc * 3, -1);
-  int64_t cursor = 0;
-  for (int64_t d = 0; d < n; ++d) {
-    layout.byte_offsets[d] = cursor;
-    int64_t rows = 0;
-    for (int t = 0; t < t_count; ++t) rows += counts.row(t, d);
-    layout.rows[d] = rows;
-    for (int64_t c = 0; c < nc; ++c) {
-      const ColumnView& col = columns[c];
-      int64_t* piece = &layout.pieces[(d * nc + c) * 3];
-      if (col.validity != nullptr) {
-        piece[0] = cursor;
-        cursor += aligned((rows + 7) / 8);
-      }
-      piece[1] = cursor;
-      if (col.kind == Kind::string) {
-        int64_t chars = 0;
-        for (int t = 0; t < t_count; ++t) chars += counts.ch(t, c, d);
-        cursor += aligned((rows + 1) * col.width);
-        piece[2] = cursor;
-        cursor += aligned(chars);
-      } else {
-        cursor += aligned(rows * col.width);
-      }
-    }
-  }
-  layout.byte_offsets[n] = cursor;
-  return layout;
 }
 
 void write_offset(uint8_t* offsets, int64_t index, int64_t value, int32_t width) {
@@ -69,92 +34,136 @@ void write_offset(uint8_t* offsets, int64_t index, int64_t value, int32_t width)
   }
 }
 
-// Replace each thread's count by the sum of the counts of the threads before it.
-template <typename Slot>
-void exclusive_scan_over_threads(int t_count, Slot&& slot) {
-  int64_t base = 0;
-  for (int t = 0; t < t_count; ++t) {
-    int64_t count = slot(t);
-    slot(t) = base;
-    base += count;
-  }
-}
-
-void set_bit(uint8_t* bitmap, int64_t i) {
-  // Neighbouring threads can share the byte at the edge of their ranges.
-  __atomic_fetch_or(bitmap + (i >> 3), static_cast<uint8_t>(1u << (i & 7)), __ATOMIC_RELAXED);
-}
-
 }  // namespace
 
-PackedLayout partition_and_pack(const std::vector<ColumnView>& columns,
-                                const std::vector<int32_t>& key_columns, int64_t n_rows,
-                                uint32_t n_destinations, int threads,
-                                const std::function<uint8_t*(int64_t)>& allocate) {
-  if (n_destinations == 0) throw std::invalid_argument("n_destinations must be at least 1");
+HostPartition::HostPartition(std::vector<ColumnView> columns, std::vector<int32_t> key_columns,
+                             int64_t n_rows, uint32_t n_destinations, int threads)
+    : columns_(std::move(columns)), n_rows_(n_rows), n_destinations_(n_destinations) {
+  check_partition_args(columns_, key_columns, n_rows, n_destinations);
   std::vector<ColumnView> keys;
-  for (int32_t k : key_columns) {
-    if (k < 0 || k >= static_cast<int32_t>(columns.size()))
-      throw std::out_of_range("key column index " + std::to_string(k) + " out of range");
-    keys.push_back(columns[k]);
-  }
-  const int64_t n = n_destinations, nc = static_cast<int64_t>(columns.size());
-  const int t_count = thread_count(n_rows, threads);
-  Counts counts{n, nc, std::vector<int64_t>(t_count * n, 0),
-                std::vector<int64_t>(t_count * nc * n, 0)};
-  std::vector<uint32_t> dest(n_rows);
-
-  // Pass one: destinations, and what each thread's range sends to each destination.
-  parallel_ranges(n_rows, t_count, [&](int t, int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      uint32_t d = destination(hash_row(keys.data(), static_cast<int32_t>(keys.size()), row),
-                               n_destinations);
-      dest[row] = d;
-      ++counts.row(t, d);
-      for (int64_t c = 0; c < nc; ++c)
-        if (columns[c].kind == Kind::string)
-          counts.ch(t, c, d) += columns[c].string_offset(row + 1) - columns[c].string_offset(row);
+  for (int32_t k : key_columns) keys.push_back(columns_[k]);
+  const int64_t n = n_destinations_, nc = static_cast<int64_t>(columns_.size());
+  threads_ = thread_count(n_rows_, threads);
+  const int t_count = threads_;
+  dest_.reset(new uint32_t[n_rows_]);  // no zeroing: pass one writes every entry
+  std::vector<int64_t> rows(t_count * n, 0);        // [thread][destination]
+  char_base_.assign(t_count * nc * n, 0);           // counts first, bases after the scan
+  parallel_ranges(n_rows_, t_count, [&](int t, int64_t begin, int64_t end) {
+    int64_t* my_rows = &rows[t * n];
+    uint64_t hashes[kBlockRows];
+    for (int64_t block = begin; block < end; block += kBlockRows) {
+      const int64_t count = std::min(kBlockRows, end - block);
+      hash_block(keys, block, count, hashes);
+      uint32_t* dest = &dest_[block];
+      for (int64_t i = 0; i < count; ++i) {
+        const uint32_t d = destination(hashes[i], n_destinations);
+        dest[i] = d;
+        ++my_rows[d];
+      }
+    }
+    for (int64_t c = 0; c < nc; ++c) {
+      const ColumnView& col = columns_[c];
+      if (col.kind != Kind::string) continue;
+      int64_t* my_chars = &char_base_[(t * nc + c) * n];
+      for (int64_t row = begin; row < end; ++row)
+        my_chars[dest_[row]] += col.string_offset(row + 1) - col.string_offset(row);
     }
   });
-  PackedLayout layout = make_layout(columns, counts, t_count);
-  uint8_t* out = allocate(layout.total_bytes());
-  if (layout.total_bytes() > 0 && out == nullptr)
-    throw std::runtime_error("allocating the packed output failed");
 
-  // Each thread starts where the threads before it stop, so the partition stays stable.
+  // Exclusive scans over threads, per destination: where each thread's rows and chars start.
+  std::vector<int64_t> totals(n, 0), chars(n * nc, 0);
+  row_base_.assign((t_count + 1) * n, 0);
   for (int64_t d = 0; d < n; ++d) {
-    exclusive_scan_over_threads(t_count, [&](int t) -> int64_t& { return counts.row(t, d); });
+    for (int t = 0; t < t_count; ++t) {
+      row_base_[t * n + d] = totals[d];
+      totals[d] += rows[t * n + d];
+    }
+    row_base_[t_count * n + d] = totals[d];
     for (int64_t c = 0; c < nc; ++c) {
-      exclusive_scan_over_threads(t_count, [&](int t) -> int64_t& { return counts.ch(t, c, d); });
-      const int64_t* piece = &layout.pieces[(d * nc + c) * 3];
-      if (piece[0] >= 0) std::memset(out + piece[0], 0, (layout.rows[d] + 7) / 8);
-      if (columns[c].kind == Kind::string) write_offset(out + piece[1], 0, 0, columns[c].width);
+      for (int t = 0; t < t_count; ++t) {
+        int64_t& slot = char_base_[(t * nc + c) * n + d];
+        int64_t count = slot;
+        slot = chars[d * nc + c];
+        chars[d * nc + c] += count;
+      }
     }
   }
+  layout_ = plan_layout(columns_, totals, chars);
+}
 
-  // Pass two: scatter every column of every row to its place.
-  parallel_ranges(n_rows, t_count, [&](int t, int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t d = dest[row];
-      const int64_t at = counts.row(t, d)++;
+void HostPartition::scatter(uint8_t* out, int64_t out_bytes) const {
+  if (out_bytes < layout_.total_bytes())
+    throw std::invalid_argument("the output holds " + std::to_string(out_bytes) +
+                                " bytes; the packed partitions need " +
+                                std::to_string(layout_.total_bytes()));
+  if (layout_.total_bytes() > 0 && out == nullptr)
+    throw std::invalid_argument("no output buffer");
+  for (const auto& [begin, end] : zero_ranges(columns_, layout_))
+    std::memset(out + begin, 0, end - begin);
+  const int64_t n = n_destinations_, nc = static_cast<int64_t>(columns_.size());
+  // Where each column's pieces start, per destination.
+  std::vector<uint8_t*> validity(nc * n), values(nc * n), chars(nc * n);
+  for (int64_t c = 0; c < nc; ++c)
+    for (int64_t d = 0; d < n; ++d) {
+      const int64_t* piece = &layout_.pieces[(d * nc + c) * 3];
+      validity[c * n + d] = piece[0] >= 0 ? out + piece[0] : nullptr;
+      values[c * n + d] = out + piece[1];
+      chars[c * n + d] = piece[2] >= 0 ? out + piece[2] : nullptr;
+    }
+
+  parallel_ranges(n_rows_, threads_, [&](int t, int64_t begin, int64_t end) {
+    std::vector<int64_t> next(row_base_.begin() + t * n, row_base_.begin() + (t + 1) * n);
+    const int64_t* first = &row_base_[t * n];        // this thread's rows in d: [first, last)
+    const int64_t* last = &row_base_[(t + 1) * n];
+    std::vector<int64_t> char_cursor(char_base_.begin() + t * nc * n,
+                                     char_base_.begin() + (t + 1) * nc * n);
+    uint32_t pos[kBlockRows];
+    for (int64_t block = begin; block < end; block += kBlockRows) {
+      const int64_t count = std::min(kBlockRows, end - block);
+      const uint32_t* dest = &dest_[block];
+      for (int64_t i = 0; i < count; ++i) pos[i] = static_cast<uint32_t>(next[dest[i]]++);
       for (int64_t c = 0; c < nc; ++c) {
-        const ColumnView& col = columns[c];
-        const int64_t* piece = &layout.pieces[(d * nc + c) * 3];
-        if (piece[0] >= 0 && col.valid(row)) set_bit(out + piece[0], at);
+        const ColumnView& col = columns_[c];
+        if (col.validity != nullptr) {
+          uint8_t* const* bitmaps = &validity[c * n];
+          for (int64_t i = 0; i < count; ++i) {
+            if (!col.valid(block + i)) continue;
+            const uint32_t d = dest[i];
+            const int64_t p = pos[i];
+            uint8_t* byte = bitmaps[d] + (p >> 3);
+            const uint8_t bit = static_cast<uint8_t>(1u << (p & 7));
+            // Only the first and last byte of a thread's rows in d are shared with a neighbour.
+            if ((p >> 3) == (first[d] >> 3) || (p >> 3) == ((last[d] - 1) >> 3))
+              __atomic_fetch_or(byte, bit, __ATOMIC_RELAXED);
+            else
+              *byte |= bit;
+          }
+        }
         if (col.kind == Kind::string) {
-          int64_t start = col.string_offset(row), length = col.string_offset(row + 1) - start;
-          int64_t& cursor = counts.ch(t, c, d);
-          std::memcpy(out + piece[2] + cursor, col.data + start, length);
-          cursor += length;
-          write_offset(out + piece[1], at + 1, cursor, col.width);
-        } else {
-          std::memcpy(out + piece[1] + at * col.width, col.data + (row + col.offset) * col.width,
-                      col.width);
+          uint8_t* const* offsets = &values[c * n];
+          uint8_t* const* bytes = &chars[c * n];
+          int64_t* cursor = &char_cursor[c * n];
+          for (int64_t i = 0; i < count; ++i) {
+            const uint32_t d = dest[i];
+            const int64_t start = col.string_offset(block + i);
+            const int64_t length = col.string_offset(block + i + 1) - start;
+            if (length > 0) std::memcpy(bytes[d] + cursor[d], col.data + start, length);
+            cursor[d] += length;
+            write_offset(offsets[d], pos[i] + 1, cursor[d], col.width);
+          }
+          continue;
+        }
+        const uint8_t* in = col.data + (block + col.offset) * col.width;
+        uint8_t* const* to = &values[c * n];
+        switch (col.width) {
+          case 1: scatter_values<uint8_t>(in, to, dest, pos, count); break;
+          case 2: scatter_values<uint16_t>(in, to, dest, pos, count); break;
+          case 4: scatter_values<uint32_t>(in, to, dest, pos, count); break;
+          default: scatter_values<uint64_t>(in, to, dest, pos, count); break;
         }
       }
     }
   });
-  return layout;
 }
 
 }  // namespace gpuframe

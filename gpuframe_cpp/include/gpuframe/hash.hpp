@@ -1,11 +1,19 @@
 // Row hashes over several key columns, and the destination each row goes to.
 //
-// The functions in this header are inline and compiled both by the host compiler and by nvcc, so
-// the CPU and the GPU give every key the same 64-bit hash and the same destination, bit for bit.
-// Keys are hashed as stored: the caller casts each pair of join keys to one common type first
-// (an int32 1 and an int64 1 hash differently). Nulls hash to one constant, so every null key
-// lands on one destination (pandas joins null keys to null keys); -0.0 hashes as 0.0 and every
-// NaN as one NaN.
+// Everything the hash is made of is inline here and compiled both by the host compiler and by
+// nvcc, so the CPU and the GPU give every key the same 64-bit hash and the same destination, bit
+// for bit. The definition (a pure NumPy re-implementation lives in tests/shuffle):
+//   - fixed width (integers, timestamps, dates, bool bytes): mix64(bits ^ kSeed * width), `bits`
+//     the value's bytes zero-extended to 64 bits (little endian);
+//   - floating: the same after canonicalising: -0.0 hashes as 0.0, every NaN as the quiet NaN;
+//   - strings: hash_bytes below, over the UTF-8 bytes (8-byte little-endian words, then the tail);
+//   - null, in any column: kNullHash, so every row whose keys are all null lands on one
+//     destination (pandas joins null keys to null keys);
+//   - several key columns: h = kSeed, then h = combine(h, hash of column k) in key order;
+//   - destination(h, n) = high 64 bits of h * n: uniform over [0, n), no division.
+// Keys are hashed as stored: the caller casts the join keys of both sides to one common type
+// first (an int32 1 and an int64 1 hash alike, but a float64 1.0 and an int64 1 do not, nor do
+// an int64 and a timestamp of another unit).
 #pragma once
 
 #include <cstddef>
@@ -29,23 +37,21 @@ GPUFRAME_HD uint64_t mix64(uint64_t x) {
   return x;
 }
 
-GPUFRAME_HD uint64_t hash_fixed(uint64_t bits, int32_t width) {
-  return mix64(bits ^ (kSeed * static_cast<uint64_t>(width)));
-}
+// Integers of any width hash by value (zero-extended bits), so that the width does not matter
+// for non-negative values only; negative values differ by width, hence the common-type rule.
+GPUFRAME_HD uint64_t hash_fixed(uint64_t bits) { return mix64(bits ^ kSeed); }
 
 GPUFRAME_HD uint64_t canonical_float_bits(uint64_t bits, int32_t width) {
   if (width == 4) {
-    float f;
     uint32_t b = static_cast<uint32_t>(bits);
-    memcpy(&f, &b, 4);
-    if (f == 0.0f) return 0;
-    if (f != f) return 0x7fc00000ULL;
-    return bits;
+    if ((b & 0x7fffffffu) == 0) return 0;                                      // +-0.0
+    if ((b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu) != 0) return 0x7fc00000u;  // NaN
+    return b;
   }
-  double d;
-  memcpy(&d, &bits, 8);
-  if (d == 0.0) return 0;
-  if (d != d) return 0x7ff8000000000000ULL;
+  if ((bits & 0x7fffffffffffffffULL) == 0) return 0;
+  if ((bits & 0x7ff0000000000000ULL) == 0x7ff0000000000000ULL &&
+      (bits & 0x000fffffffffffffULL) != 0)
+    return 0x7ff8000000000000ULL;
   return bits;
 }
 
@@ -71,9 +77,9 @@ GPUFRAME_HD uint64_t hash_value(const ColumnView& c, int64_t row) {
       return hash_bytes(c.data + start, c.string_offset(row + 1) - start);
     }
     case Kind::floating:
-      return hash_fixed(canonical_float_bits(c.bits(row), c.width), c.width);
+      return hash_fixed(canonical_float_bits(c.bits(row), c.width));
     default:
-      return hash_fixed(c.bits(row), c.width);
+      return hash_fixed(c.bits(row));
   }
 }
 
@@ -96,16 +102,16 @@ GPUFRAME_HD uint32_t destination(uint64_t hash, uint32_t n) {
 #endif
 }
 
-// Host: hash every row of `keys` (all of `n_rows` rows) into `out`, on `threads` threads.
+// Host: hash every row of `keys` (`n_rows` rows) into `out`, on `threads` threads (0: one per
+// core).
 void hash_rows(const std::vector<ColumnView>& keys, int64_t n_rows, uint64_t* out, int threads);
 
-// Device: the same, for columns in device memory, on a CUDA stream (0: the default stream).
-// `out` and `destinations` are device pointers; `destinations` may be null, else it receives
-// destination(hash, n_destinations) for each row. Throws std::runtime_error on CUDA errors.
+// Device: the same for columns in device memory, into device memory at `out`, on the CUDA stream
+// `stream` (0: the legacy default stream). Asynchronous; throws CudaError on CUDA errors.
 void hash_rows_cuda(const std::vector<ColumnView>& keys, int64_t n_rows, uint64_t* out,
-                    uint32_t* destinations, uint32_t n_destinations, uintptr_t stream);
+                    uintptr_t stream);
 
 bool built_with_cuda();
-int cuda_device_count();  // 0 where there is no driver or no device
+int cuda_device_count();  // 0 where there is no driver or no device, or without CUDA
 
 }  // namespace gpuframe

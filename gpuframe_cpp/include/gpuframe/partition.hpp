@@ -1,15 +1,35 @@
-// Hash partition-and-pack: every row goes to destination(hash of its keys, n), and each
-// destination's rows of all columns are written into one contiguous byte range, ready to send.
+// Hash partition-and-pack: every row goes to destination(hash of its keys, n) (see hash.hpp), and
+// each destination's rows of all columns are written into one contiguous byte range, ready to
+// send.
 //
-// Two passes over the input: the first hashes the keys and counts rows (and string bytes) per
-// destination, the second scatters. The partition is stable: a destination's rows keep their
-// input order. Inside a destination's range every piece starts on a 64-byte boundary, column by
-// column: the validity bitmap (only for columns that have one), then the values (fixed width)
-// or the offsets (strings, rebased to start at 0, of the input's offset width) and the chars.
+// Two passes over the input: `count` hashes the keys and counts rows (and string bytes) per
+// destination, which fixes the layout; the caller then allocates the output (NumPy on the host,
+// CuPy or RMM on the device: this library never allocates device memory), and `scatter` writes
+// it. The partition is stable on both the CPU and the GPU: a destination's rows keep their input
+// order. With the same input, the CPU and the GPU write the same bytes, padding included.
+//
+// Layout of the output: destination d owns bytes [byte_offsets[d], byte_offsets[d + 1]). In it,
+// column by column, come up to three pieces, each starting on a kAlignment-byte boundary and
+// zero-padded up to the next one:
+//   validity  Arrow LSB bitmap of rows[d] bits, bits past the end zero; only for columns whose
+//             input has a validity bitmap;
+//   values    rows[d] fixed-width values, or for strings rows[d] + 1 offsets of the input's
+//             offset width, rebased to start at 0;
+//   chars     strings only: the destination's chars, back to back.
+// pieces[(d * n_columns + c) * 3 + i] is the absolute byte offset of piece i (0 validity,
+// 1 values or offsets, 2 chars) of column c for destination d, or -1 where the piece does not
+// exist. Each destination's byte range is thus a set of Arrow buffers a receiver wraps without a
+// copy.
+//
+// Limits: fewer than 2^32 rows per call; a destination's string chars must fit the input's offset
+// width (large_utf8 for more than 2 GiB).
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuframe/column.hpp"
@@ -18,23 +38,86 @@ namespace gpuframe {
 
 constexpr int64_t kAlignment = 64;
 
+// A CUDA call failed; the message holds the call and CUDA's error string.
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct PackedLayout {
   int64_t n_destinations = 0;
   int64_t n_columns = 0;
   std::vector<int64_t> rows;          // [destination]
-  std::vector<int64_t> byte_offsets;  // [destination + 1]: each destination's range
-  // [destination][column][3]: absolute byte offsets of validity (-1: none), values or string
-  // offsets, and string chars (-1 for fixed-width columns).
-  std::vector<int64_t> pieces;
-  int64_t total_bytes() const { return byte_offsets.back(); }
+  std::vector<int64_t> byte_offsets;  // [destination + 1]
+  std::vector<int64_t> pieces;        // [destination][column][3], see above
+  std::vector<int64_t> chars;         // [destination][column]: string bytes (0: fixed width)
+  int64_t total_bytes() const { return byte_offsets.empty() ? 0 : byte_offsets.back(); }
 };
 
-// Partition and pack on the host with `threads` threads (0: one per core). `allocate(bytes)` is
-// called once, between the passes, for the output buffer, which the caller owns; it may be called
-// with 0. Returns where everything went.
-PackedLayout partition_and_pack(const std::vector<ColumnView>& columns,
-                                const std::vector<int32_t>& key_columns, int64_t n_rows,
-                                uint32_t n_destinations, int threads,
-                                const std::function<uint8_t*(int64_t)>& allocate);
+// The layout for `rows[d]` rows per destination and `chars[d * n_columns + c]` string bytes of
+// column c going to destination d (0 for fixed-width columns). Host code shared by both sides.
+PackedLayout plan_layout(const std::vector<ColumnView>& columns, const std::vector<int64_t>& rows,
+                         const std::vector<int64_t>& chars);
+
+// Byte ranges [begin, end) of the output that the scatter does not write and that must be
+// zeroed before it: whole validity pieces (the scatter ORs bits in) and the padding after every
+// piece. String offsets' leading 0 is included too.
+std::vector<std::pair<int64_t, int64_t>> zero_ranges(const std::vector<ColumnView>& columns,
+                                                     const PackedLayout& layout);
+
+// Checks shared by both implementations; throws std::invalid_argument naming what is wrong.
+void check_partition_args(const std::vector<ColumnView>& columns,
+                          const std::vector<int32_t>& key_columns, int64_t n_rows,
+                          uint32_t n_destinations);
+
+// Host columns, host output, `threads` std::threads (0: one per core).
+class HostPartition {
+ public:
+  // Pass one: hashes, destinations and counts. The columns' memory must outlive the object.
+  HostPartition(std::vector<ColumnView> columns, std::vector<int32_t> key_columns, int64_t n_rows,
+                uint32_t n_destinations, int threads);
+  const PackedLayout& layout() const { return layout_; }
+  // Pass two: writes every byte of out[0, layout().total_bytes()). `out_bytes` is its capacity.
+  void scatter(uint8_t* out, int64_t out_bytes) const;
+
+ private:
+  std::vector<ColumnView> columns_;
+  int64_t n_rows_;
+  int64_t n_destinations_;
+  int threads_;
+  std::unique_ptr<uint32_t[]> dest_;     // [row]
+  std::vector<int64_t> row_base_;        // [thread + 1][destination]: first output row
+  std::vector<int64_t> char_base_;       // [thread][column][destination]: first char, strings
+  PackedLayout layout_;
+};
+
+// Device columns, device output and scratch, kernels on a caller-given CUDA stream (a
+// cudaStream_t as an integer; 0 is the legacy default stream). Throws CudaError.
+class CudaPartition {
+ public:
+  // No CUDA work yet, except asking the device for CUB's temporary storage size.
+  CudaPartition(std::vector<ColumnView> columns, std::vector<int32_t> key_columns,
+                int64_t n_rows, uint32_t n_destinations);
+  // Device scratch memory `count` and `scatter` need, in bytes.
+  int64_t scratch_bytes() const { return scratch_bytes_; }
+  // Pass one into `scratch` (which must stay allocated until `scatter` has run); waits for the
+  // stream, since the layout must be known on the host before the output can be allocated.
+  void count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t stream);
+  const PackedLayout& layout() const { return layout_; }
+  // Pass two, asynchronous on `stream`: writes every byte of out[0, layout().total_bytes()).
+  void scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream);
+
+ private:
+  std::vector<ColumnView> columns_;
+  std::vector<int32_t> key_columns_;
+  int64_t n_rows_;
+  uint32_t n_destinations_;
+  int64_t n_tiles_ = 0;
+  int64_t scratch_bytes_ = 0;
+  int64_t cub_temp_bytes_ = 0;
+  uint8_t* scratch_ = nullptr;
+  bool counted_ = false;
+  PackedLayout layout_;
+};
 
 }  // namespace gpuframe

@@ -1,0 +1,422 @@
+"""Hash partition-and-pack: one partition's rows split per destination worker, packed to send.
+
+:func:`hash_partition` hashes the key columns with gpuframe's native core (one hash definition,
+compiled for the CPU and the GPU, so a key reaches the same destination on either backend) and
+packs every destination's rows of all columns into one contiguous byte range of one buffer, in
+input order (the partition is stable). A pyarrow Table, or a pandas DataFrame through pyarrow, is
+packed on the CPU into a NumPy buffer; a cuDF DataFrame on its GPU into a CuPy buffer, on CuPy's
+current stream. :meth:`PackedPartitions.destination` cuts one destination's share out of the
+buffer (a view), and :func:`unpack` turns such a share back into a table whose columns point into
+the buffer (no copy, except that booleans and dictionaries, packed as bytes and values, are cast
+back on the CPU).
+
+Keys are hashed as stored: cast the join keys of both sides to one common type first (the
+exchange does). Rows whose keys are null all go to one destination, as do -0.0 and 0.0, and all
+NaNs. cuDF and CuPy are imported only when a cuDF frame is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import ColumnTypeError, GpuframeError, OptionError
+
+#: Column kinds and the alignment of every packed piece, as the native core defines them.
+FIXED, FLOATING, STRING = 0, 1, 2
+ALIGNMENT = 64
+
+
+class UnknownKeyColumnError(GpuframeError, KeyError):
+    """A key column to partition on is not a column of the table (or names several)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class UnsupportedColumnTypeError(ColumnTypeError):
+    """A column's type is one the partitioner cannot pack (it names the column and the type)."""
+
+
+class PartitionOptionError(OptionError):
+    """An option of the partitioner (``n``, ``threads``) has a value it cannot take."""
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """How one column is packed: the same for every destination, so it is sent once.
+
+    ``packed_type`` is the type of the packed buffers (a ``pyarrow.DataType`` on the CPU, a
+    ``pylibcudf.DataType`` on the GPU); ``type`` is the Arrow type :func:`unpack` gives back on the
+    CPU (it differs for booleans and dictionaries), None on the GPU.
+    """
+
+    name: Any  # a string, except for cuDF frames with other column labels
+    kind: int
+    width: int  # bytes per value, or per string offset
+    nullable: bool  # whether a validity bitmap is packed
+    packed_type: Any
+    type: pa.DataType | None = None
+
+
+@dataclass(frozen=True)
+class PackedPartition:
+    """One destination's rows of every column, packed: what travels to that destination.
+
+    ``pieces[c]`` holds the byte offsets into ``data`` of column c's validity bitmap, values (or
+    string offsets) and string chars, -1 where absent; ``chars[c]`` the number of string bytes.
+    """
+
+    columns: tuple[ColumnSpec, ...]
+    rows: int
+    pieces: np.ndarray  # int64 [column, 3]
+    chars: np.ndarray  # int64 [column]
+    data: Any  # uint8 NumPy (CPU) or CuPy (GPU) array
+    metadata: dict | None = None  # the Arrow schema's metadata (pandas round trip), CPU only
+
+    @property
+    def on_gpu(self) -> bool:
+        return not isinstance(self.data, np.ndarray)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
+
+
+@dataclass(frozen=True)
+class PackedPartitions:
+    """All destinations' rows in one buffer: destination d owns
+    ``buffer[byte_offsets[d]:byte_offsets[d + 1]]`` and holds ``rows[d]`` rows; ``pieces[d, c]``
+    are absolute byte offsets of column c's pieces (see :class:`PackedPartition`)."""
+
+    columns: tuple[ColumnSpec, ...]
+    buffer: Any  # uint8 NumPy (CPU) or CuPy (GPU) array
+    rows: np.ndarray  # int64 [destination]
+    byte_offsets: np.ndarray  # int64 [destination + 1]
+    pieces: np.ndarray  # int64 [destination, column, 3]
+    chars: np.ndarray  # int64 [destination, column]
+    metadata: dict | None = None
+
+    @property
+    def n_destinations(self) -> int:
+        return len(self.rows)
+
+    def destination(self, d: int) -> PackedPartition:
+        """Destination ``d``'s share, as a view of the buffer with offsets relative to it."""
+        if not 0 <= d < self.n_destinations:
+            raise PartitionOptionError(
+                f"destination {d} does not exist: there are {self.n_destinations}")
+        start, end = int(self.byte_offsets[d]), int(self.byte_offsets[d + 1])
+        pieces = np.where(self.pieces[d] >= 0, self.pieces[d] - start, -1)
+        return PackedPartition(self.columns, int(self.rows[d]), pieces, self.chars[d].copy(),
+                               self.buffer[start:end], self.metadata)
+
+
+def hash_partition(table: Any, on: Sequence[str], n: int, *, threads: int | None = None
+                   ) -> PackedPartitions:
+    """Hash-partition ``table``'s rows on the key columns ``on`` into ``n`` destinations, packed.
+
+    ``table`` is a ``pyarrow.Table`` or a ``pandas.DataFrame`` (its index is dropped), packed on
+    the CPU with ``threads`` threads (None: one per core), or a ``cudf.DataFrame``, packed on the
+    GPU on CuPy's current stream (the buffer is ready once that stream gets there).
+    """
+    n = _check_count(n)
+    if _is_cudf(table):
+        return _partition_device(table, on, n)
+    return _partition_host(_as_arrow(table), on, n, _check_threads(threads))
+
+
+def unpack(part: PackedPartition) -> Any:
+    """``part``'s rows as a table over its bytes: a pyarrow Table, or a cuDF DataFrame for a
+    share packed on the GPU."""
+    return _unpack_device(part) if part.on_gpu else _unpack_host(part)
+
+
+def hash_rows(table: Any, on: Sequence[str], *, threads: int | None = None) -> Any:
+    """The 64-bit hash of each row's keys, exactly as :func:`hash_partition` computes it: a NumPy
+    array for a pyarrow Table or pandas DataFrame, a CuPy array for a cuDF DataFrame."""
+    from .. import _core
+
+    if _is_cudf(table):
+        import cupy
+
+        names = list(table.columns)
+        keys = _device_columns(table[[names[i] for i in _key_indices(names, on)]])
+        out = cupy.empty(len(table), dtype=cupy.uint64)
+        _core.hash_rows_cuda([arg for _, (_, arg) in keys], len(table), out,
+                             cupy.cuda.get_current_stream().ptr)
+        return out
+    table = _as_arrow(table)
+    keys = _key_indices(table.schema.names, on)
+    args = [_host_column(table.schema.field(i), table.column(i))[1] for i in keys]
+    return _core.hash_rows(args, table.num_rows, _check_threads(threads))
+
+
+def hash_split(frame: Any, on: Sequence[str], n: int, backend: str) -> list[Any]:
+    """``frame``'s rows split into ``n`` frames of its backend ('pandas' or 'cudf') by the hash
+    of ``on``: what the exchange sends to each worker."""
+    if backend == "cudf":
+        packed = hash_partition(frame, on, n)
+        return [unpack(packed.destination(d)) for d in range(n)]
+    # The Arrow schema's pandas metadata travels through the packing, so to_pandas gives back
+    # the frame's own dtypes (nullable integers, strings, time zones).
+    packed = hash_partition(pa.Table.from_pandas(frame, preserve_index=False), on, n)
+    return [unpack(packed.destination(d)).to_pandas() for d in range(n)]
+
+
+# --- the CPU side -------------------------------------------------------------------------------
+
+def _as_arrow(table: Any) -> pa.Table:
+    if isinstance(table, pa.Table):
+        return table
+    import pandas as pd
+
+    if not isinstance(table, pd.DataFrame):
+        raise UnsupportedColumnTypeError(
+            f"cannot hash-partition a {type(table).__name__}: pass a pyarrow Table, a pandas "
+            f"DataFrame or a cuDF DataFrame")
+    return pa.Table.from_pandas(table, preserve_index=False)
+
+
+def _partition_host(table: pa.Table, on: Sequence[str], n: int, threads: int
+                    ) -> PackedPartitions:
+    from .. import _core
+
+    keys = _key_indices(table.schema.names, on)
+    specs, args = [], []
+    for field, column in zip(table.schema, table.columns):
+        spec, arg = _host_column(field, column)
+        specs.append(spec)
+        args.append(arg)
+    core = _core.HostPartition(args, keys, table.num_rows, n, threads)
+    buffer = _aligned_empty(core.total_bytes)
+    core.scatter(buffer)
+    return PackedPartitions(tuple(specs), buffer, core.rows, core.byte_offsets, core.pieces,
+                            core.chars, table.schema.metadata)
+
+
+def _host_column(field: pa.Field, column: pa.ChunkedArray) -> tuple[ColumnSpec, tuple]:
+    """The spec of one Arrow column and its argument for the core (buffers as NumPy views)."""
+    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    kind = array.type
+    if pa.types.is_dictionary(kind):
+        array = array.dictionary_decode()
+    elif pa.types.is_boolean(kind):
+        array = array.cast(pa.uint8())
+    elif pa.types.is_string_view(kind):
+        array = array.cast(pa.large_string())
+    elif pa.types.is_binary_view(kind):
+        array = array.cast(pa.large_binary())
+    packed = array.type
+    buffers = array.buffers()
+    nullable = array.null_count > 0
+    validity = _host_bytes(buffers[0]) if nullable else None
+    if _is_string(packed):
+        width = 8 if pa.types.is_large_string(packed) or pa.types.is_large_binary(packed) else 4
+        spec = ColumnSpec(field.name, STRING, width, nullable, packed, field.type)
+        return spec, (STRING, width, array.offset, _host_bytes(buffers[2]), validity,
+                      _host_bytes(buffers[1]))
+    if pa.types.is_floating(packed) and not pa.types.is_float16(packed):
+        kind_code = FLOATING
+    elif (pa.types.is_integer(packed) or pa.types.is_temporal(packed)) and \
+            packed.bit_width in (8, 16, 32, 64):
+        kind_code = FIXED
+    else:
+        raise UnsupportedColumnTypeError(
+            f"column {field.name!r} has type {field.type}, which the hash partitioner cannot "
+            f"pack (integers, floats, booleans, temporal types, strings and binary can)")
+    width = packed.bit_width // 8
+    spec = ColumnSpec(field.name, kind_code, width, nullable, packed, field.type)
+    return spec, (kind_code, width, array.offset, _host_bytes(buffers[1]), validity, None)
+
+
+def _unpack_host(part: PackedPartition) -> pa.Table:
+    rows, data = part.rows, part.data
+    arrays = []
+    for spec, (validity, values, chars), n_chars in zip(part.columns, part.pieces, part.chars):
+        buffers = [_arrow_buffer(data, validity, (rows + 7) // 8) if validity >= 0 else None]
+        if spec.kind == STRING:
+            buffers += [_arrow_buffer(data, values, (rows + 1) * spec.width),
+                        _arrow_buffer(data, chars, int(n_chars))]
+        else:
+            buffers.append(_arrow_buffer(data, values, rows * spec.width))
+        array = pa.Array.from_buffers(spec.packed_type, rows, buffers,
+                                      null_count=-1 if validity >= 0 else 0)
+        arrays.append(_restore(array, spec.type))
+    schema = pa.schema([pa.field(spec.name, array.type)
+                        for spec, array in zip(part.columns, arrays)], metadata=part.metadata)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _restore(array: pa.Array, wanted: pa.DataType) -> pa.Array:
+    """Undo the packing's casts: bytes back to booleans, values back to a dictionary."""
+    if array.type == wanted:
+        return array
+    if pa.types.is_dictionary(wanted):
+        return array.dictionary_encode().cast(wanted)
+    return array.cast(wanted)
+
+
+def _host_bytes(buffer: pa.Buffer | None) -> np.ndarray:
+    return np.empty(0, np.uint8) if buffer is None else np.frombuffer(buffer, np.uint8)
+
+
+def _arrow_buffer(data: np.ndarray, start: int, length: int) -> pa.Buffer:
+    return pa.py_buffer(data[start:start + length])
+
+
+def _aligned_empty(nbytes: int) -> np.ndarray:
+    """An uninitialised uint8 array whose data starts on an ALIGNMENT-byte boundary, as Arrow
+    prefers its buffers (the pieces inside are aligned relative to the start)."""
+    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
+    skip = -raw.ctypes.data % ALIGNMENT
+    return raw[skip:skip + nbytes]
+
+
+def _is_string(kind: pa.DataType) -> bool:
+    return (pa.types.is_string(kind) or pa.types.is_large_string(kind)
+            or pa.types.is_binary(kind) or pa.types.is_large_binary(kind))
+
+
+# --- the GPU side -------------------------------------------------------------------------------
+
+def _is_cudf(table: Any) -> bool:
+    return type(table).__module__.split(".")[0] == "cudf"
+
+
+def _partition_device(frame: Any, on: Sequence[str], n: int) -> PackedPartitions:
+    import cupy
+
+    from .. import _core
+
+    columns = _device_columns(frame)
+    keys = _key_indices([name for name, _ in columns], on)
+    specs = tuple(spec for _, (spec, _) in columns)
+    args = [arg for _, (_, arg) in columns]
+    stream = cupy.cuda.get_current_stream().ptr
+    core = _core.CudaPartition(args, keys, len(frame), n)
+    scratch = cupy.empty(core.scratch_bytes, dtype=cupy.uint8)
+    core.count(scratch, stream)
+    buffer = cupy.empty(core.total_bytes, dtype=cupy.uint8)
+    core.scatter(buffer, stream)
+    return PackedPartitions(specs, buffer, core.rows, core.byte_offsets, core.pieces, core.chars)
+
+
+def _device_columns(frame: Any) -> list[tuple[Any, tuple[ColumnSpec, tuple]]]:
+    """(name, (spec, core argument)) for each column of a cuDF DataFrame, buffers as CuPy views."""
+    import pylibcudf as plc
+
+    floating = {getattr(plc.TypeId, name) for name in _DEVICE_FLOATING}
+    fixed = {getattr(plc.TypeId, name) for name in _DEVICE_FIXED}
+    table, _ = frame.to_pylibcudf()
+    out = []
+    for name, column in zip(frame.columns, table.columns()):
+        type_id = column.type().id()
+        nullable = column.null_count() > 0
+        validity = _device_bytes(column.null_mask()) if nullable else None
+        if type_id == plc.TypeId.STRING:
+            offsets = column.child(0)
+            width = 8 if offsets.type().id() == plc.TypeId.INT64 else 4
+            spec = ColumnSpec(name, STRING, width, nullable, column.type())
+            arg = (STRING, width, column.offset(), _device_bytes(column.data()), validity,
+                   _device_bytes(offsets.data()))
+        elif type_id in fixed or type_id in floating:
+            kind = FLOATING if type_id in floating else FIXED
+            width = plc.types.size_of(column.type())
+            spec = ColumnSpec(name, kind, width, nullable, column.type())
+            arg = (kind, width, column.offset(), _device_bytes(column.data()), validity, None)
+        else:
+            raise UnsupportedColumnTypeError(
+                f"column {name!r} has cuDF type {type_id.name}, which the hash partitioner "
+                f"cannot pack (integers, floats, booleans, timestamps, durations and strings "
+                f"can)")
+        out.append((name, (spec, arg)))
+    return out
+
+
+_DEVICE_FLOATING = ("FLOAT32", "FLOAT64")
+_DEVICE_FIXED = (
+    "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "BOOL8",
+    "TIMESTAMP_DAYS", "TIMESTAMP_SECONDS", "TIMESTAMP_MILLISECONDS", "TIMESTAMP_MICROSECONDS",
+    "TIMESTAMP_NANOSECONDS", "DURATION_DAYS", "DURATION_SECONDS", "DURATION_MILLISECONDS",
+    "DURATION_MICROSECONDS", "DURATION_NANOSECONDS")
+
+
+def _device_bytes(span: Any) -> Any:
+    """A uint8 CuPy view of a pylibcudf buffer (None stays None); the view keeps it alive."""
+    import cupy
+
+    if span is None:
+        return None
+    # pylibcudf's Span protocol: .ptr and .size, the size in bytes.
+    memory = cupy.cuda.UnownedMemory(span.ptr, span.size, span)
+    return cupy.ndarray((span.size,), dtype=cupy.uint8, memptr=cupy.cuda.MemoryPointer(memory, 0))
+
+
+def _unpack_device(part: PackedPartition) -> Any:
+    import cudf
+    import pylibcudf as plc
+
+    rows, data = part.rows, part.data
+    columns = []
+    for spec, (validity, values, chars), n_chars in zip(part.columns, part.pieces, part.chars):
+        if rows == 0:
+            columns.append(plc.column_factories.make_empty_column(spec.packed_type))
+            continue
+        mask, null_count = None, 0
+        if validity >= 0:
+            # The whole piece: cuDF wants bitmaps padded to 64 bytes, as the packing pads them.
+            mask_bytes = (((rows + 7) // 8 + ALIGNMENT - 1) // ALIGNMENT) * ALIGNMENT
+            mask = plc.gpumemoryview(data[validity:validity + mask_bytes])
+            null_count = plc.null_mask.null_count(mask, 0, rows)
+        if spec.kind == STRING:
+            offsets_type = plc.DataType(plc.TypeId.INT64 if spec.width == 8 else plc.TypeId.INT32)
+            offsets = plc.Column(offsets_type, rows + 1,
+                                 plc.gpumemoryview(data[values:values + (rows + 1) * spec.width]),
+                                 None, 0, 0, [])
+            chars_view = (plc.gpumemoryview(data[chars:chars + int(n_chars)]) if n_chars else None)
+            columns.append(plc.Column(spec.packed_type, rows, chars_view, mask, null_count, 0,
+                                      [offsets]))
+        else:
+            columns.append(plc.Column(spec.packed_type, rows,
+                                      plc.gpumemoryview(data[values:values + rows * spec.width]),
+                                      mask, null_count, 0, []))
+    return cudf.DataFrame.from_pylibcudf(plc.Table(columns),
+                                         metadata={"columns": [s.name for s in part.columns]})
+
+
+# --- checks -------------------------------------------------------------------------------------
+
+def _key_indices(names: list[Any], on: Sequence[Any]) -> list[int]:
+    if isinstance(on, str):
+        on = [on]
+    if len(on) == 0:
+        raise UnknownKeyColumnError("no key columns given: pass at least one column to hash")
+    indices = []
+    for key in on:
+        matches = [i for i, name in enumerate(names) if name == key]
+        if len(matches) != 1:
+            why = "is not" if not matches else "names several"
+            raise UnknownKeyColumnError(
+                f"key column {key!r} {why} among the table's columns {list(names)}")
+        indices.append(matches[0])
+    return indices
+
+
+def _check_count(n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n < 2**32:
+        raise PartitionOptionError(
+            f"n={n!r}: the number of destinations must be an integer from 1 to 2**32 - 1")
+    return int(n)
+
+
+def _check_threads(threads: Any) -> int:
+    if threads is None:
+        return 0
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise PartitionOptionError(f"threads={threads!r}: give a positive integer, or None for "
+                                   f"one thread per core")
+    return int(threads)

@@ -1,0 +1,127 @@
+"""gpuframe._core called directly: the contract gpuframe.shuffle.partition relies on (every
+output byte written, the layout, argument errors), without the Python layer's conversions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from gpuframe import _core
+
+
+def column(array: pa.Array) -> tuple:
+    """The core's column tuple for a fixed-width or string Arrow array (buffers as NumPy views)."""
+    buffers = [None if b is None else np.frombuffer(b, np.uint8) for b in array.buffers()]
+    validity = buffers[0] if array.null_count else None
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        width = 8 if pa.types.is_large_string(array.type) else 4
+        return (_core.STRING, width, array.offset, buffers[2], validity, buffers[1])
+    kind = _core.FLOATING if pa.types.is_floating(array.type) else _core.FIXED
+    return (kind, array.type.bit_width // 8, array.offset, buffers[1], validity, None)
+
+
+def columns(rows: int = 5000, seed: int = 0) -> list[tuple]:
+    rng = np.random.default_rng(seed)
+    ints = pa.array([None if v % 7 == 0 else int(v) for v in rng.integers(0, 99, rows + 3)])
+    words = pa.array([None if v % 5 == 0 else "w" * int(v % 11) for v in rng.integers(0, 99, rows)])
+    return [column(ints.slice(3)), column(pa.array(rng.random(rows))), column(words),
+            column(pa.array(rng.integers(0, 9, rows).astype(np.int16)))]
+
+
+def packed(partition, fill: int) -> np.ndarray:
+    out = np.full(partition.total_bytes, fill, np.uint8)
+    partition.scatter(out)
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 3, 64])
+def test_every_output_byte_is_written(n):
+    partition = _core.HostPartition(columns(), [0, 2], 5000, n)
+    assert np.array_equal(packed(partition, 0x00), packed(partition, 0xFF))
+
+
+def test_layout_is_consistent():
+    n = 5
+    partition = _core.HostPartition(columns(), [1], 5000, n, threads=2)
+    rows, offsets, pieces, chars = (partition.rows, partition.byte_offsets, partition.pieces,
+                                    partition.chars)
+    assert rows.shape == (n,) and rows.sum() == 5000
+    assert offsets.shape == (n + 1,) and offsets[-1] == partition.total_bytes
+    assert pieces.shape == (n, 4, 3) and chars.shape == (n, 4)
+    assert (pieces[:, 0, 0] >= 0).all() and (pieces[:, 1, 0] == -1).all()  # validity only if given
+    assert (pieces[:, 2, 2] >= 0).all() and (pieces[:, 0, 2] == -1).all()  # chars for strings
+    assert (pieces[pieces >= 0] % _core.ALIGNMENT == 0).all()
+    for d in range(n):
+        inside = pieces[d][pieces[d] >= 0]
+        assert (inside >= offsets[d]).all() and (inside < offsets[d + 1]).all()
+    out = packed(partition, 0)
+    for d in range(n):  # string offsets are rebased to start at 0 and end at the chars' size
+        start = pieces[d, 2, 1]
+        offs = out[start:start + (rows[d] + 1) * 4].view(np.int32)
+        assert offs[0] == 0 and offs[-1] == chars[d, 2] and (np.diff(offs) >= 0).all()
+
+
+def test_hash_rows_agrees_with_the_partition():
+    cols = columns(3000, seed=4)
+    hashes = _core.hash_rows([cols[2], cols[0]], 3000)
+    assert hashes.dtype == np.uint64 and hashes.shape == (3000,)
+    partition = _core.HostPartition(cols, [2, 0], 3000, 1)
+    assert partition.rows.tolist() == [3000]
+    # Same keys, other column order: other hashes.
+    assert not np.array_equal(hashes, _core.hash_rows([cols[0], cols[2]], 3000))
+
+
+def test_argument_errors():
+    cols = columns(100)
+    with pytest.raises(ValueError, match="n_destinations"):
+        _core.HostPartition(cols, [0], 100, 0)
+    with pytest.raises(ValueError, match="key column index 9"):
+        _core.HostPartition(cols, [9], 100, 2)
+    with pytest.raises(ValueError, match="at least one key"):
+        _core.HostPartition(cols, [], 100, 2)
+    with pytest.raises(ValueError, match="width 3"):
+        _core.HostPartition([(_core.FIXED, 3, 0, np.zeros(300, np.uint8), None, None)], [0],
+                            100, 2)
+    with pytest.raises(ValueError, match="column 0: no offsets"):
+        _core.HostPartition([(_core.STRING, 4, 0, np.zeros(8, np.uint8), None, None)], [0],
+                            1, 2)
+    partition = _core.HostPartition(cols, [0], 100, 2)
+    with pytest.raises(ValueError, match="bytes"):
+        partition.scatter(np.empty(partition.total_bytes - 1, np.uint8))
+
+
+def test_short_or_misplaced_buffers_are_refused():
+    ints = np.arange(10, dtype=np.int64).view(np.uint8)
+    cases = {
+        "data": (_core.FIXED, 8, 0, ints[:79], None, None),
+        "offset": (_core.FIXED, 8, 1, ints, None, None),  # rows 1..10 need 88 bytes
+        "validity": (_core.FIXED, 8, 0, ints, np.zeros(1, np.uint8), None),
+        "offsets": (_core.STRING, 4, 0, np.zeros(10, np.uint8), None,
+                    np.zeros(10, np.int32).view(np.uint8)),
+        "chars": (_core.STRING, 4, 0, np.zeros(5, np.uint8), None,
+                  np.arange(11, dtype=np.int32).view(np.uint8)),
+        "negative offset": (_core.FIXED, 8, -1, ints, None, None),
+    }
+    for what, col in cases.items():
+        for call in (lambda: _core.HostPartition([col], [0], 10, 2),
+                     lambda: _core.hash_rows([col], 10)):
+            with pytest.raises(ValueError, match="column 0"):
+                call()
+    descending = np.array([0, 5, 3] + [3] * 8, np.int32).view(np.uint8)
+    with pytest.raises(ValueError, match="column 0"):
+        _core.hash_rows([(_core.STRING, 4, 1, np.zeros(8, np.uint8), None, descending)], 1)
+    with pytest.raises(ValueError):
+        _core.HostPartition(columns(10), [0], -1, 2)
+    # Empty input needs no buffers at all.
+    empty = _core.HostPartition([(_core.FIXED, 8, 0, None, None, None)], [0], 0, 3)
+    assert empty.rows.tolist() == [0, 0, 0]
+
+
+def test_cuda_entry_points_fail_cleanly_without_a_device():
+    if _core.built_with_cuda and _core.cuda_device_count() > 0:
+        pytest.skip("a CUDA device is present")
+    assert _core.cuda_device_count() == 0
+    with pytest.raises(_core.CudaError):
+        _core.CudaPartition([(_core.FIXED, 8, 0, None, None, None)], [0], 0, 2)
+    assert issubclass(_core.CudaError, RuntimeError)

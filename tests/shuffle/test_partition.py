@@ -1,0 +1,394 @@
+"""gpuframe.shuffle.partition against a pure NumPy/Python reference of the hash and the partition,
+and (marker gpu) the CUDA partition against the CPU one, byte for byte."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from gpuframe.shuffle.partition import (
+    ALIGNMENT,
+    PartitionOptionError,
+    UnknownKeyColumnError,
+    UnsupportedColumnTypeError,
+    hash_partition,
+    hash_rows,
+    hash_split,
+    unpack,
+)
+
+# --- the reference: gpuframe_cpp/include/gpuframe/hash.hpp, re-implemented -----------------------
+
+M64 = (1 << 64) - 1
+SEED = 0x9E3779B97F4A7C15
+NULL_HASH = 0x6A09E667F3BCC908
+U = np.uint64
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> U(30))
+    x = x * U(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> U(27))
+    x = x * U(0x94D049BB133111EB)
+    return x ^ (x >> U(31))
+
+
+def mix64_int(x: int) -> int:
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & M64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def hash_bytes(data: bytes) -> int:
+    h = mix64_int(SEED ^ len(data))
+    whole = len(data) // 8 * 8
+    for i in range(0, whole, 8):
+        h = (mix64_int(h ^ int.from_bytes(data[i:i + 8], "little")) + SEED) & M64
+    return mix64_int(h ^ int.from_bytes(data[whole:], "little"))
+
+
+def value_bits(array: pa.Array) -> np.ndarray:
+    """Each value's bytes zero-extended to 64 bits, floats canonicalised (-0.0, NaN)."""
+    kind = array.type
+    if pa.types.is_boolean(kind):
+        return array.cast(pa.uint8()).fill_null(0).to_numpy().astype(U)
+    if pa.types.is_floating(kind):
+        values = array.fill_null(0).to_numpy(zero_copy_only=False)
+        values = np.where(values == 0, np.zeros_like(values), values)  # -0.0 -> 0.0
+        if kind.bit_width == 32:
+            bits = values.astype(np.float32).view(np.uint32).astype(U)
+            return np.where(np.isnan(values), U(0x7FC00000), bits)
+        return np.where(np.isnan(values), U(0x7FF8000000000000), values.view(U))
+    width = kind.bit_width // 8
+    raw = np.frombuffer(array.buffers()[1], np.uint8)[array.offset * width:]
+    raw = raw[:len(array) * width]
+    return raw.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[width]).astype(U)
+
+
+def reference_column_hash(array: pa.Array) -> np.ndarray:
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type) or \
+            pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type):
+        out = np.array([NULL_HASH if v is None else hash_bytes(v if isinstance(v, bytes)
+                                                               else v.encode())
+                        for v in array.to_pylist()], dtype=U)
+        return out
+    out = mix64(value_bits(array) ^ U(SEED))
+    valid = array.is_valid().to_numpy(zero_copy_only=False)
+    return np.where(valid, out, U(NULL_HASH))
+
+
+def reference_hash(table: pa.Table, on: list[str]) -> np.ndarray:
+    h = np.full(table.num_rows, SEED, dtype=U)
+    for name in on:
+        v = reference_column_hash(table.column(name).combine_chunks())
+        h = mix64(h ^ (v + U(SEED) + (h << U(6)) + (h >> U(2))))
+    return h
+
+
+def reference_destination(h: np.ndarray, n: int) -> np.ndarray:
+    """The high 64 bits of h * n, from 32-bit halves (no 128-bit integers in NumPy)."""
+    hi, lo = h >> U(32), h & U(0xFFFFFFFF)
+    return ((hi * U(n) + ((lo * U(n)) >> U(32))) >> U(32)).astype(np.int64)
+
+
+def reference_partition(table: pa.Table, on: list[str], n: int) -> list[pa.Table]:
+    dest = reference_destination(reference_hash(table, on), n)
+    return [table.take(pa.array(np.flatnonzero(dest == d))) for d in range(n)]
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+def with_nulls(rng, values, fraction=0.1):
+    return [None if rng.random() < fraction else v for v in values]
+
+
+def random_table(rows: int, seed: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    words = ["", "a", "bb", "ccc", "dddddddd", "eeeeeeeee", "ünïcödé", "x" * 40]
+    floats = rng.normal(size=rows)
+    floats[rng.random(rows) < 0.05] = np.nan
+    floats[rng.random(rows) < 0.05] = -0.0
+    floats[rng.random(rows) < 0.05] = 0.0
+    return pa.table({
+        "i64": pa.array(with_nulls(rng, rng.integers(-50, 50, rows).tolist()), pa.int64()),
+        "i32": pa.array(rng.integers(-2**31, 2**31 - 1, rows), pa.int32()),
+        "u8": pa.array(rng.integers(0, 255, rows), pa.uint8()),
+        "i16": pa.array(with_nulls(rng, rng.integers(-999, 999, rows).tolist()), pa.int16()),
+        "f64": pa.array(with_nulls(rng, floats.tolist()), pa.float64()),
+        "f32": pa.array(floats.astype(np.float32), pa.float32()),
+        "ts": pa.array(with_nulls(rng, rng.integers(0, 10**15, rows).tolist()),
+                       pa.timestamp("us")),
+        "day": pa.array(rng.integers(0, 20000, rows).astype("int32"), pa.date32()),
+        "flag": pa.array(with_nulls(rng, (rng.random(rows) < 0.5).tolist()), pa.bool_()),
+        "s": pa.array(with_nulls(rng, rng.choice(words, rows).tolist()), pa.string()),
+        "ls": pa.array(rng.choice(words, rows).tolist(), pa.large_string()),
+        "bin": pa.array([w.encode() for w in rng.choice(words, rows)], pa.binary()),
+    })
+
+
+def same_table(got: pa.Table, want: pa.Table) -> bool:
+    """Equal schemas and values, floats compared bit for bit (so NaN equals NaN)."""
+    if got.schema != want.schema:
+        return False
+    for a, b in zip(got.columns, want.columns):
+        a, b = a.combine_chunks(), b.combine_chunks()
+        if pa.types.is_floating(a.type):
+            bits = pa.int32() if a.type.bit_width == 32 else pa.int64()
+            a, b = a.view(bits), b.view(bits)
+        if not a.equals(b):
+            return False
+    return True
+
+
+def assert_matches_reference(table: pa.Table, on: list[str], n: int, **options) -> None:
+    packed = hash_partition(table, on, n, **options)
+    expected = reference_partition(table, on, n)
+    assert packed.n_destinations == n
+    assert packed.rows.tolist() == [t.num_rows for t in expected]
+    offsets = packed.byte_offsets
+    assert offsets[0] == 0 and offsets[-1] == packed.buffer.nbytes
+    assert np.all(np.diff(offsets) >= 0) and np.all(offsets % ALIGNMENT == 0)
+    present = packed.pieces[packed.pieces >= 0]
+    assert np.all(present % ALIGNMENT == 0)
+    for d in range(n):
+        got = unpack(packed.destination(d))
+        assert got.schema == table.schema
+        assert same_table(got, expected[d]), f"destination {d} of {n}"
+
+
+# --- CPU tests ----------------------------------------------------------------------------------
+
+def test_hash_matches_reference_for_every_type():
+    table = random_table(500, seed=1)
+    for name in table.column_names:
+        np.testing.assert_array_equal(hash_rows(table, [name]), reference_hash(table, [name]),
+                                      err_msg=name)
+    on = ["s", "i64", "f64", "flag"]
+    np.testing.assert_array_equal(hash_rows(table, on), reference_hash(table, on))
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 64, 1000])
+def test_partition_matches_reference(n):
+    assert_matches_reference(random_table(3000, seed=n), ["i64"], n)
+
+
+@pytest.mark.parametrize("on", [["s"], ["ls"], ["f64"], ["ts", "day"], ["s", "i32", "flag"],
+                                ["bin", "u8", "f32", "i16"]])
+def test_partition_on_each_key_type(on):
+    assert_matches_reference(random_table(2000, seed=7), on, 13)
+
+
+def test_sliced_and_chunked_columns():
+    table = random_table(3000, seed=2)
+    assert_matches_reference(table.slice(123, 2500), ["s", "i64"], 9)
+    chunked = pa.concat_tables([table.slice(0, 1000), table.slice(1000, 777),
+                                table.slice(2500, 300)])
+    assert chunked.column("s").num_chunks == 3
+    assert_matches_reference(chunked, ["i64", "ls"], 5)
+
+
+def test_empty_table_gives_empty_destinations():
+    table = random_table(10).slice(0, 0)
+    packed = hash_partition(table, ["i64"], 4)
+    assert packed.rows.tolist() == [0, 0, 0, 0]
+    for d in range(4):
+        got = unpack(packed.destination(d))
+        assert got.num_rows == 0 and got.schema == table.schema
+
+
+def test_one_destination_keeps_the_table():
+    table = random_table(1000, seed=3)
+    packed = hash_partition(table, ["s"], 1)
+    assert same_table(unpack(packed.destination(0)), table)
+
+
+def test_null_keys_land_together_and_match_each_other():
+    table = pa.table({"k": pa.array([None] * 50 + list(range(50)), pa.int64()),
+                      "s": pa.array([None] * 50 + ["v"] * 50),
+                      "f": pa.array([0.0, -0.0, float("nan"), -float("nan")] * 25)})
+    for on in (["k"], ["s"], ["k", "s"]):
+        dest = reference_destination(hash_rows(table, on), 97)
+        assert len(set(dest[:50])) == 1, on
+    dest = reference_destination(hash_rows(table, ["f"]), 97)
+    assert dest[0] == dest[1] and dest[2] == dest[3]
+    nans = np.array([0x7FF8000000000001, 0xFFF0000000000123], dtype=U).view(np.float64)
+    odd = pa.table({"f": pa.array(np.concatenate([nans, [np.nan]]))})
+    assert len(set(hash_rows(odd, ["f"]).tolist())) == 1
+
+
+def test_many_rows_on_several_threads_give_the_same_bytes():
+    rows = 300_000  # several threads' worth (the core gives each at least 65536 rows)
+    rng = np.random.default_rng(5)
+    table = pa.table({
+        "k": pa.array(rng.integers(0, 1000, rows)),
+        "v": pa.array(with_nulls(rng, rng.random(rows).tolist(), 0.01)),
+        "s": pa.array(rng.choice(["x", "yy", "zzz", ""], rows)),
+    })
+    one = hash_partition(table, ["k"], 7, threads=1)
+    two = hash_partition(table, ["k"], 7, threads=3)
+    assert np.array_equal(one.buffer, two.buffer)
+    assert_matches_reference(table, ["k"], 7, threads=3)
+
+
+def test_pandas_frames_go_through_arrow_and_come_back():
+    rng = np.random.default_rng(11)
+    frame = pd.DataFrame({"k": rng.integers(0, 20, 400),
+                          "name": pd.array(rng.choice(["a", None, "cc"], 400), dtype="str"),
+                          "x": pd.array(with_nulls(rng, list(range(400))), dtype="Int64")})
+    parts = hash_split(frame, ["k"], 3, "pandas")
+    expected = reference_partition(pa.Table.from_pandas(frame, preserve_index=False), ["k"], 3)
+    for part, want in zip(parts, expected):
+        assert part.dtypes.tolist() == frame.dtypes.tolist()
+        pd.testing.assert_frame_equal(part.reset_index(drop=True),
+                                      want.to_pandas().reset_index(drop=True))
+    assert hash_partition(frame, ["k"], 3).rows.tolist() == [len(p) for p in parts]
+
+
+def test_errors_name_the_column_or_option():
+    table = random_table(20)
+    with pytest.raises(UnknownKeyColumnError, match="'nope'"):
+        hash_partition(table, ["nope"], 2)
+    with pytest.raises(UnknownKeyColumnError, match="at least one"):
+        hash_partition(table, [], 2)
+    for n in (0, -1, 2**32, 1.5, True):
+        with pytest.raises(PartitionOptionError, match="n="):
+            hash_partition(table, ["i64"], n)
+    with pytest.raises(PartitionOptionError, match="threads=0"):
+        hash_partition(table, ["i64"], 2, threads=0)
+    decimals = table.append_column("price", pa.array([1] * 20, pa.decimal128(10, 2)))
+    with pytest.raises(UnsupportedColumnTypeError, match="'price'.*decimal"):
+        hash_partition(decimals, ["i64"], 2)
+    with pytest.raises(PartitionOptionError, match="destination 5"):
+        hash_partition(table, ["i64"], 2).destination(5)
+
+
+def test_dictionary_columns_are_packed_as_values_and_restored():
+    table = pa.table({"k": pa.array(["a", "b", "a", None, "c"] * 40).dictionary_encode(),
+                      "v": pa.array(range(200))})
+    packed = hash_partition(table, ["k"], 3)
+    plain = table.cast(pa.schema([("k", pa.string()), ("v", pa.int64())]))
+    expected = reference_partition(plain, ["k"], 3)
+    for d in range(3):
+        got = unpack(packed.destination(d))
+        assert got.schema == table.schema
+        assert got.cast(plain.schema).equals(expected[d])
+
+
+# --- GPU: the CUDA partition against the CPU one ------------------------------------------------
+
+def device_or_skip():
+    cupy = pytest.importorskip("cupy")
+    from gpuframe import _core
+
+    if not _core.built_with_cuda:
+        pytest.skip("gpuframe was built without CUDA")
+    if _core.cuda_device_count() == 0:
+        pytest.skip("no CUDA device")
+    return cupy
+
+
+def device_args(host_args, cupy):
+    """The core's column arguments with every buffer copied to the device."""
+    return [tuple(cupy.asarray(x) if isinstance(x, np.ndarray) else x for x in arg)
+            for arg in host_args]
+
+
+def host_args(table: pa.Table):
+    from gpuframe.shuffle.partition import _host_column
+
+    return [_host_column(f, c)[1] for f, c in zip(table.schema, table.columns)]
+
+
+def cuda_pack(cupy, args, keys, rows, n, fill):
+    from gpuframe import _core
+
+    core = _core.CudaPartition(args, keys, rows, n)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    scratch = cupy.full(core.scratch_bytes, fill, dtype=cupy.uint8)
+    core.count(scratch, stream.ptr)
+    out = cupy.full(core.total_bytes, fill, dtype=cupy.uint8)  # garbage the scatter must cover
+    core.scatter(out, stream.ptr)
+    stream.synchronize()
+    return core, out.get()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 2, 7, 64, 1000])
+@pytest.mark.parametrize("rows", [0, 1, 31, 5000, 200_003])
+def test_cuda_partition_writes_the_cpu_bytes(n, rows):
+    cupy = device_or_skip()
+    from gpuframe import _core
+
+    table = random_table(rows + 17, seed=rows + n).slice(17)  # sliced: offsets inside buffers
+    args = host_args(table)
+    keys = [table.schema.get_field_index(k) for k in ("s", "i64", "f64")]
+    host = _core.HostPartition(args, keys, rows, n)
+    expected = np.empty(host.total_bytes, np.uint8)
+    host.scatter(expected)
+    for fill in (0x00, 0xFF):
+        core, got = cuda_pack(cupy, device_args(args, cupy), keys, rows, n, fill)
+        assert core.rows.tolist() == host.rows.tolist()
+        assert core.byte_offsets.tolist() == host.byte_offsets.tolist()
+        assert core.pieces.tolist() == host.pieces.tolist()
+        assert np.array_equal(got, expected), f"fill {fill:#x}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["i64", "i32", "u8", "i16", "f64", "f32", "ts", "day", "flag",
+                                  "s", "ls", "bin"])
+def test_cuda_hash_matches_cpu_hash(name):
+    cupy = device_or_skip()
+    from gpuframe import _core
+
+    table = random_table(4000, seed=9).slice(3)
+    args = host_args(table.select([name]))
+    out = cupy.empty(table.num_rows, dtype=cupy.uint64)
+    _core.hash_rows_cuda(device_args(args, cupy), table.num_rows, out, 0)
+    np.testing.assert_array_equal(out.get(), _core.hash_rows(args, table.num_rows))
+
+
+@pytest.mark.gpu
+def test_cuda_partition_of_long_strings_and_large_offsets():
+    cupy = device_or_skip()
+    from gpuframe import _core
+
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(0, 3000, 3000)
+    words = ["".join(rng.choice(list("abcdefgh"), k)) for k in lengths]
+    table = pa.table({"k": pa.array(rng.integers(0, 50, 3000)),
+                      "s": pa.array(words, pa.large_string()),
+                      "t": pa.array(with_nulls(rng, words, 0.2), pa.string())})
+    args = host_args(table)
+    host = _core.HostPartition(args, [0], table.num_rows, 5)
+    expected = np.empty(host.total_bytes, np.uint8)
+    host.scatter(expected)
+    _, got = cuda_pack(cupy, device_args(args, cupy), [0], table.num_rows, 5, 0xAB)
+    assert np.array_equal(got, expected)
+
+
+@pytest.mark.gpu
+def test_cudf_frames_partition_like_arrow_tables():
+    device_or_skip()
+    cudf = pytest.importorskip("cudf")
+    table = random_table(20_000, seed=12).drop_columns(["bin", "day"])
+    frame = cudf.DataFrame.from_arrow(table)
+    on = ["s", "i64"]
+    on_gpu = hash_partition(frame, on, 6)
+    on_cpu = hash_partition(table, on, 6)
+    assert on_gpu.rows.tolist() == on_cpu.rows.tolist()
+    np.testing.assert_array_equal(hash_rows(frame, on).get(), hash_rows(table, on))
+    for d in range(6):
+        got = unpack(on_gpu.destination(d)).to_arrow()
+        want = unpack(on_cpu.destination(d))
+        assert got.column_names == want.column_names
+        got = pa.table([c.cast(w.type) for c, w in zip(got.columns, want.columns)],
+                       schema=want.schema)
+        assert same_table(got, want), f"destination {d}"
+    parts = hash_split(frame, on, 6, "cudf")
+    assert [len(p) for p in parts] == on_cpu.rows.tolist()
