@@ -1,12 +1,21 @@
-// gpuframe._core: the thin binding over gpuframe_cpp. Columns arrive as tuples of raw addresses
-// (kind, width, offset, data, validity, offsets) that the Python side takes from Arrow, NumPy,
-// CuPy or cuDF buffers and keeps alive for the call; nothing is copied on the way in.
+// gpuframe._core: the thin binding over gpuframe_cpp.
+//
+// A column is a tuple (kind, width, offset, data, validity, offsets): kind FIXED, FLOATING or
+// STRING, width and offset as in ColumnView (column.hpp), and its buffers as arrays (NumPy or
+// anything with the buffer protocol on the host, CuPy or anything with DLPack on the device), None
+// where absent. Only their addresses are taken: nothing is copied on the way in, and the
+// partition objects keep the column tuples alive as long as they live. Memory the core writes
+// comes from the caller too (NumPy on the host, CuPy on the device), so RMM pools are honoured.
+// CudaError (a RuntimeError) carries CUDA's error string; bad arguments raise ValueError.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -18,29 +27,117 @@ using namespace gpuframe;
 
 namespace {
 
-using ColumnTuple = std::tuple<int32_t, int32_t, int64_t, uintptr_t, uintptr_t, uintptr_t>;
+using Buffer = std::optional<nb::ndarray<nb::ro>>;
+using ColumnTuple = std::tuple<int32_t, int32_t, int64_t, Buffer, Buffer, Buffer>;
+using HostBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using DeviceBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
+using DeviceHashes = nb::ndarray<uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
 
-std::vector<ColumnView> views(const std::vector<ColumnTuple>& columns) {
+// Column views over the tuples' buffers, which must all live on `device` (nb::device::cpu::value
+// or nb::device::cuda::value) and be large enough for `n_rows` rows: the core reads raw memory,
+// so a short buffer is refused here, with the column's position, rather than read past its end.
+std::vector<ColumnView> views(const std::vector<ColumnTuple>& columns, int32_t device,
+                              int64_t n_rows) {
+  if (n_rows < 0) throw nb::value_error("n_rows must not be negative");
+  const bool host = device == nb::device::cpu::value;
   std::vector<ColumnView> out;
-  for (const auto& [kind, width, offset, data, validity, offsets] : columns) {
-    if (kind < 0 || kind > 2) throw nb::value_error("column kind must be 0, 1 or 2");
-    bool string = kind == static_cast<int32_t>(Kind::string);
-    if (string ? (width != 4 && width != 8) : (width != 1 && width != 2 && width != 4 && width != 8))
-      throw nb::value_error("unsupported column width");
-    out.push_back(ColumnView{static_cast<Kind>(kind), width, offset,
-                             reinterpret_cast<const uint8_t*>(data),
-                             reinterpret_cast<const uint8_t*>(validity),
-                             reinterpret_cast<const uint8_t*>(offsets)});
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const auto& [kind, width, offset, data, validity, offsets] = columns[c];
+    auto fail = [c](const std::string& what) {
+      throw nb::value_error(("column " + std::to_string(c) + ": " + what).c_str());
+    };
+    if (kind < 0 || kind > 2 || !supported(static_cast<Kind>(kind), width))
+      fail("kind " + std::to_string(kind) + " of width " + std::to_string(width) +
+           " is not supported");
+    if (offset < 0) fail("negative offset " + std::to_string(offset));
+    // The buffer's address, after checking where it lives and that it holds `bytes` bytes.
+    auto address = [&](const Buffer& buffer, const char* what, int64_t bytes) -> const uint8_t* {
+      if (!buffer) {
+        if (bytes > 0) fail(std::string("no ") + what + " buffer");
+        return nullptr;
+      }
+      if (buffer->device_type() != device)
+        fail(std::string("the ") + what + " buffer is not in " +
+             (host ? "host" : "CUDA device") + " memory");
+      if (static_cast<int64_t>(buffer->nbytes()) < bytes)
+        fail(std::string("the ") + what + " buffer holds " + std::to_string(buffer->nbytes()) +
+             " bytes; " + std::to_string(n_rows) + " rows at offset " + std::to_string(offset) +
+             " need " + std::to_string(bytes));
+      return static_cast<const uint8_t*>(buffer->data());
+    };
+    const int64_t end = n_rows > 0 ? offset + n_rows : 0;  // elements read, from the buffer start
+    ColumnView view{static_cast<Kind>(kind), width, offset, nullptr,
+                    address(validity, "validity", validity ? (end + 7) / 8 : 0), nullptr};
+    if (view.kind == Kind::string) {
+      view.offsets = address(offsets, "offsets", n_rows > 0 ? (end + 1) * width : 0);
+      int64_t chars = 0;  // bytes of chars the rows reach (checked where the host can read them)
+      if (host && n_rows > 0) {
+        const int64_t first = view.string_offset(0), last = view.string_offset(n_rows);
+        if (first < 0 || last < first)
+          fail("string offsets run from " + std::to_string(first) + " to " +
+               std::to_string(last));
+        chars = last;
+      }
+      view.data = address(data, "chars", chars);
+    } else {
+      view.data = address(data, "data", end * width);
+    }
+    // The device reads values and offsets with one aligned load each; a misaligned one would
+    // end the CUDA context.
+    const uint8_t* typed = view.kind == Kind::string ? view.offsets : view.data;
+    if (!host && reinterpret_cast<uintptr_t>(typed) % width != 0)
+      fail(std::string("the ") + (view.kind == Kind::string ? "offsets" : "data") +
+           " buffer is not aligned to its " + std::to_string(width) + "-byte values");
+    out.push_back(view);
   }
   return out;
 }
 
-// A NumPy array that owns a heap vector.
+// A NumPy array that owns a copy of `data`.
 template <typename T>
-nb::ndarray<nb::numpy, T> to_numpy(std::vector<T>&& data, std::vector<size_t> shape) {
-  auto* owned = new std::vector<T>(std::move(data));
+nb::ndarray<nb::numpy, T> to_numpy(const std::vector<T>& data, std::vector<size_t> shape) {
+  auto* owned = new std::vector<T>(data);
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
   return nb::ndarray<nb::numpy, T>(owned->data(), shape.size(), shape.data(), owner);
+}
+
+// The layout's properties, shared by both partition classes; each getter returns a fresh NumPy
+// array (hence rv_policy::automatic: the array owns its copy).
+template <typename Partition>
+void layout_properties(nb::class_<Partition>& cls) {
+  constexpr auto fresh = nb::rv_policy::automatic;
+  cls.def_prop_ro(
+         "total_bytes", [](const Partition& p) { return p.layout().total_bytes(); },
+         "Bytes of the packed output.")
+      .def_prop_ro(
+          "rows",
+          [](const Partition& p) { return to_numpy(p.layout().rows, {p.layout().rows.size()}); },
+          fresh, "Rows per destination, int64 [n].")
+      .def_prop_ro(
+          "byte_offsets",
+          [](const Partition& p) {
+            return to_numpy(p.layout().byte_offsets, {p.layout().byte_offsets.size()});
+          },
+          fresh, "Destination d owns bytes [byte_offsets[d], byte_offsets[d + 1]), int64 [n + 1].")
+      .def_prop_ro(
+          "pieces",
+          [](const Partition& p) {
+            const PackedLayout& l = p.layout();
+            return to_numpy(l.pieces, {static_cast<size_t>(l.n_destinations),
+                                       static_cast<size_t>(l.n_columns), 3});
+          },
+          fresh,
+          "Absolute offsets of (validity, values or offsets, chars) per destination and column, "
+          "-1 where absent, int64 [n, columns, 3].")
+      .def_prop_ro(
+          "chars",
+          [](const Partition& p) {
+            const PackedLayout& l = p.layout();
+            return to_numpy(l.chars, {static_cast<size_t>(l.n_destinations),
+                                      static_cast<size_t>(l.n_columns)});
+          },
+          fresh,
+          "String bytes per destination and column (0 for fixed width), int64 [n, columns].");
 }
 
 }  // namespace
@@ -48,62 +145,100 @@ nb::ndarray<nb::numpy, T> to_numpy(std::vector<T>&& data, std::vector<size_t> sh
 NB_MODULE(_core, m) {
   m.doc() = "gpuframe's native core: row hashes and hash partition-and-pack, CPU and CUDA";
   m.attr("built_with_cuda") = built_with_cuda();
+  m.attr("ALIGNMENT") = kAlignment;
+  m.attr("FIXED") = static_cast<int32_t>(Kind::fixed);
+  m.attr("FLOATING") = static_cast<int32_t>(Kind::floating);
+  m.attr("STRING") = static_cast<int32_t>(Kind::string);
+  nb::exception<CudaError>(m, "CudaError", PyExc_RuntimeError);
   m.def("cuda_device_count", &cuda_device_count,
         "CUDA devices usable by this process; 0 without a driver or a build without CUDA.");
 
   m.def(
       "hash_rows",
       [](const std::vector<ColumnTuple>& columns, int64_t n_rows, int threads) {
-        auto keys = views(columns);
-        std::vector<uint64_t> out(n_rows);
+        auto keys = views(columns, nb::device::cpu::value, n_rows);
+        std::vector<uint64_t> out(static_cast<size_t>(n_rows));
         {
           nb::gil_scoped_release released;
           hash_rows(keys, n_rows, out.data(), threads);
         }
-        return to_numpy(std::move(out), {static_cast<size_t>(n_rows)});
+        return to_numpy(out, {out.size()});
       },
-      nb::arg("columns"), nb::arg("n_rows"), nb::arg("threads") = 0,
-      "64-bit hash of each row over host key columns.");
+      nb::arg("keys"), nb::arg("n_rows"), nb::arg("threads") = 0,
+      "64-bit hash of each row over host key columns, as a NumPy uint64 array.");
 
   m.def(
       "hash_rows_cuda",
-      [](const std::vector<ColumnTuple>& columns, int64_t n_rows, uintptr_t out,
-         uintptr_t destinations, uint32_t n_destinations, uintptr_t stream) {
-        auto keys = views(columns);
+      [](const std::vector<ColumnTuple>& columns, int64_t n_rows, DeviceHashes out,
+         uintptr_t stream) {
+        auto keys = views(columns, nb::device::cuda::value, n_rows);
+        if (n_rows < 0 || static_cast<int64_t>(out.size()) < n_rows)
+          throw nb::value_error("the output must hold one uint64 per row");
         nb::gil_scoped_release released;
-        hash_rows_cuda(keys, n_rows, reinterpret_cast<uint64_t*>(out),
-                       reinterpret_cast<uint32_t*>(destinations), n_destinations, stream);
+        hash_rows_cuda(keys, n_rows, out.data(), stream);
       },
-      nb::arg("columns"), nb::arg("n_rows"), nb::arg("out"), nb::arg("destinations"),
-      nb::arg("n_destinations"), nb::arg("stream") = 0,
-      "The same hashes (and destinations, where `destinations` is not 0) for device columns, "
-      "into device memory at `out`, on `stream`.");
+      nb::arg("keys"), nb::arg("n_rows"), nb::arg("out"), nb::arg("stream") = 0,
+      "The same hashes for device columns, into `out` (a CuPy uint64 array), enqueued on "
+      "`stream` (an integer cudaStream_t, e.g. cupy.cuda.get_current_stream().ptr).");
 
-  m.def(
-      "partition_and_pack",
-      [](const std::vector<ColumnTuple>& columns, const std::vector<int32_t>& key_columns,
-         int64_t n_rows, uint32_t n_destinations, int threads) {
-        auto cols = views(columns);
-        std::vector<uint8_t> buffer;
-        PackedLayout layout;
-        {
-          nb::gil_scoped_release released;
-          layout = partition_and_pack(cols, key_columns, n_rows, n_destinations, threads,
-                                      [&buffer](int64_t bytes) {
-                                        buffer.resize(static_cast<size_t>(bytes));
-                                        return buffer.data();
-                                      });
-        }
-        size_t n = static_cast<size_t>(layout.n_destinations);
-        size_t nc = static_cast<size_t>(layout.n_columns);
-        size_t bytes = buffer.size();
-        return std::make_tuple(to_numpy(std::move(buffer), {bytes}),
-                               to_numpy(std::move(layout.rows), {n}),
-                               to_numpy(std::move(layout.byte_offsets), {n + 1}),
-                               to_numpy(std::move(layout.pieces), {n, nc, 3}));
-      },
-      nb::arg("columns"), nb::arg("key_columns"), nb::arg("n_rows"), nb::arg("n_destinations"),
-      nb::arg("threads") = 0,
-      "Hash-partition host columns into one packed buffer: returns (buffer, rows per "
-      "destination, byte offsets per destination, piece offsets [destination, column, 3]).");
+  nb::class_<HostPartition> host(
+      m, "HostPartition",
+      "Hash partition-and-pack of host columns on `threads` threads (0: one per core). "
+      "Constructing it runs pass one (hash and count); scatter(out) runs pass two.");
+  host.def(
+          "__init__",
+          [](HostPartition* self, const std::vector<ColumnTuple>& columns,
+             const std::vector<int32_t>& key_columns, int64_t n_rows, uint32_t n_destinations,
+             int threads) {
+            auto cols = views(columns, nb::device::cpu::value, n_rows);
+            nb::gil_scoped_release released;
+            new (self) HostPartition(std::move(cols), key_columns, n_rows, n_destinations, threads);
+          },
+          nb::arg("columns"), nb::arg("key_columns"), nb::arg("n_rows"),
+          nb::arg("n_destinations"), nb::arg("threads") = 0, nb::keep_alive<1, 2>())
+      .def(
+          "scatter",
+          [](const HostPartition& self, HostBytes out) {
+            nb::gil_scoped_release released;
+            self.scatter(out.data(), static_cast<int64_t>(out.size()));
+          },
+          nb::arg("out"),
+          "Pass two: write every byte of out[:total_bytes] (a writable NumPy uint8 array).");
+  layout_properties(host);
+
+  nb::class_<CudaPartition> device(
+      m, "CudaPartition",
+      "Hash partition-and-pack of device columns, in two passes on a caller-given stream; the "
+      "columns' memory must stay allocated until the scatter has run on the stream.");
+  device
+      .def(
+          "__init__",
+          [](CudaPartition* self, const std::vector<ColumnTuple>& columns,
+             const std::vector<int32_t>& key_columns, int64_t n_rows, uint32_t n_destinations) {
+            new (self) CudaPartition(views(columns, nb::device::cuda::value, n_rows), key_columns,
+                                     n_rows, n_destinations);
+          },
+          nb::arg("columns"), nb::arg("key_columns"), nb::arg("n_rows"),
+          nb::arg("n_destinations"), nb::keep_alive<1, 2>())
+      .def_prop_ro("scratch_bytes", &CudaPartition::scratch_bytes,
+                   "Bytes of device scratch count() needs; keep it until scatter() has run.")
+      .def(
+          "count",
+          [](CudaPartition& self, DeviceBytes scratch, uintptr_t stream) {
+            nb::gil_scoped_release released;
+            self.count(scratch.data(), static_cast<int64_t>(scratch.size()), stream);
+          },
+          nb::arg("scratch"), nb::arg("stream") = 0,
+          "Pass one into `scratch` (a CuPy uint8 array): hash, count, and wait for the stream, "
+          "after which the layout properties are known.")
+      .def(
+          "scatter",
+          [](CudaPartition& self, DeviceBytes out, uintptr_t stream) {
+            nb::gil_scoped_release released;
+            self.scatter(out.data(), static_cast<int64_t>(out.size()), stream);
+          },
+          nb::arg("out"), nb::arg("stream") = 0,
+          "Pass two, enqueued on `stream`: write every byte of out[:total_bytes] (a CuPy uint8 "
+          "array, 64-byte aligned). Each count() allows one scatter().");
+  layout_properties(device);
 }

@@ -1,0 +1,45 @@
+// Helpers shared by the CUDA sources: error checks and key columns as a kernel parameter.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpuframe/column.hpp"
+#include "gpuframe/partition.hpp"
+
+namespace gpuframe {
+namespace cuda {
+
+constexpr int kMaxKeys = 16;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// Key columns travel by value as a kernel parameter: no device allocation, no copy to set up.
+struct Keys {
+  ColumnView columns[kMaxKeys];
+  int32_t count;
+};
+
+inline void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw CudaError(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(status) +
+                    ": " + cudaGetErrorString(status));
+}
+
+inline Keys pack_keys(const std::vector<ColumnView>& keys) {
+  if (keys.empty() || keys.size() > static_cast<size_t>(kMaxKeys))
+    throw std::invalid_argument("between 1 and " + std::to_string(kMaxKeys) +
+                                " key columns can be hashed on the GPU, not " +
+                                std::to_string(keys.size()));
+  Keys packed{};
+  for (size_t k = 0; k < keys.size(); ++k) packed.columns[k] = keys[k];
+  packed.count = static_cast<int32_t>(keys.size());
+  return packed;
+}
+
+inline cudaStream_t as_stream(uintptr_t stream) { return reinterpret_cast<cudaStream_t>(stream); }
+
+}  // namespace cuda
+}  // namespace gpuframe

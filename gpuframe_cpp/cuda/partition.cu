@@ -1,0 +1,624 @@
+// The CUDA partition-and-pack (CudaPartition in partition.hpp). Stable, like the host one, so both
+// write the same bytes for the same input.
+//
+// Rows are cut into tiles of consecutive rows. Pass one (count) is a count and a scan, pass two
+// the scatter:
+//   count    each row's destination is stored, and each tile's rows (and string bytes) per
+//            destination are counted into counts[array][destination][tile] (array 0: rows,
+//            array 1 + s: bytes of the s-th string column);
+//   scan     one CUB exclusive sum over all of counts turns every count into the tile's start;
+//            each (array, destination)'s start and total follow, and the totals go back to the
+//            host, which plans the layout (plan_layout, shared with the CPU);
+//   scatter  every tile writes its rows after its start, in input order.
+// Two ways to scatter, chosen by the number of destinations n:
+//   n <= kStagedMaxDestinations  one block per tile, walking it in chunks of 2048 or 4096 rows: the
+//            chunk's rows are sorted by destination, stably, in shared memory (warp ranks from
+//            __match_any_sync, then a scan over destinations), so consecutive threads write
+//            consecutive places of one destination: coalesced writes, the GPU's full bandwidth;
+//   larger n one warp per tile, 32 rows at a time: lanes bound for one destination take
+//            consecutive places in lane order; writes are scattered, but no shared memory is
+//            needed whatever n is.
+// Only validity bits need atomics (a 32-bit word can hold bits of rows from two tiles).
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
+
+#include "common.cuh"
+#include "gpuframe/hash.hpp"
+#include "gpuframe/partition.hpp"
+
+namespace gpuframe {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kThreads = kWarpsPerBlock * 32;
+constexpr uint32_t kNoDestination = 0xffffffffu;
+
+constexpr uint32_t kStagedMaxDestinations = 1024;
+// Rows a block sorts in shared memory at a time: longer chunks give longer runs per destination
+// (coalesced writes) but fewer blocks per SM; measured on an H200, 2048 is faster up to about 128
+// destinations and 4096 beyond.
+constexpr int kSmallChunk = 2048, kLargeChunk = 4096;
+constexpr uint32_t kSmallChunkMaxDestinations = 128;
+
+bool staged(uint32_t n_destinations) { return n_destinations <= kStagedMaxDestinations; }
+
+int64_t chunk_rows(uint32_t n_destinations) {
+  return n_destinations <= kSmallChunkMaxDestinations ? kSmallChunk : kLargeChunk;
+}
+
+// Rows per tile: whole chunks (staged) or warps' steps, and long enough that the counts (n per
+// tile, 8 bytes each) take at most one byte per row.
+int64_t tile_rows(uint32_t n_destinations) {
+  const int64_t unit = staged(n_destinations) ? chunk_rows(n_destinations) : 32;
+  const int64_t wanted = std::max<int64_t>(2048, static_cast<int64_t>(n_destinations) * 8);
+  return (wanted + unit - 1) / unit * unit;
+}
+
+// Dynamic shared memory of the staged scatter for n destinations.
+size_t staged_shared_bytes(uint32_t n, bool strings) {
+  const size_t chunk = static_cast<size_t>(chunk_rows(n));
+  return static_cast<size_t>(n) * 8                           // place of each destination
+         + chunk * 4 * 2                                       // sorted_dest, sorted_row
+         + (kWarpsPerBlock + 2) * static_cast<size_t>(n) * 4   // warp counts, offsets, counts
+         + (strings ? (chunk + 1) * 8 : 0);                    // string lengths, then sums
+}
+
+int64_t round_up(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+int64_t string_columns(const std::vector<ColumnView>& columns) {
+  return std::count_if(columns.begin(), columns.end(),
+                       [](const ColumnView& c) { return c.kind == Kind::string; });
+}
+
+// Where each part of the caller's scratch lies, in the order they are laid out.
+struct Scratch {
+  uint32_t* dest;       // [row]
+  int64_t* counts;      // [array][destination][tile], then one more: the grand total
+  int64_t* starts;      // [array][destination]: its first tile's start after the scan
+  int64_t* totals;      // [array][destination]
+  ColumnView* columns;  // [column]
+  int64_t* pieces;      // [destination][column][3], as in PackedLayout
+  int64_t* ranges;      // [range][2]: what the scatter does not write, zeroed first
+  void* cub_temp;
+  int64_t bytes;
+
+  Scratch(uint8_t* base, int64_t n_rows, int64_t n, int64_t nc, int64_t arrays, int64_t n_tiles,
+          int64_t cub_temp_bytes) {
+    int64_t at = 0;
+    auto take = [&](int64_t size) {
+      void* p = base == nullptr ? nullptr : base + at;
+      at += round_up(size);
+      return p;
+    };
+    dest = static_cast<uint32_t*>(take(n_rows * 4));
+    counts = static_cast<int64_t*>(take((arrays * n * n_tiles + 1) * 8));
+    starts = static_cast<int64_t*>(take(arrays * n * 8));
+    totals = static_cast<int64_t*>(take(arrays * n * 8));
+    columns = static_cast<ColumnView*>(take(nc * static_cast<int64_t>(sizeof(ColumnView))));
+    pieces = static_cast<int64_t*>(take(n * nc * 3 * 8));
+    ranges = static_cast<int64_t*>(take(n * nc * 4 * 2 * 8));  // zero_ranges: <= 4 per piece set
+    cub_temp = take(cub_temp_bytes);
+    bytes = at;
+  }
+};
+
+__device__ __forceinline__ int64_t string_length(const ColumnView& col, int64_t row) {
+  return col.string_offset(row + 1) - col.string_offset(row);
+}
+
+__global__ void count_kernel(cuda::Keys keys, const ColumnView* columns, int32_t n_columns,
+                             int64_t n_rows, uint32_t n, int64_t tile, int64_t n_tiles,
+                             uint32_t* dest, int64_t* counts) {
+  __shared__ int64_t lengths[kWarpsPerBlock][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  if (t >= n_tiles) return;  // the whole warp leaves together
+  const int64_t begin = t * tile, end = min(begin + tile, n_rows);
+  for (int64_t base = begin; base < end; base += 32) {
+    const int64_t row = base + lane;
+    const bool active = row < end;
+    uint32_t d = kNoDestination;
+    if (active) {
+      d = destination(hash_row(keys.columns, keys.count, row), n);
+      dest[row] = d;
+    }
+    const unsigned peers = __match_any_sync(cuda::kFullMask, d);
+    const bool leader = active && lane == __ffs(peers) - 1;
+    if (leader) counts[static_cast<int64_t>(d) * n_tiles + t] += __popc(peers);
+    int64_t s = 0;
+    for (int32_t c = 0; c < n_columns; ++c) {
+      const ColumnView col = columns[c];
+      if (col.kind != Kind::string) continue;
+      ++s;
+      lengths[warp][lane] = active ? string_length(col, row) : 0;
+      __syncwarp();
+      if (leader) {
+        int64_t sum = 0;
+        for (unsigned m = peers; m != 0; m &= m - 1) sum += lengths[warp][__ffs(m) - 1];
+        counts[(s * n + d) * n_tiles + t] += sum;
+      }
+      __syncwarp();
+    }
+    __syncwarp();  // this step's counts are written before the next step reads them
+  }
+}
+
+__global__ void totals_kernel(const int64_t* counts, int64_t n_tiles, int64_t m, int64_t* starts,
+                              int64_t* totals) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= m) return;
+  starts[i] = counts[i * n_tiles];
+  totals[i] = counts[(i + 1) * n_tiles] - counts[i * n_tiles];
+}
+
+__global__ void zero_kernel(const int64_t* ranges, uint8_t* out) {
+  const int64_t begin = ranges[2 * blockIdx.x], end = ranges[2 * blockIdx.x + 1];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) out[i] = 0;
+}
+
+__device__ __forceinline__ void copy_value(const uint8_t* src, uint8_t* dst, int32_t width) {
+  switch (width) {
+    case 1: *dst = *src; break;
+    case 2: *reinterpret_cast<uint16_t*>(dst) = *reinterpret_cast<const uint16_t*>(src); break;
+    case 4: *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(src); break;
+    default: *reinterpret_cast<uint64_t*>(dst) = *reinterpret_cast<const uint64_t*>(src); break;
+  }
+}
+
+__device__ __forceinline__ void write_offset(uint8_t* offsets, int64_t index, int64_t value,
+                                             int32_t width) {
+  if (width == 4)
+    reinterpret_cast<int32_t*>(offsets)[index] = static_cast<int32_t>(value);
+  else
+    reinterpret_cast<int64_t*>(offsets)[index] = value;
+}
+
+__global__ void scatter_kernel(const ColumnView* columns, int32_t n_columns, int64_t n_rows,
+                               uint32_t n, int64_t tile, int64_t n_tiles, const uint32_t* dest,
+                               int64_t* cursors, const int64_t* starts, const int64_t* pieces,
+                               uint8_t* out) {
+  __shared__ int64_t lengths[kWarpsPerBlock][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  if (t >= n_tiles) return;  // the whole warp leaves together
+  const int64_t begin = t * tile, end = min(begin + tile, n_rows);
+  const unsigned lanes_below = (1u << lane) - 1u;
+  for (int64_t base = begin; base < end; base += 32) {
+    const int64_t row = base + lane;
+    const bool active = row < end;
+    const uint32_t d = active ? dest[row] : kNoDestination;
+    const unsigned peers = __match_any_sync(cuda::kFullMask, d);
+    const unsigned below = peers & lanes_below;
+    const bool leader = active && lane == __ffs(peers) - 1;
+    int64_t at = 0;  // the row's place inside its destination
+    if (active) at = cursors[static_cast<int64_t>(d) * n_tiles + t] - starts[d] + __popc(below);
+    __syncwarp();  // every lane has read the cursor before the leader moves it
+    if (leader) cursors[static_cast<int64_t>(d) * n_tiles + t] += __popc(peers);
+    int64_t s = 0;
+    for (int32_t c = 0; c < n_columns; ++c) {
+      const ColumnView col = columns[c];
+      const int64_t* piece = pieces + (static_cast<int64_t>(d) * n_columns + c) * 3;
+      if (col.kind == Kind::string) {
+        ++s;
+        int64_t start = 0, length = 0;
+        if (active) {
+          start = col.string_offset(row);
+          length = col.string_offset(row + 1) - start;
+        }
+        lengths[warp][lane] = length;
+        __syncwarp();
+        const int64_t slot = (s * n + d) * n_tiles + t;
+        if (active) {
+          int64_t to = cursors[slot] - starts[s * n + d];
+          for (unsigned m = below; m != 0; m &= m - 1) to += lengths[warp][__ffs(m) - 1];
+          const uint8_t* src = col.data + start;
+          uint8_t* dst = out + piece[2] + to;
+          for (int64_t i = 0; i < length; ++i) dst[i] = src[i];
+          write_offset(out + piece[1], at + 1, to + length, col.width);
+        }
+        __syncwarp();
+        if (leader) {
+          int64_t sum = 0;
+          for (unsigned m = peers; m != 0; m &= m - 1) sum += lengths[warp][__ffs(m) - 1];
+          cursors[slot] += sum;
+        }
+      } else if (active) {
+        copy_value(col.data + (row + col.offset) * col.width, out + piece[1] + at * col.width,
+                   col.width);
+      }
+      if (active && col.validity != nullptr && col.valid(row))
+        atomicOr(reinterpret_cast<unsigned*>(out + piece[0]) + (at >> 5), 1u << (at & 31));
+    }
+    __syncwarp();  // this step's cursors are written before the next step reads them
+  }
+}
+
+// Exclusive prefix sum of a[0, m) in shared memory, by the whole block (kThreads threads), in
+// place; each thread sums a contiguous run. Must be reached by every thread of the block.
+template <typename T>
+__device__ void block_exclusive_scan(T* a, int m) {
+  __shared__ T warp_sums[kWarpsPerBlock];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int per = (m + kThreads - 1) / kThreads;
+  const int first = min(m, static_cast<int>(threadIdx.x) * per), last = min(m, first + per);
+  T own = 0;
+  for (int i = first; i < last; ++i) own += a[i];
+  T inclusive = own;
+  for (int k = 1; k < 32; k <<= 1) {
+    T up = __shfl_up_sync(cuda::kFullMask, inclusive, k);
+    if (lane >= k) inclusive += up;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();
+  T before = inclusive - own;
+  for (int w = 0; w < warp; ++w) before += warp_sums[w];
+  for (int i = first; i < last; ++i) {
+    T v = a[i];
+    a[i] = before;
+    before += v;
+  }
+  __syncthreads();
+}
+
+// Staged count: one block per tile; rows strided over the block, counted in shared memory.
+__global__ void staged_count_kernel(cuda::Keys keys, const ColumnView* columns, int32_t n_columns,
+                                    int64_t n_rows, uint32_t n, int64_t tile, int64_t n_tiles,
+                                    uint32_t* dest, int64_t* counts) {
+  extern __shared__ int32_t hist[];  // [n]
+  __shared__ int64_t lengths[kWarpsPerBlock][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t = blockIdx.x;
+  const int64_t begin = t * tile, end = min(begin + tile, n_rows);
+  for (uint32_t d = threadIdx.x; d < n; d += kThreads) hist[d] = 0;
+  __syncthreads();
+  constexpr int kItems = 4;  // rows per thread and step: their key loads are in flight together
+  for (int64_t base = begin; base < end; base += kThreads * kItems) {
+    uint32_t d_of[kItems];
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int64_t row = base + k * kThreads + threadIdx.x;
+      d_of[k] = row < end ? destination(hash_row(keys.columns, keys.count, row), n)
+                          : kNoDestination;
+    }
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int64_t row = base + k * kThreads + threadIdx.x;
+      const bool active = row < end;
+      const uint32_t d = d_of[k];
+      if (active) dest[row] = d;
+      const unsigned peers = __match_any_sync(cuda::kFullMask, d);
+      const bool leader = active && lane == __ffs(peers) - 1;
+      if (leader) atomicAdd(&hist[d], __popc(peers));
+      int64_t s = 0;
+      for (int32_t c = 0; c < n_columns; ++c) {
+        const ColumnView col = columns[c];
+        if (col.kind != Kind::string) continue;
+        ++s;
+        lengths[warp][lane] = active ? string_length(col, row) : 0;
+        __syncwarp();
+        if (leader) {
+          int64_t sum = 0;
+          for (unsigned m = peers; m != 0; m &= m - 1) sum += lengths[warp][__ffs(m) - 1];
+          atomicAdd(reinterpret_cast<unsigned long long*>(counts + (s * n + d) * n_tiles + t),
+                    static_cast<unsigned long long>(sum));
+        }
+        __syncwarp();
+      }
+    }
+  }
+  __syncthreads();
+  for (uint32_t d = threadIdx.x; d < n; d += kThreads)
+    counts[static_cast<int64_t>(d) * n_tiles + t] = hist[d];
+}
+
+// One fixed-width column of a sorted chunk: all of a thread's loads first, then its stores, so
+// that each thread keeps kItems memory accesses in flight. Reads gather from the chunk's few cache
+// lines; writes are coalesced: consecutive threads, consecutive places of one destination.
+template <typename T, int kItems>
+__device__ __forceinline__ void scatter_fixed(const ColumnView& col, int32_t c, int32_t n_columns,
+                                              int rows, int64_t chunk,
+                                              const uint32_t* sorted_dest,
+                                              const int32_t* sorted_row, const int64_t* base,
+                                              const int64_t* pieces, uint8_t* out) {
+  const T* src = reinterpret_cast<const T*>(col.data) + col.offset + chunk;
+  T values[kItems];
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    if (j < rows) values[k] = src[sorted_row[j]];
+  }
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    if (j >= rows) continue;
+    const uint32_t d = sorted_dest[j];
+    T* dst = reinterpret_cast<T*>(out + pieces[(static_cast<int64_t>(d) * n_columns + c) * 3 + 1]);
+    dst[base[d] + j] = values[k];
+  }
+}
+
+// Staged scatter: one block per tile, kChunk rows at a time sorted by destination in shared
+// memory, then written out by consecutive threads to consecutive places.
+template <int kChunk>
+__global__ void staged_scatter_kernel(const ColumnView* columns, int32_t n_columns,
+                                      int64_t n_rows, uint32_t n, int64_t tile, int64_t n_tiles,
+                                      const uint32_t* dest, int64_t* cursors,
+                                      const int64_t* starts, const int64_t* pieces,
+                                      uint8_t* out) {
+  constexpr int kItems = kChunk / kThreads;  // rows per thread in a chunk
+  extern __shared__ int64_t shared[];
+  // base[n]: the place inside each destination of the chunk's sorted position 0, so sorted
+  // position j of destination d goes to base[d] + j. staged[kChunk + 1] (string columns only):
+  // lengths in sorted order, then their prefix sums.
+  int64_t* base = shared;
+  uint32_t* sorted_dest = reinterpret_cast<uint32_t*>(base + n);          // [kChunk]
+  int32_t* sorted_row = reinterpret_cast<int32_t*>(sorted_dest + kChunk);  // [kChunk]
+  int32_t* warp_counts = sorted_row + kChunk;  // [warp][n], then each warp's first place
+  int32_t* chunk_offset = warp_counts + kWarpsPerBlock * n;  // [n]
+  int32_t* chunk_count = chunk_offset + n;                   // [n]
+  int64_t* staged = reinterpret_cast<int64_t*>(chunk_count + n);  // after an even count of int32s
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const unsigned lanes_below = (1u << lane) - 1u;
+  const int64_t t = blockIdx.x;
+  const int64_t begin = t * tile, end = min(begin + tile, n_rows);
+  for (int64_t chunk = begin; chunk < end; chunk += kChunk) {
+    const int rows = static_cast<int>(min(static_cast<int64_t>(kChunk), end - chunk));
+    for (int i = threadIdx.x; i < kWarpsPerBlock * static_cast<int>(n); i += kThreads)
+      warp_counts[i] = 0;
+    __syncthreads();
+    // Each warp ranks its kItems * 32 consecutive rows, in order, per destination.
+    uint32_t d_of[kItems];
+    int32_t rank_of[kItems];
+    int32_t* mine = warp_counts + warp * n;
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {  // all loads first: kItems of them in flight
+      const int local = warp * kItems * 32 + k * 32 + lane;
+      d_of[k] = local < rows ? dest[chunk + local] : kNoDestination;
+    }
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int local = warp * kItems * 32 + k * 32 + lane;
+      const bool active = local < rows;
+      const uint32_t d = d_of[k];
+      const unsigned peers = __match_any_sync(cuda::kFullMask, d);
+      rank_of[k] = active ? mine[d] + __popc(peers & lanes_below) : 0;
+      __syncwarp();
+      if (active && lane == __ffs(peers) - 1) mine[d] += __popc(peers);
+      __syncwarp();
+    }
+    __syncthreads();
+    for (uint32_t d = threadIdx.x; d < n; d += kThreads) {
+      int32_t total = 0;
+      for (int w = 0; w < kWarpsPerBlock; ++w) total += warp_counts[w * n + d];
+      chunk_count[d] = total;
+      chunk_offset[d] = total;
+    }
+    __syncthreads();
+    block_exclusive_scan(chunk_offset, static_cast<int>(n));
+    for (uint32_t d = threadIdx.x; d < n; d += kThreads) {
+      int32_t place = chunk_offset[d];
+      for (int w = 0; w < kWarpsPerBlock; ++w) {
+        const int32_t count = warp_counts[w * n + d];
+        warp_counts[w * n + d] = place;
+        place += count;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int local = warp * kItems * 32 + k * 32 + lane;
+      if (local >= rows) continue;
+      const int32_t p = mine[d_of[k]] + rank_of[k];
+      sorted_dest[p] = d_of[k];
+      sorted_row[p] = local;
+    }
+    for (uint32_t d = threadIdx.x; d < n; d += kThreads)
+      base[d] = cursors[static_cast<int64_t>(d) * n_tiles + t] - starts[d] - chunk_offset[d];
+    __syncthreads();
+    int64_t s = 0;
+    for (int32_t c = 0; c < n_columns; ++c) {
+      const ColumnView col = columns[c];
+      if (col.kind == Kind::string) {
+        ++s;
+        for (int j = threadIdx.x; j <= rows; j += kThreads)
+          staged[j] = j < rows ? string_length(col, chunk + sorted_row[j]) : 0;
+        __syncthreads();
+        block_exclusive_scan(staged, rows + 1);
+        for (int j = threadIdx.x; j < rows; j += kThreads) {
+          const uint32_t d = sorted_dest[j];
+          const int64_t row = chunk + sorted_row[j];
+          const int64_t* piece = pieces + (static_cast<int64_t>(d) * n_columns + c) * 3;
+          const int64_t slot = (s * n + d) * n_tiles + t;
+          const int64_t to = cursors[slot] - starts[s * n + d] + staged[j] -
+                             staged[chunk_offset[d]];
+          const int64_t length = staged[j + 1] - staged[j];
+          const uint8_t* src = col.data + col.string_offset(row);
+          uint8_t* dst = out + piece[2] + to;
+          for (int64_t i = 0; i < length; ++i) dst[i] = src[i];
+          write_offset(out + piece[1], base[d] + j + 1, to + length, col.width);
+        }
+        __syncthreads();  // every thread has read the string cursors before they move
+        for (uint32_t d = threadIdx.x; d < n; d += kThreads)
+          cursors[(s * n + d) * n_tiles + t] +=
+              staged[chunk_offset[d] + chunk_count[d]] - staged[chunk_offset[d]];
+      } else {
+        switch (col.width) {
+          case 1:
+            scatter_fixed<uint8_t, kItems>(col, c, n_columns, rows, chunk, sorted_dest,
+                                           sorted_row, base, pieces, out);
+            break;
+          case 2:
+            scatter_fixed<uint16_t, kItems>(col, c, n_columns, rows, chunk, sorted_dest,
+                                            sorted_row, base, pieces, out);
+            break;
+          case 4:
+            scatter_fixed<uint32_t, kItems>(col, c, n_columns, rows, chunk, sorted_dest,
+                                            sorted_row, base, pieces, out);
+            break;
+          default:
+            scatter_fixed<uint64_t, kItems>(col, c, n_columns, rows, chunk, sorted_dest,
+                                            sorted_row, base, pieces, out);
+        }
+      }
+      if (col.validity != nullptr) {
+        for (int j = threadIdx.x; j < rows; j += kThreads) {
+          if (!col.valid(chunk + sorted_row[j])) continue;
+          const uint32_t d = sorted_dest[j];
+          const int64_t at = base[d] + j;
+          uint8_t* bitmap = out + pieces[(static_cast<int64_t>(d) * n_columns + c) * 3];
+          atomicOr(reinterpret_cast<unsigned*>(bitmap) + (at >> 5), 1u << (at & 31));
+        }
+      }
+      __syncthreads();  // `staged` is rewritten by the next string column
+    }
+    for (uint32_t d = threadIdx.x; d < n; d += kThreads)
+      cursors[static_cast<int64_t>(d) * n_tiles + t] += chunk_count[d];
+    __syncthreads();  // the cursors and shared arrays are read again by the next chunk
+  }
+}
+
+unsigned grid(int64_t blocks, const char* what) {
+  if (blocks > 0x7fffffffLL)
+    throw std::invalid_argument(std::string("too large a grid for ") + what);
+  return static_cast<unsigned>(blocks);
+}
+
+}  // namespace
+
+CudaPartition::CudaPartition(std::vector<ColumnView> columns, std::vector<int32_t> key_columns,
+                             int64_t n_rows, uint32_t n_destinations)
+    : columns_(std::move(columns)),
+      key_columns_(std::move(key_columns)),
+      n_rows_(n_rows),
+      n_destinations_(n_destinations) {
+  check_partition_args(columns_, key_columns_, n_rows_, n_destinations_);
+  std::vector<ColumnView> keys;
+  for (int32_t k : key_columns_) keys.push_back(columns_[k]);
+  cuda::pack_keys(keys);  // checks the number of keys
+  const int64_t n = n_destinations_, arrays = 1 + string_columns(columns_);
+  const int64_t tile = tile_rows(n_destinations_);
+  n_tiles_ = (n_rows_ + tile - 1) / tile;
+  size_t temp = 0;
+  cuda::check(cub::DeviceScan::ExclusiveSum(nullptr, temp, static_cast<int64_t*>(nullptr),
+                                            static_cast<int64_t*>(nullptr),
+                                            arrays * n * n_tiles_ + 1),
+              "cub::DeviceScan::ExclusiveSum (size)");
+  cub_temp_bytes_ = static_cast<int64_t>(temp);
+  scratch_bytes_ = Scratch(nullptr, n_rows_, n, static_cast<int64_t>(columns_.size()), arrays,
+                           n_tiles_, cub_temp_bytes_)
+                       .bytes;
+}
+
+void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t stream_handle) {
+  if (scratch_capacity < scratch_bytes_)
+    throw std::invalid_argument("the scratch holds " + std::to_string(scratch_capacity) +
+                                " bytes; the partition needs " + std::to_string(scratch_bytes_));
+  if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 256 != 0)
+    throw std::invalid_argument("the scratch must be 256-byte aligned device memory");
+  const int64_t n = n_destinations_, nc = static_cast<int64_t>(columns_.size());
+  const int64_t arrays = 1 + string_columns(columns_);
+  Scratch parts(scratch, n_rows_, n, nc, arrays, n_tiles_, cub_temp_bytes_);
+  std::vector<int64_t> totals(arrays * n, 0);
+  if (n_rows_ > 0) {
+    std::vector<ColumnView> keys;
+    for (int32_t k : key_columns_) keys.push_back(columns_[k]);
+    const cuda::Keys packed = cuda::pack_keys(keys);
+    cudaStream_t stream = cuda::as_stream(stream_handle);
+    const int64_t n_counts = arrays * n * n_tiles_ + 1;
+    cuda::check(cudaMemsetAsync(parts.counts, 0, n_counts * 8, stream), "cudaMemsetAsync");
+    // A copy from pageable memory returns once its source is staged: `columns_` may change after.
+    cuda::check(cudaMemcpyAsync(parts.columns, columns_.data(), nc * sizeof(ColumnView),
+                                cudaMemcpyHostToDevice, stream),
+                "cudaMemcpyAsync (columns)");
+    const int64_t tile = tile_rows(n_destinations_);
+    if (staged(n_destinations_)) {
+      staged_count_kernel<<<grid(n_tiles_, "count"), kThreads, n * 4, stream>>>(
+          packed, parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile,
+          n_tiles_, parts.dest, parts.counts);
+    } else {
+      count_kernel<<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "count"), kThreads,
+                     0, stream>>>(packed, parts.columns, static_cast<int32_t>(nc), n_rows_,
+                                  n_destinations_, tile, n_tiles_, parts.dest, parts.counts);
+    }
+    cuda::check(cudaGetLastError(), "count_kernel launch");
+    size_t temp = static_cast<size_t>(cub_temp_bytes_);
+    cuda::check(cub::DeviceScan::ExclusiveSum(parts.cub_temp, temp, parts.counts, parts.counts,
+                                              n_counts, stream),
+                "cub::DeviceScan::ExclusiveSum");
+    totals_kernel<<<grid((arrays * n + kThreads - 1) / kThreads, "totals"), kThreads, 0,
+                    stream>>>(parts.counts, n_tiles_, arrays * n, parts.starts, parts.totals);
+    cuda::check(cudaGetLastError(), "totals_kernel launch");
+    cuda::check(cudaMemcpyAsync(totals.data(), parts.totals, arrays * n * 8,
+                                cudaMemcpyDeviceToHost, stream),
+                "cudaMemcpyAsync (totals)");
+    cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+  std::vector<int64_t> rows(totals.begin(), totals.begin() + n), chars(n * nc, 0);
+  for (int64_t c = 0, s = 0; c < nc; ++c) {
+    if (columns_[c].kind != Kind::string) continue;
+    ++s;
+    for (int64_t d = 0; d < n; ++d) chars[d * nc + c] = totals[s * n + d];
+  }
+  layout_ = plan_layout(columns_, rows, chars);
+  scratch_ = scratch;
+  counted_ = true;
+}
+
+void CudaPartition::scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream_handle) {
+  if (!counted_) throw std::logic_error("CudaPartition::scatter called before count");
+  if (out_bytes < layout_.total_bytes())
+    throw std::invalid_argument("the output holds " + std::to_string(out_bytes) +
+                                " bytes; the packed partitions need " +
+                                std::to_string(layout_.total_bytes()));
+  if (layout_.total_bytes() == 0) return;
+  if (out == nullptr || reinterpret_cast<uintptr_t>(out) % kAlignment != 0)
+    throw std::invalid_argument("the output must be 64-byte aligned device memory");
+  const int64_t n = n_destinations_, nc = static_cast<int64_t>(columns_.size());
+  const int64_t arrays = 1 + string_columns(columns_);
+  Scratch parts(scratch_, n_rows_, n, nc, arrays, n_tiles_, cub_temp_bytes_);
+  std::vector<int64_t> ranges;
+  for (const auto& [begin, end] : zero_ranges(columns_, layout_)) {
+    ranges.push_back(begin);
+    ranges.push_back(end);
+  }
+  const int64_t n_ranges = static_cast<int64_t>(ranges.size()) / 2;
+  if (n_ranges > n * nc * 4) throw std::logic_error("more zero ranges than the scratch holds");
+  cudaStream_t stream = cuda::as_stream(stream_handle);
+  cuda::check(cudaMemcpyAsync(parts.columns, columns_.data(), nc * sizeof(ColumnView),
+                              cudaMemcpyHostToDevice, stream),
+              "cudaMemcpyAsync (columns)");
+  cuda::check(cudaMemcpyAsync(parts.pieces, layout_.pieces.data(), n * nc * 3 * 8,
+                              cudaMemcpyHostToDevice, stream),
+              "cudaMemcpyAsync (pieces)");
+  if (n_ranges > 0) {
+    cuda::check(cudaMemcpyAsync(parts.ranges, ranges.data(), n_ranges * 2 * 8,
+                                cudaMemcpyHostToDevice, stream),
+                "cudaMemcpyAsync (ranges)");
+    zero_kernel<<<grid(n_ranges, "zero"), kThreads, 0, stream>>>(parts.ranges, out);
+    cuda::check(cudaGetLastError(), "zero_kernel launch");
+  }
+  if (n_rows_ == 0) return;
+  const int64_t tile = tile_rows(n_destinations_);
+  if (staged(n_destinations_)) {
+    const size_t shared = staged_shared_bytes(n_destinations_, string_columns(columns_) > 0);
+    auto kernel = chunk_rows(n_destinations_) == kSmallChunk ? staged_scatter_kernel<kSmallChunk>
+                                                             : staged_scatter_kernel<kLargeChunk>;
+    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(shared)),
+                "cudaFuncSetAttribute (staged_scatter_kernel shared memory)");
+    kernel<<<grid(n_tiles_, "scatter"), kThreads, shared, stream>>>(
+        parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile, n_tiles_,
+        parts.dest, parts.counts, parts.starts, parts.pieces, out);
+  } else {
+    scatter_kernel<<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "scatter"), kThreads,
+                     0, stream>>>(parts.columns, static_cast<int32_t>(nc), n_rows_,
+                                  n_destinations_, tile, n_tiles_, parts.dest, parts.counts,
+                                  parts.starts, parts.pieces, out);
+  }
+  cuda::check(cudaGetLastError(), "scatter_kernel launch");
+  // The cursors have moved: a second scatter would need a second count.
+  counted_ = false;
+}
+
+}  // namespace gpuframe
