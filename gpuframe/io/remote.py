@@ -210,17 +210,26 @@ class LocalSource(Source):
             self._fd = -1
 
 
-_http = threading.local()
+_http_lock = threading.Lock()
+_http_session_shared: Any = None
 
 
 def _http_session() -> Any:
-    """One keep-alive session per thread: connections are reused, sessions are not shared."""
-    session = getattr(_http, "session", None)
-    if session is None:
-        import requests
+    """One keep-alive session for the process. Its connection pool, sized for the most requests
+    in flight, outlives the thread pool of each read, so later reads reuse open connections."""
+    global _http_session_shared
+    with _http_lock:
+        if _http_session_shared is None:
+            import requests
+            from requests.adapters import HTTPAdapter
 
-        session = _http.session = requests.Session()
-    return session
+            size = StorageOptions.__dataclass_fields__["max_requests_in_flight"].default
+            adapter = HTTPAdapter(pool_connections=16, pool_maxsize=size)
+            session = requests.Session()
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+            _http_session_shared = session
+        return _http_session_shared
 
 
 class HttpSource(Source):
