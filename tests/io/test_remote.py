@@ -142,6 +142,16 @@ class _SlowSource(remote.Source):
         return bytes(length)
 
 
+def test_later_concurrent_reads_reuse_the_open_connections(dataset_dir, http_server):
+    data = (dataset_dir / PART).read_bytes()
+    source = open_source(f"{http_server.url}/{PART}")
+    ranges = [(i * 1000, 1000) for i in range(8)]
+    assert read_ranges(source, ranges, max_in_flight=4) == [data[o:o + n] for o, n in ranges]
+    opened = http_server.connections
+    assert read_ranges(source, ranges, max_in_flight=4) == [data[o:o + n] for o, n in ranges]
+    assert http_server.connections == opened, "each read's new threads opened new connections"
+
+
 def test_read_ranges_keeps_max_in_flight():
     source = _SlowSource()
     read_ranges(source, [(i * 100, 100) for i in range(12)], max_in_flight=3)
