@@ -36,8 +36,11 @@ class Engine:
 
     @property
     def workers(self) -> list[str]:
-        """Worker addresses ordered by worker name (a GPU cluster names workers by GPU)."""
-        info = self.client.scheduler_info(n_workers=-1)["workers"]
+        """Worker addresses ordered by worker name (a GPU cluster names workers by GPU).
+
+        Asked of the scheduler each time: ``Client.scheduler_info()`` returns a cache that the
+        client's own periodic refresh can empty of workers at any moment."""
+        info = self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
         return sorted(info, key=lambda address: _natural(str(info[address].get("name")), address))
 
     @property

@@ -18,14 +18,14 @@ from ..frame import DistributedFrame
 from .partition import hash_split
 
 
-def exchange(frame: DistributedFrame, keys: list[str], casts: dict[str, Any], side: str,
-             token: str) -> list[list[Future]]:
-    """``buckets[j]``: for each partition of ``frame``, the future of its rows bound for worker j.
+def exchange(frame: DistributedFrame, keys: list[str], casts: dict[str, Any],
+             destinations: list[str], side: str, token: str) -> list[list[Future]]:
+    """``buckets[j]``: for each partition of ``frame``, the future of its rows bound for
+    ``destinations[j]`` (the caller's one snapshot of the workers, so buckets and joins agree).
 
     ``casts`` gives key columns their common join type first, so equal keys hash equally.
     """
-    engine = frame.engine
-    client, backend, n = engine.client, engine.backend.name, len(engine.workers)
+    client, backend, n = frame.engine.client, frame.engine.backend.name, len(destinations)
     buckets: list[list[Future]] = [[] for _ in range(n)]
     for i, (part, owner) in enumerate(zip(frame.futures, frame.owners)):
         packed = client.submit(partition_rows, part, keys, casts, n, backend,

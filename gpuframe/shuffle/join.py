@@ -38,24 +38,25 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
     left_keys, right_keys = join_keys(left.meta, right.meta, on, left_on, right_on)
     casts = common_key_types(left.meta, right.meta, left_keys, right_keys)
     suffixes = tuple(suffixes)
-    meta = get_backend("pandas").join(left.meta, right.meta, how, left_keys, right_keys, suffixes)
+    meta = get_backend("pandas").join(left.meta.astype(casts[0]), right.meta.astype(casts[1]),
+                                      how, left_keys, right_keys, suffixes)
     token = new_token()
     args = (how, left_keys, right_keys, suffixes, left.engine.backend.name)
 
     if how in BROADCAST_RIGHT and right.nbytes() <= opts.broadcast_bytes:
-        return _broadcast(left, right, "right", args, token, meta)
+        return _broadcast(left, right, "right", casts, args, token, meta)
     if how in BROADCAST_LEFT and left.nbytes() <= opts.broadcast_bytes:
-        return _broadcast(right, left, "left", args, token, meta)
+        return _broadcast(right, left, "left", casts[::-1], args, token, meta)
 
-    engine = left.engine
-    left_buckets = exchange(left, left_keys, casts[0], "left", token)
-    right_buckets = exchange(right, right_keys, casts[1], "right", token)
+    engine, workers = left.engine, left.engine.workers
+    left_buckets = exchange(left, left_keys, casts[0], workers, "left", token)
+    right_buckets = exchange(right, right_keys, casts[1], workers, "right", token)
     futures = [
         engine.client.submit(join_buckets, left_buckets[j], right_buckets[j], *args,
                              key=f"gpuframe-join-{token}-{j}", workers=[worker])
-        for j, worker in enumerate(engine.workers)
+        for j, worker in enumerate(workers)
     ]
-    return DistributedFrame(engine, futures, meta, list(engine.workers)).persist()
+    return DistributedFrame(engine, futures, meta, workers).persist()
 
 
 def join_keys(left: pd.DataFrame, right: pd.DataFrame, on: Any, left_on: Any,
@@ -141,24 +142,29 @@ def join_buckets(left: list[Any], right: list[Any], how: str, left_on: list[str]
 
 
 def _broadcast(big: DistributedFrame, small: DistributedFrame, small_side: str,
-               args: tuple, token: str, meta: pd.DataFrame) -> DistributedFrame:
-    """Join each partition of ``big`` where it lies with all of ``small``, copied to each worker."""
+               casts: tuple[dict[str, Any], dict[str, Any]], args: tuple, token: str,
+               meta: pd.DataFrame) -> DistributedFrame:
+    """Join each partition of ``big`` where it lies with all of ``small``, copied to each worker.
+    ``casts`` are (big's, small's) key casts, applied as in the shuffle so both paths agree."""
     engine, backend = big.engine, big.engine.backend.name
-    whole = engine.client.submit(_concat, small.futures, backend,
+    whole = engine.client.submit(_concat, small.futures, casts[1], backend,
                                  key=f"gpuframe-broadcast-{token}")
     futures = [
-        engine.client.submit(_join_with_whole, part, whole, small_side, *args,
+        engine.client.submit(_join_with_whole, part, casts[0], whole, small_side, *args,
                              key=f"gpuframe-join-{token}-{i}", workers=[owner])
         for i, (part, owner) in enumerate(zip(big.futures, big.owners))
     ]
     return DistributedFrame(engine, futures, meta, list(big.owners)).persist()
 
 
-def _concat(frames: list[Any], backend: str) -> Any:
-    return get_backend(backend).concat(frames)
+def _concat(frames: list[Any], casts: dict[str, Any], backend: str) -> Any:
+    whole = get_backend(backend).concat(frames)
+    return whole.astype(casts) if casts else whole
 
 
-def _join_with_whole(part: Any, whole: Any, small_side: str, how: str, left_on: list[str],
-                     right_on: list[str], suffixes: tuple[str, str], backend: str) -> Any:
+def _join_with_whole(part: Any, casts: dict[str, Any], whole: Any, small_side: str, how: str,
+                     left_on: list[str], right_on: list[str], suffixes: tuple[str, str],
+                     backend: str) -> Any:
+    part = part.astype(casts) if casts else part
     left, right = (part, whole) if small_side == "right" else (whole, part)
     return get_backend(backend).join(left, right, how, left_on, right_on, suffixes)

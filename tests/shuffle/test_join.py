@@ -90,6 +90,17 @@ def test_left_on_right_on_with_suffixes_and_differing_int_widths(engine):
     assert {"v_l", "v_r"} <= set(result.columns)
 
 
+@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST], ids=["shuffle", "broadcast"])
+def test_schema_matches_the_partitions_whichever_path(engine, options):
+    left = pd.DataFrame({"k": np.arange(30, dtype="int32"), "a": 1.5})
+    right = pd.DataFrame({"k": np.arange(0, 60, 2, dtype="int64"), "b": "x"})
+    for how in ("inner", "right"):
+        result = gpuframe.from_pandas(left).merge(gpuframe.from_pandas(right), on="k", how=how,
+                                                  **options)
+        assert result.dtypes.to_dict() == result.to_pandas().dtypes.to_dict()
+        assert result.dtypes["k"] == "int64"
+
+
 def test_int_and_float_keys_are_joined_as_floats(engine):
     left = pd.DataFrame({"k": np.arange(20), "a": 1})
     right = pd.DataFrame({"k": np.arange(0, 20, 0.5), "b": 2})
