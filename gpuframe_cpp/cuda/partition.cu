@@ -107,6 +107,30 @@ __device__ __forceinline__ int64_t string_length(const ColumnView& col, int64_t 
   return col.string_offset(row + 1) - col.string_offset(row);
 }
 
+// For each string column (s = 1, 2, ... in column order), the leader of each group of lanes bound
+// for one destination (`peers`) gets the group's string bytes: add(s, bytes). `lengths` is the
+// warp's own shared-memory row of 32 slots.
+template <typename Add>
+__device__ __forceinline__ void add_peer_string_bytes(const ColumnView* columns, int32_t n_columns,
+                                                      int64_t row, bool active, unsigned peers,
+                                                      bool leader, int64_t* lengths, Add&& add) {
+  const int lane = threadIdx.x & 31;
+  int64_t s = 0;
+  for (int32_t c = 0; c < n_columns; ++c) {
+    const ColumnView col = columns[c];
+    if (col.kind != Kind::string) continue;
+    ++s;
+    lengths[lane] = active ? string_length(col, row) : 0;
+    __syncwarp();
+    if (leader) {
+      int64_t sum = 0;
+      for (unsigned m = peers; m != 0; m &= m - 1) sum += lengths[__ffs(m) - 1];
+      add(s, sum);
+    }
+    __syncwarp();
+  }
+}
+
 __global__ void count_kernel(cuda::Keys keys, const ColumnView* columns, int32_t n_columns,
                              int64_t n_rows, uint32_t n, int64_t tile, int64_t n_tiles,
                              uint32_t* dest, int64_t* counts) {
@@ -126,20 +150,8 @@ __global__ void count_kernel(cuda::Keys keys, const ColumnView* columns, int32_t
     const unsigned peers = __match_any_sync(cuda::kFullMask, d);
     const bool leader = active && lane == __ffs(peers) - 1;
     if (leader) counts[static_cast<int64_t>(d) * n_tiles + t] += __popc(peers);
-    int64_t s = 0;
-    for (int32_t c = 0; c < n_columns; ++c) {
-      const ColumnView col = columns[c];
-      if (col.kind != Kind::string) continue;
-      ++s;
-      lengths[warp][lane] = active ? string_length(col, row) : 0;
-      __syncwarp();
-      if (leader) {
-        int64_t sum = 0;
-        for (unsigned m = peers; m != 0; m &= m - 1) sum += lengths[warp][__ffs(m) - 1];
-        counts[(s * n + d) * n_tiles + t] += sum;
-      }
-      __syncwarp();
-    }
+    add_peer_string_bytes(columns, n_columns, row, active, peers, leader, lengths[warp],
+                          [&](int64_t s, int64_t bytes) { counts[(s * n + d) * n_tiles + t] += bytes; });
     __syncwarp();  // this step's counts are written before the next step reads them
   }
 }
@@ -290,21 +302,12 @@ __global__ void staged_count_kernel(cuda::Keys keys, const ColumnView* columns, 
       const unsigned peers = __match_any_sync(cuda::kFullMask, d);
       const bool leader = active && lane == __ffs(peers) - 1;
       if (leader) atomicAdd(&hist[d], __popc(peers));
-      int64_t s = 0;
-      for (int32_t c = 0; c < n_columns; ++c) {
-        const ColumnView col = columns[c];
-        if (col.kind != Kind::string) continue;
-        ++s;
-        lengths[warp][lane] = active ? string_length(col, row) : 0;
-        __syncwarp();
-        if (leader) {
-          int64_t sum = 0;
-          for (unsigned m = peers; m != 0; m &= m - 1) sum += lengths[warp][__ffs(m) - 1];
-          atomicAdd(reinterpret_cast<unsigned long long*>(counts + (s * n + d) * n_tiles + t),
-                    static_cast<unsigned long long>(sum));
-        }
-        __syncwarp();
-      }
+      add_peer_string_bytes(columns, n_columns, row, active, peers, leader, lengths[warp],
+                            [&](int64_t s, int64_t bytes) {
+                              atomicAdd(reinterpret_cast<unsigned long long*>(
+                                            counts + (s * n + d) * n_tiles + t),
+                                        static_cast<unsigned long long>(bytes));
+                            });
     }
   }
   __syncthreads();
