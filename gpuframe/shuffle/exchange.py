@@ -40,4 +40,9 @@ def exchange(frame: DistributedFrame, keys: list[str], casts: dict[str, Any],
 def partition_rows(part: Any, keys: list[str], casts: dict[str, Any], n: int,
                    backend: str) -> list[Any]:
     """On the source worker: cast the keys, then split the rows into one bucket per worker."""
-    return hash_split(part.astype(casts) if casts else part, keys, n, backend)
+    return hash_split(cast_keys(part, casts), keys, n, backend)
+
+
+def cast_keys(frame: Any, casts: dict[str, Any]) -> Any:
+    """``frame`` with its key columns in their common join types (itself when none differ)."""
+    return frame.astype(casts) if casts else frame

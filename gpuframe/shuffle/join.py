@@ -15,7 +15,7 @@ from ..backend import get_backend
 from ..config import JoinOptions, resolve
 from ..errors import JoinError
 from ..frame import DistributedFrame, new_token
-from .exchange import exchange
+from .exchange import cast_keys, exchange
 
 HOWS = ("inner", "left", "right", "outer", "leftsemi", "leftanti")
 BROADCAST_RIGHT = ("inner", "left", "leftsemi", "leftanti")
@@ -38,7 +38,8 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
     left_keys, right_keys = join_keys(left.meta, right.meta, on, left_on, right_on)
     casts = common_key_types(left.meta, right.meta, left_keys, right_keys)
     suffixes = tuple(suffixes)
-    meta = get_backend("pandas").join(left.meta.astype(casts[0]), right.meta.astype(casts[1]),
+    meta = get_backend("pandas").join(cast_keys(left.meta, casts[0]),
+                                      cast_keys(right.meta, casts[1]),
                                       how, left_keys, right_keys, suffixes)
     token = new_token()
     args = (how, left_keys, right_keys, suffixes, left.engine.backend.name)
@@ -158,13 +159,12 @@ def _broadcast(big: DistributedFrame, small: DistributedFrame, small_side: str,
 
 
 def _concat(frames: list[Any], casts: dict[str, Any], backend: str) -> Any:
-    whole = get_backend(backend).concat(frames)
-    return whole.astype(casts) if casts else whole
+    return cast_keys(get_backend(backend).concat(frames), casts)
 
 
 def _join_with_whole(part: Any, casts: dict[str, Any], whole: Any, small_side: str, how: str,
                      left_on: list[str], right_on: list[str], suffixes: tuple[str, str],
                      backend: str) -> Any:
-    part = part.astype(casts) if casts else part
+    part = cast_keys(part, casts)
     left, right = (part, whole) if small_side == "right" else (whole, part)
     return get_backend(backend).join(left, right, how, left_on, right_on, suffixes)
