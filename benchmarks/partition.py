@@ -45,6 +45,8 @@ def parse_args() -> argparse.Namespace:
                         help="CPU threads of the native path (default: one per core)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per path (default: 3)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--phases", action="store_true",
+                        help="gpu: also time the native path's phases (count, scatter) alone")
     args = parser.parse_args()
     if args.rows is None:
         args.rows = 100_000_000 if args.device == "gpu" else 10_000_000
@@ -165,8 +167,45 @@ def gpu_rows(args: argparse.Namespace) -> tuple[list[tuple[str, float]], int, st
                ("cudf: partition_by_hash (hash_partition + split)",
                 best_of(cudf_path, args.repeat, sync)),
                ("device-to-device copy of the same bytes (cupy)", best_of(copy, args.repeat, sync))]
+    if args.phases:
+        print_phases(frame, on, n, args.repeat)
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     return results, nbytes, f"{props['name'].decode()}, cudf {cudf.__version__}"
+
+
+def print_phases(frame, on: list[str], n: int, repeat: int) -> None:
+    """Where the native path's time goes: each phase timed alone by CUDA events, best of ``repeat``."""
+    import cupy
+
+    from gpuframe import _core
+    from gpuframe.shuffle.partition import _device_columns, _key_indices
+
+    columns = _device_columns(frame)
+    keys = _key_indices([name for name, _ in columns], on)
+    args = [arg for _, (_, arg) in columns]
+    stream = cupy.cuda.get_current_stream()
+    best: dict[str, float] = {}
+    for _ in range(repeat + 1):
+        marks = [cupy.cuda.Event() for _ in range(5)]
+        marks[0].record(stream)
+        core = _core.CudaPartition(args, keys, len(frame), n)
+        scratch = cupy.empty(core.scratch_bytes, dtype=cupy.uint8)
+        marks[1].record(stream)
+        core.count(scratch, stream.ptr)
+        marks[2].record(stream)
+        buffer = cupy.empty(core.total_bytes, dtype=cupy.uint8)
+        marks[3].record(stream)
+        core.scatter(buffer, stream.ptr)
+        marks[4].record(stream)
+        marks[4].synchronize()
+        for name, a, b in (("set-up", 0, 1), ("count (+ host layout)", 1, 2),
+                           ("output allocation", 2, 3), ("scatter", 3, 4), ("all", 0, 4)):
+            ms = cupy.cuda.get_elapsed_time(marks[a], marks[b])
+            best[name] = min(best.get(name, float("inf")), ms)
+    print("| native phase | ms |\n| --- | ---: |")
+    for name, ms in best.items():
+        print(f"| {name} | {ms:.3f} |")
+    print()
 
 
 def main() -> None:

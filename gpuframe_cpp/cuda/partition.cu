@@ -35,6 +35,11 @@ constexpr int kThreads = kWarpsPerBlock * 32;
 constexpr uint32_t kNoDestination = 0xffffffffu;
 
 constexpr uint32_t kStagedMaxDestinations = 1024;
+// Unbounded, the staged scatter takes 128 registers a thread, which leaves room for 2 blocks per SM
+// (25% of the warps; ncu on an H100). Asking for 4 lets the SM keep more loads and stores in flight:
+// measured on an H100, 100M rows x 4 int64, the scatter takes 2.77 ms instead of 2.90 ms for 8
+// destinations and 3.44 ms instead of 3.77 ms for 64; 3 and 6 blocks were slower.
+constexpr int kScatterBlocksPerSm = 4;
 // Rows a block sorts in shared memory at a time: longer chunks give longer runs per destination
 // (coalesced writes) but fewer blocks per SM; measured on an H200, 2048 is faster up to about 128
 // destinations and 4096 beyond.
@@ -344,11 +349,11 @@ __device__ __forceinline__ void scatter_fixed(const ColumnView& col, int32_t c, 
 // Staged scatter: one block per tile, kChunk rows at a time sorted by destination in shared
 // memory, then written out by consecutive threads to consecutive places.
 template <int kChunk>
-__global__ void staged_scatter_kernel(const ColumnView* columns, int32_t n_columns,
-                                      int64_t n_rows, uint32_t n, int64_t tile, int64_t n_tiles,
-                                      const uint32_t* dest, int64_t* cursors,
-                                      const int64_t* starts, const int64_t* pieces,
-                                      uint8_t* out) {
+__global__ void __launch_bounds__(kThreads, kScatterBlocksPerSm)
+    staged_scatter_kernel(const ColumnView* columns, int32_t n_columns, int64_t n_rows,
+                          uint32_t n, int64_t tile, int64_t n_tiles, const uint32_t* dest,
+                          int64_t* cursors, const int64_t* starts, const int64_t* pieces,
+                          uint8_t* out) {
   constexpr int kItems = kChunk / kThreads;  // rows per thread in a chunk
   extern __shared__ int64_t shared[];
   // base[n]: the place inside each destination of the chunk's sorted position 0, so sorted
