@@ -1,26 +1,29 @@
-"""Planning a Parquet read on the client: which row groups, in which fragments, on which worker.
+"""Planning a read on the client: which units of which files, in which fragments, on which worker.
 
-:func:`plan_fragments` expands the source (path, glob, directory with hive ``key=value`` folders,
-``http(s)://`` or ``s3://`` URLs, or a list of them); reads the first file's footer and validates
-``columns=`` and ``filters=`` against its schema; drops files whose hive values cannot satisfy the
-filters; reads the other footers once and in parallel (remote ones with a single suffix request
-for the last 64 KiB, a second only when the footer is larger) and checks that the files agree on
-their schema (files dropped by hive values are never opened, so they are not checked); prunes
-row groups whose min/max statistics cannot satisfy the filters; packs the remaining row groups
-of each file into fragments of about ``partition_bytes`` compressed bytes; and assigns fragments
-to workers so that each gets about the same number of bytes.
+The same steps for every format (:mod:`~gpuframe.io.formats`: Parquet row groups, ORC stripes,
+CSV line-aligned byte ranges). :func:`plan_fragments` expands the source (path, glob, directory
+with hive ``key=value`` folders, ``http(s)://`` or ``s3://`` URLs, or a list of them); reads the
+first file's metadata (Parquet footer, ORC tail, CSV header and sample) and validates
+``columns=`` and ``filters=`` against its schema; drops files whose hive values cannot satisfy
+the filters; reads the other files' metadata once and in parallel (remote ones with a single
+suffix request for the last 64 KiB where the format keeps it at the end) and checks that the
+files agree on their schema (files dropped by hive values are never opened, so they are not
+checked); prunes units whose statistics cannot satisfy the filters; packs the remaining units of
+each file into fragments of about ``partition_bytes`` bytes; and assigns fragments to workers so
+that each gets about the same number of bytes.
 
-The footers stay in the plan (:attr:`ReadPlan.footers`). The read step sends each fragment's
-task its file's ``pyarrow.parquet.FileMetaData`` (pickled as the footer's own Thrift bytes, a
-few KiB), so workers never fetch a footer again; they fetch only the column chunks of their row
-groups (:func:`column_chunk_ranges`).
+The metadata stays in the plan (:attr:`ReadPlan.footers`). The read step sends each fragment's
+task its file's metadata (a Parquet footer pickles as its own Thrift bytes, a few KiB), so
+workers never fetch it again; they fetch only the bytes of their units.
+
+The partition budget is passed in: :func:`default_partition_bytes` takes the workers' device
+memory, which the read step learns from the scheduler; planning asks no hardware itself.
 """
 
 from __future__ import annotations
 
 import glob as globbing
 import heapq
-import numbers
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,21 +31,13 @@ from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..errors import OptionError
-from .errors import (
-    ColumnNotFoundError,
-    CorruptFileError,
-    FilterError,
-    SchemaMismatchError,
-    SourceNotFoundError,
-    TruncatedFileError,
-)
+from .errors import ColumnNotFoundError, SchemaMismatchError, SourceNotFoundError
+from .filters import Term, normalize_filters, partition_may_match
+from .formats import FileFormat, format_for
 from .remote import (
-    FOOTER_PROBE,
     Concurrency,
-    Source,
     StorageOptions,
     list_s3,
     measure_storage,
@@ -51,38 +46,34 @@ from .remote import (
     storage_options,
 )
 
-MAGIC = b"PAR1"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 CPU_PARTITION_BYTES = 128 * 2**20
+MIN_PARTITION_BYTES = 16 * 2**20
 FOOTER_THREADS = 16
-OPERATORS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 _GLOB_CHARS = "*?["
 
-Term = tuple[str, str, Any]
 
+def default_partition_bytes(device_memory: Sequence[int] = ()) -> int:
+    """Bytes per fragment: 1/32 of the smallest device's memory, or 128 MiB without devices.
 
-def default_partition_bytes() -> int:
-    """Compressed bytes per fragment: 1/32 of the smallest GPU's memory, or 128 MiB without GPUs.
-
-    A fragment grows several times once decompressed and decoded, and a join holds a few
-    partitions at once, so 1/32 of device memory leaves room on the GPU.
+    ``device_memory``: the memory of each worker's GPU, in bytes. A fragment grows several times
+    once decompressed and decoded, and a join holds a few partitions at once, so 1/32 of device
+    memory leaves room on the GPU.
     """
-    from ..cluster.hardware import list_gpus
-
-    gpus = list_gpus()
-    if not gpus:
+    if not device_memory:
         return CPU_PARTITION_BYTES
-    return max(16 * 2**20, min(gpu.memory_bytes for gpu in gpus) // 32)
+    return max(MIN_PARTITION_BYTES, min(device_memory) // 32)
 
 
 @dataclass(frozen=True)
 class Fragment:
-    """Row groups of one file, read by one task on ``owner``."""
+    """Units (row groups, stripes, byte ranges) of one file, read by one task on ``owner``."""
 
     index: int
     path: str
-    row_groups: tuple[int, ...]
-    rows: int
+    units: tuple[int, ...]
+    rows: int | None
+    """Rows in the units; None where the format does not say (CSV)."""
     bytes: int
     partition: tuple[tuple[str, Any], ...] = ()
     owner: str | None = None
@@ -92,34 +83,39 @@ class Fragment:
 class ReadPlan:
     """What a read will fetch, where, and what was pruned; ``repr`` summarises it."""
 
+    format: FileFormat
     fragments: list[Fragment]
     schema: pa.Schema
     """The result's columns: file columns, then hive partition columns, or ``columns=``."""
     partition_schema: pa.Schema
+    file_schema: pa.Schema
+    """The columns of the files, as every file has them."""
     files: list[str]
     """Files left after hive values were checked against the filters."""
     files_total: int
     columns_read: list[str]
     """File columns fetched: the result's, then those only the filters need."""
     filters: list[list[Term]] | None
-    row_groups_total: int
-    """Row groups of :attr:`files` (files dropped by hive values are not counted)."""
-    row_groups_kept: int
+    units_total: int
+    """Units of :attr:`files` (files dropped by hive values are not counted)."""
+    units_kept: int
     result_bytes: int
     storage: StorageOptions
     concurrency: Concurrency | None
     partition_bytes: int
-    footers: dict[str, pq.FileMetaData] = field(repr=False)
+    footers: dict[str, Any] = field(repr=False)
+    """Each file's metadata (:meth:`FileFormat.read_metadata`)."""
 
     @property
     def total_bytes(self) -> int:
-        """Compressed bytes the read fetches: output columns plus filter-only columns."""
+        """Bytes the read fetches: output columns plus filter-only columns."""
         return sum(f.bytes for f in self.fragments)
 
     @property
-    def rows(self) -> int:
-        """Rows in the kept row groups (an upper bound on the result when filtering)."""
-        return sum(f.rows for f in self.fragments)
+    def rows(self) -> int | None:
+        """Rows in the kept units (an upper bound when filtering); None if a format can't say."""
+        counts = [f.rows for f in self.fragments]
+        return None if None in counts else sum(counts)
 
     def bytes_by_worker(self) -> dict[str, int]:
         loads: dict[str, int] = {}
@@ -129,9 +125,9 @@ class ReadPlan:
 
     def __repr__(self) -> str:
         loads = ", ".join(f"{w}: {_mib(b)}" for w, b in sorted(self.bytes_by_worker().items()))
-        return (f"<ReadPlan {len(self.files)}/{self.files_total} files, "
+        return (f"<ReadPlan {self.format.name}: {len(self.files)}/{self.files_total} files, "
                 f"{len(self.fragments)} fragments, "
-                f"row groups {self.row_groups_kept}/{self.row_groups_total} kept, "
+                f"{self.format.unit_name} {self.units_kept}/{self.units_total} kept, "
                 f"{_mib(self.total_bytes)} to read for {_mib(self.result_bytes)} of result "
                 f"columns, by worker {{{loads}}}, {self.concurrency!r}>")
 
@@ -145,35 +141,40 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
                    filters: Sequence[Any] | None = None,
                    partition_bytes: int | None = None,
                    storage: StorageOptions | Mapping[str, Any] | None = None,
-                   workers: Sequence[str] | None = None) -> ReadPlan:
-    """Plan reading a Parquet dataset; see the module docstring for the steps.
+                   workers: Sequence[str] | None = None,
+                   format: str | FileFormat = "parquet",
+                   device_memory: Sequence[int] = ()) -> ReadPlan:
+    """Plan reading a dataset; see the module docstring for the steps.
 
     ``filters`` take pandas/pyarrow's DNF form: a list of ``(column, op, value)`` tuples (all
     must hold) or a list of such lists (any may hold); ``op`` is one of ``==, =, !=, <, <=, >,
-    >=, in, not in``. Pruning is conservative: a row group without statistics is kept, and the
-    read step applies the filters to rows. ``workers=None`` leaves fragments without owners.
+    >=, in, not in``. Pruning is conservative: a unit without statistics is kept, and the read
+    step applies the filters to rows. ``workers=None`` leaves fragments without owners.
+    ``format``: 'parquet', 'orc', 'csv' or a :class:`~gpuframe.io.formats.FileFormat`.
+    ``partition_bytes=None`` takes :func:`default_partition_bytes` of ``device_memory``.
     """
+    fmt = format_for(format)
     storage = storage_options(storage)
     if partition_bytes is None:
-        partition_bytes = default_partition_bytes()
+        partition_bytes = default_partition_bytes(device_memory)
     if partition_bytes < 1:
         raise OptionError(f"partition_bytes={partition_bytes} must be at least 1")
     found = expand_source(source, storage)
     paths = [path for path, _ in found]
     partitions = hive_partitions(found)
     partition_schema = _partition_schema(partitions)
-    # The first footer gives the schema to check columns and filters against; then files whose
-    # hive values fail the filters are dropped before their footers are read.
-    footers, concurrency = read_footers(paths[:1], storage)
-    first_schema = _arrow_schema(paths[0], footers[paths[0]])
+    # The first file's metadata gives the schema to check columns and filters against; then
+    # files whose hive values fail the filters are dropped before their metadata is read.
+    footers, concurrency = read_footers(paths[:1], storage, fmt, partition_bytes)
+    first_schema = fmt.resolve_schema(fmt.arrow_schema(paths[0], footers[paths[0]]))
     _check_no_collision(first_schema, partition_schema, paths[0])
     full = pa.schema(list(first_schema) + list(partition_schema), first_schema.metadata)
     output = _select_columns(full, columns, paths[0])
     dnf = normalize_filters(filters, full, paths[0])
     kept_paths = [p for p in paths if partition_may_match(partitions.get(p, {}), dnf)]
     others = [p for p in kept_paths if p != paths[0]]
-    footers.update(read_footers(others, storage, measure=False)[0])
-    file_schema = common_schema(paths[:1] + others, footers)
+    footers.update(read_footers(others, storage, fmt, partition_bytes, measure=False)[0])
+    file_schema = fmt.resolve_schema(common_schema(paths[:1] + others, footers, fmt))
     filter_columns = [t[0] for conj in dnf or () for t in conj]
     names = output.names + [c for c in dict.fromkeys(filter_columns) if c not in output.names]
     columns_read = [c for c in names if c in file_schema.names]
@@ -184,34 +185,32 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     for path in kept_paths:
         metadata = footers[path]
         values = partitions.get(path, {})
-        indices = column_indices(metadata, columns_read)
-        result_indices = column_indices(metadata, result_columns)
         chosen: list[int] = []
-        rows = size = 0
-        for group in range(metadata.num_row_groups):
+        rows: int | None = 0
+        size = 0
+        for unit in fmt.units(metadata, columns_read, result_columns):
             total += 1
-            row_group = metadata.row_group(group)
-            if not row_group_may_match(row_group, metadata, values, dnf):
+            if not fmt.unit_may_match(metadata, unit, values, dnf):
                 continue
             kept += 1
-            group_bytes = sum(row_group.column(i).total_compressed_size for i in indices)
-            result_bytes += sum(row_group.column(i).total_compressed_size for i in result_indices)
-            if chosen and size + group_bytes > partition_bytes:
+            result_bytes += unit.result_bytes
+            if chosen and size + unit.bytes > partition_bytes:
                 fragments.append(Fragment(len(fragments), path, tuple(chosen), rows, size,
                                           tuple(values.items())))
                 chosen, rows, size = [], 0, 0
-            chosen.append(group)
-            rows += row_group.num_rows
-            size += group_bytes
+            chosen.append(unit.index)
+            rows = None if rows is None or unit.rows is None else rows + unit.rows
+            size += unit.bytes
         if chosen:
             fragments.append(Fragment(len(fragments), path, tuple(chosen), rows, size,
                                       tuple(values.items())))
     if workers is not None:
         owners = assign_owners([f.bytes for f in fragments], workers)
-        fragments = [Fragment(f.index, f.path, f.row_groups, f.rows, f.bytes, f.partition, o)
+        fragments = [Fragment(f.index, f.path, f.units, f.rows, f.bytes, f.partition, o)
                      for f, o in zip(fragments, owners)]
-    return ReadPlan(fragments, output, partition_schema, kept_paths, len(paths), columns_read, dnf,
-                    total, kept, result_bytes, storage, concurrency, partition_bytes, footers)
+    return ReadPlan(fmt, fragments, output, partition_schema, file_schema, kept_paths,
+                    len(paths), columns_read, dnf, total, kept, result_bytes, storage,
+                    concurrency, partition_bytes, footers)
 
 
 def expand_source(source: Any, storage: StorageOptions) -> list[tuple[str, str | None]]:
@@ -348,17 +347,19 @@ def _check_no_collision(file_schema: pa.Schema, partition_schema: pa.Schema, pat
             raise SchemaMismatchError(f"hive partition key {name!r} is also a column of {path}")
 
 
-def read_footers(paths: Sequence[str], storage: StorageOptions, threads: int = FOOTER_THREADS,
-                 measure: bool = True) -> tuple[dict[str, pq.FileMetaData], Concurrency | None]:
-    """Every file's footer, read in parallel; and (``measure``) the store's concurrency,
+
+def read_footers(paths: Sequence[str], storage: StorageOptions, format: FileFormat,
+                 partition_bytes: int, threads: int = FOOTER_THREADS,
+                 measure: bool = True) -> tuple[dict[str, Any], Concurrency | None]:
+    """Every file's metadata, read in parallel; and (``measure``) the store's concurrency,
     measured on the first file. An error names the first failing file in ``paths`` order."""
     if not paths:
         return {}, None
 
-    def one(index_path: tuple[int, str]) -> tuple[pq.FileMetaData, Concurrency | None]:
+    def one(index_path: tuple[int, str]) -> tuple[Any, Concurrency | None]:
         index, path = index_path
         with open_source(path, storage) as source:
-            metadata = read_footer(source)
+            metadata = format.read_metadata(source, partition_bytes)
             chosen = measure_storage(source, storage) if measure and index == 0 else None
             return metadata, chosen
 
@@ -368,71 +369,34 @@ def read_footers(paths: Sequence[str], storage: StorageOptions, threads: int = F
     return {p: r[0] for p, r in zip(paths, results)}, results[0][1]
 
 
-def read_footer(source: Source) -> pq.FileMetaData:
-    """The footer of one Parquet file: the last 64 KiB in one request, more only if needed.
+def common_schema(paths: Sequence[str], footers: Mapping[str, Any],
+                  format: FileFormat) -> pa.Schema:
+    """The files' arrow schema; :class:`SchemaMismatchError` names two files and the column.
 
-    Raises :class:`TruncatedFileError` when the file starts like Parquet but its end (footer or
-    data) is missing, :class:`CorruptFileError` when it is not Parquet or the footer is garbage.
-    """
-    path = source.path
-    size, tail = source.read_tail(FOOTER_PROBE)
-    if size == 0:
-        raise CorruptFileError(f"{path} is empty, not a Parquet file")
-    if size < 12 or tail[-4:] != MAGIC:
-        head = tail[:4] if len(tail) == size else source.read_range(0, 4)
-        if head == MAGIC:
-            raise TruncatedFileError(f"{path} is truncated: it starts like Parquet but its "
-                                     f"{size} bytes end without a footer")
-        raise CorruptFileError(f"{path} is not a Parquet file (no PAR1 magic at either end)")
-    length = int.from_bytes(tail[-8:-4], "little")
-    if length + 12 > size:
-        raise CorruptFileError(f"corrupt footer in {path}: it claims {length} bytes of a "
-                               f"{size}-byte file")
-    if length + 8 > len(tail):
-        missing = length + 8 - len(tail)
-        tail = source.read_range(size - len(tail) - missing, missing) + tail
-    try:
-        metadata = pq.read_metadata(pa.BufferReader(tail[-(length + 8):]))
-    except (OSError, pa.ArrowException) as exc:
-        raise CorruptFileError(f"corrupt footer in {path}: {exc}") from exc
-    data_end = size - length - 8
-    for group in range(metadata.num_row_groups):
-        row_group = metadata.row_group(group)
-        for i in range(row_group.num_columns):
-            chunk = row_group.column(i)
-            start, length_ = chunk_range(chunk)
-            if start < 0 or start + length_ > data_end:
-                raise TruncatedFileError(
-                    f"{path} is truncated or corrupt: row group {group} column "
-                    f"{chunk.path_in_schema!r} lies at bytes {start}-{start + length_}, past "
-                    f"the data's end at {data_end}")
-    return metadata
-
-
-def common_schema(paths: Sequence[str], footers: Mapping[str, pq.FileMetaData]) -> pa.Schema:
-    """The files' arrow schema; :class:`SchemaMismatchError` names two files and the column."""
+    A column of null type in one file (a CSV column empty in every sampled row) takes the type
+    the other files give it."""
     first = paths[0]
-    schema = _arrow_schema(first, footers[first])
+    schema = format.arrow_schema(first, footers[first])
     for path in paths[1:]:
-        other = _arrow_schema(path, footers[path])
+        other = format.arrow_schema(path, footers[path])
         if other.names == schema.names and other.types == schema.types:
             continue
         for name in list(dict.fromkeys(schema.names + other.names)):
             mine = schema.field(name).type if name in schema.names else "missing"
             theirs = other.field(name).type if name in other.names else "missing"
-            if mine != theirs:
-                raise SchemaMismatchError(
-                    f"{first} and {path} disagree on column {name!r}: {mine} vs {theirs}")
-        raise SchemaMismatchError(f"{first} and {path} order their columns differently: "
-                                  f"{schema.names} vs {other.names}")
+            if mine == theirs:
+                continue
+            if "missing" not in (mine, theirs) and pa.types.is_null(mine):
+                schema = schema.set(schema.get_field_index(name), other.field(name))
+                continue
+            if "missing" not in (mine, theirs) and pa.types.is_null(theirs):
+                continue
+            raise SchemaMismatchError(
+                f"{first} and {path} disagree on column {name!r}: {mine} vs {theirs}")
+        if other.names != schema.names:
+            raise SchemaMismatchError(f"{first} and {path} order their columns differently: "
+                                      f"{schema.names} vs {other.names}")
     return schema
-
-
-def _arrow_schema(path: str, metadata: pq.FileMetaData) -> pa.Schema:
-    try:
-        return metadata.schema.to_arrow_schema()
-    except (pa.ArrowException, OSError) as exc:
-        raise CorruptFileError(f"{path}: its schema has no arrow equivalent: {exc}") from exc
 
 
 def _select_columns(schema: pa.Schema, columns: Sequence[str] | None, path: str) -> pa.Schema:
@@ -446,159 +410,6 @@ def _select_columns(schema: pa.Schema, columns: Sequence[str] | None, path: str)
                                       + ", ".join(schema.names))
     return pa.schema([schema.field(c) for c in columns], schema.metadata)
 
-
-def normalize_filters(filters: Sequence[Any] | None, schema: pa.Schema,
-                      path: str) -> list[list[Term]] | None:
-    """Filters as a list of conjunctions of ``(column, op, value)`` with ``=`` spelled ``==``
-    and values of the column's type; :class:`FilterError` names the bad term."""
-    if filters is None:
-        return None
-    if not isinstance(filters, (list, tuple)) or not filters:
-        raise FilterError(f"filters= must be a non-empty list of (column, op, value) tuples "
-                          f"or a list of such lists, not {filters!r}")
-    nested = isinstance(filters[0], list)
-    conjunctions = filters if nested else [filters]
-    result = []
-    for conjunction in conjunctions:
-        if not isinstance(conjunction, (list, tuple)) or not conjunction:
-            raise FilterError(f"filters= term {conjunction!r} is not a non-empty list of "
-                              "(column, op, value) tuples")
-        result.append([_normalize_term(term, schema, path) for term in conjunction])
-    return result
-
-
-def _normalize_term(term: Any, schema: pa.Schema, path: str) -> Term:
-    if not isinstance(term, (tuple, list)) or len(term) != 3 or not isinstance(term[0], str):
-        raise FilterError(f"filter term {term!r} is not a (column, op, value) tuple")
-    column, op, value = term
-    op = "==" if op == "=" else str(op).lower()
-    if op not in OPERATORS:
-        raise FilterError(f"filter term {term!r}: unknown operator {term[1]!r}; use one of "
-                          "==, =, !=, <, <=, >, >=, in, not in")
-    if column not in schema.names:
-        raise FilterError(f"filter term {term!r} names column {column!r}, which is not in "
-                          f"{path}; its columns are " + ", ".join(schema.names))
-    kind = schema.field(column).type
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    if op in ("in", "not in"):
-        if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-            raise FilterError(f"filter term {term!r}: {op!r} needs a list, set or tuple of "
-                              "values")
-        return column, op, tuple(_typed(v, kind, term, column) for v in value)
-    return column, op, _typed(value, kind, term, column)
-
-
-def _typed(value: Any, kind: pa.DataType, term: Any, column: str) -> Any:
-    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)
-    if numeric and isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return value
-    try:
-        if numeric:
-            raise TypeError("not a number")
-        return pa.scalar(value, type=kind).as_py()
-    except (pa.ArrowException, TypeError, ValueError) as exc:
-        raise FilterError(f"filter term {term!r}: value {value!r} does not fit column "
-                          f"{column!r} of type {kind} ({exc})") from exc
-
-
-def column_indices(metadata: pq.FileMetaData, names: Sequence[str]) -> list[int]:
-    """Leaf column indices (in the footer) of the top-level columns ``names``."""
-    wanted = set(names)
-    return [i for i in range(metadata.num_columns)
-            if metadata.schema.column(i).path.split(".", 1)[0] in wanted]
-
-
-def chunk_range(chunk: pq.ColumnChunkMetaData) -> tuple[int, int]:
-    """(offset, length) of a column chunk in its file, dictionary page included."""
-    start = chunk.data_page_offset
-    if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
-        start = chunk.dictionary_page_offset
-    return start, chunk.total_compressed_size
-
-
-def column_chunk_ranges(metadata: pq.FileMetaData, row_groups: Sequence[int],
-                        names: Sequence[str]) -> list[tuple[int, int]]:
-    """Byte ranges of the chunks of columns ``names`` in ``row_groups``, adjacent ones merged."""
-    indices = column_indices(metadata, names)
-    spans = sorted(chunk_range(metadata.row_group(g).column(i))
-                   for g in row_groups for i in indices)
-    merged: list[tuple[int, int]] = []
-    for start, length in spans:
-        if merged and start <= merged[-1][0] + merged[-1][1]:
-            last_start, last_length = merged[-1]
-            merged[-1] = (last_start, max(last_start + last_length, start + length) - last_start)
-        else:
-            merged.append((start, length))
-    return merged
-
-
-def partition_may_match(values: Mapping[str, Any], dnf: list[list[Term]] | None) -> bool:
-    """False only when a file's hive values alone prove no row can satisfy ``dnf``."""
-    if dnf is None or not values:
-        return True
-    return any(all(column not in values
-                   or _range_may_match(op, value, values[column], values[column],
-                                       1 if values[column] is None else 0, 1)
-                   for column, op, value in conj)
-               for conj in dnf)
-
-
-def row_group_may_match(row_group: pq.RowGroupMetaData, metadata: pq.FileMetaData,
-                        partition: Mapping[str, Any], dnf: list[list[Term]] | None) -> bool:
-    """False only when statistics or hive values prove no row can satisfy ``dnf``."""
-    if row_group.num_rows == 0:
-        return False
-    if dnf is None:
-        return True
-    return any(all(_term_may_match(term, row_group, metadata, partition) for term in conj)
-               for conj in dnf)
-
-
-def _term_may_match(term: Term, row_group: pq.RowGroupMetaData, metadata: pq.FileMetaData,
-                    partition: Mapping[str, Any]) -> bool:
-    column, op, value = term
-    rows = row_group.num_rows
-    if column in partition:
-        known = partition[column]
-        return _range_may_match(op, value, known, known, 1 if known is None else 0, 1)
-    indices = column_indices(metadata, [column])
-    if len(indices) != 1:
-        return True
-    stats = row_group.column(indices[0]).statistics
-    if stats is None:
-        return True
-    nulls = stats.null_count if stats.has_null_count else None
-    if not stats.has_min_max:
-        return not (nulls is not None and nulls == rows)
-    return _range_may_match(op, value, stats.min, stats.max, nulls, rows)
-
-
-def _range_may_match(op: str, value: Any, low: Any, high: Any, nulls: int | None,
-                     rows: int) -> bool:
-    """Can a value in [low, high] satisfy ``op value``? Nulls satisfy no comparison."""
-    if nulls is not None and nulls >= rows:
-        return False
-    try:
-        if low != low or high != high:  # NaN statistics order nothing
-            return True
-        if op == "==":
-            return low <= value <= high
-        if op == "!=":
-            return not (low == high == value)
-        if op == "<":
-            return low < value
-        if op == "<=":
-            return low <= value
-        if op == ">":
-            return high > value
-        if op == ">=":
-            return high >= value
-        if op == "in":
-            return any(low <= v <= high for v in value if v is not None)
-        return not (low == high and low in value)
-    except TypeError:
-        return True
 
 
 def assign_owners(sizes: Sequence[int], workers: Sequence[str]) -> list[str]:

@@ -1,20 +1,24 @@
-"""Reading a planned Parquet dataset on the cluster: one task per fragment, on its owner.
+"""Reading a planned dataset on the cluster: one task per fragment, on its owner.
 
-:func:`read_parquet` plans on the client (:func:`gpuframe.io.plan.plan_fragments`) and runs one
-``gpuframe-read-parquet-<token>-<i>`` task per fragment on the worker that owns it, so the task
-stream shows the reads and later stages know where each partition lives. Each task receives its
-file's footer from the plan and reads only the planned row groups and columns:
+:func:`read_parquet`, :func:`read_orc` and :func:`read_csv` plan on the client
+(:func:`gpuframe.io.plan.plan_fragments`) and run one ``gpuframe-read-<format>-<token>-<i>``
+task per fragment on the worker that owns it, so the task stream shows the reads and later
+stages know where each partition lives. Each task receives its file's metadata from the plan and
+reads only the planned units and columns; what differs between formats is asked of the plan's
+:class:`~gpuframe.io.formats.FileFormat`:
 
-- pandas backend (:class:`ArrowReader`): local files through Arrow's own reader; remote files by
-  fetching exactly the column chunks with :func:`gpuframe.io.remote.read_ranges` (requests in
-  flight and their size from the plan's Little's-law numbers), then decoding them with Arrow from
-  memory. With ``filters=``, the filter columns are read first and the other columns only for
-  the row groups where some row survived.
-- cudf backend (:class:`CudfReader`): cuDF's reader with KvikIO's thread count and task size set
-  from the same numbers; cuDF is imported only on the workers that run it.
+- pandas backend (:class:`ArrowReader`): local Parquet and ORC files through Arrow's own reader;
+  remote files, and CSV byte ranges everywhere, by fetching exactly the planned bytes with
+  :func:`gpuframe.io.remote.read_ranges` (requests in flight and their size from the plan's
+  Little's-law numbers), then decoding them with Arrow from memory. With ``filters=``, where the
+  format reads columns of a unit separately (Parquet, ORC), the filter columns are read first
+  and the other columns only for the units where some row survived.
+- cudf backend (:class:`CudfReader`): cuDF's reader (``read_parquet``, ``read_orc``,
+  ``read_csv`` with ``byte_range``) with KvikIO's thread count and task size set from the same
+  numbers; cuDF is imported only on the workers that run it.
 
 Every worker reports what it fetched as a Dask event (topic ``gpuframe-read``); the client folds
-them into a :class:`ReadReport`: bytes read against compressed bytes of the result's columns.
+them into a :class:`ReadReport`: bytes read against bytes of the result's columns.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..backend import get_backend
-from .errors import SourceNotFoundError
-from .plan import ReadPlan, column_chunk_ranges, plan_fragments
+from .formats import FileFormat, format_for
+from .plan import ReadPlan, plan_fragments
 from .remote import RangeFile, StorageOptions, open_source, read_ranges, scheme_of, storage_options
 
 logger = logging.getLogger("gpuframe")
@@ -41,13 +45,16 @@ _ROW = "__gpuframe_row__"
 
 @dataclass(frozen=True)
 class FragmentTask:
-    """Everything one read task needs; the footer travels with it (pickled as Thrift bytes)."""
+    """Everything one read task needs; the file's metadata travels with it."""
 
     key: str
     path: str
-    row_groups: tuple[int, ...]
-    metadata: pq.FileMetaData
+    format: FileFormat
+    units: tuple[int, ...]
+    metadata: Any
     file_columns: tuple[str, ...]
+    read_schema: pa.Schema
+    """Types of :attr:`file_columns`, as the plan agreed them across files."""
     schema: pa.Schema
     partition: tuple[tuple[str, Any], ...]
     partition_schema: pa.Schema
@@ -59,13 +66,13 @@ class FragmentTask:
 
 @dataclass(frozen=True)
 class FragmentStats:
-    """What one task fetched: bytes over the wire (or from disk), row groups, rows, seconds."""
+    """What one task fetched: bytes over the wire (or from disk), units, rows, seconds."""
 
     key: str
     path: str
     bytes_read: int
     requests: int
-    row_groups_read: int
+    units_read: int
     rows: int
     seconds: float
 
@@ -74,22 +81,23 @@ class FragmentStats:
 class ReadReport:
     """What a whole read fetched, against what the plan expected and the result holds."""
 
+    format: str
     fragments: int
     bytes_read: int
     planned_bytes: int
     result_column_bytes: int
     requests: int
     rows: int
-    row_groups_kept: int
-    row_groups_total: int
+    units_kept: int
+    units_total: int
     seconds: float
 
     def __repr__(self) -> str:
-        return (f"<ReadReport {self.fragments} fragments, {self.rows} rows: read "
+        return (f"<ReadReport {self.format}: {self.fragments} fragments, {self.rows} rows: read "
                 f"{self.bytes_read / 2**20:.2f} MiB in {self.requests} requests (planned "
                 f"{self.planned_bytes / 2**20:.2f} MiB) for "
-                f"{self.result_column_bytes / 2**20:.2f} MiB of result columns; row groups "
-                f"{self.row_groups_kept}/{self.row_groups_total} after statistics; "
+                f"{self.result_column_bytes / 2**20:.2f} MiB of result columns; units "
+                f"{self.units_kept}/{self.units_total} after statistics; "
                 f"{self.seconds:.2f} s>")
 
 
@@ -98,10 +106,10 @@ class ArrowReader:
 
     def read(self, task: FragmentTask) -> tuple[pa.Table, FragmentStats]:
         start = time.perf_counter()
-        with _Fetcher(task) as fetcher:
+        with Fetcher(task) as fetcher:
             table = _read_selective(task, fetcher)
             stats = FragmentStats(task.key, task.path, fetcher.bytes_read, fetcher.requests,
-                                  fetcher.row_groups_read, table.num_rows,
+                                  fetcher.units_read, table.num_rows,
                                   time.perf_counter() - start)
         return table, stats
 
@@ -109,11 +117,11 @@ class ArrowReader:
 class CudfReader:
     """Reads a fragment with cuDF, KvikIO's threads and task size set from the plan.
 
-    Local files: cuDF's reader through KvikIO, which uses GPUDirect Storage where the host has
-    it and its bounce buffers where not (``compat_mode`` auto). Remote files: the column chunks
-    are fetched by :class:`ArrowReader`'s concurrent range reads and the table is moved to the
-    GPU; cuDF 26.10's reader fetched whole files over HTTP (seen on an H200: three full GETs
-    for one fragment), which a read must never do.
+    Local files: the format's cuDF reader through KvikIO, which uses GPUDirect Storage where the
+    host has it and its bounce buffers where not (``compat_mode`` auto). Remote files: the
+    planned bytes are fetched by :class:`ArrowReader`'s concurrent range reads and the table is
+    moved to the GPU; cuDF 26.10's reader fetched whole files over HTTP (seen on an H200: three
+    full GETs for one fragment), which a read must never do.
     """
 
     def read(self, task: FragmentTask) -> tuple[Any, FragmentStats]:
@@ -126,8 +134,7 @@ class CudfReader:
         start = time.perf_counter()
         kvikio.defaults.set({"num_threads": task.requests_in_flight,
                              "task_size": task.request_size})
-        frame = cudf.read_parquet(task.path, columns=list(task.file_columns),
-                                  row_groups=[list(task.row_groups)])
+        frame = task.format.read_cudf(task)
         for name, value in task.partition:
             kind = task.partition_schema.field(name).type
             frame[name] = cudf.Series.from_arrow(pa.array([value] * len(frame), kind))
@@ -135,9 +142,9 @@ class CudfReader:
             table = frame.to_arrow().filter(pq.filters_to_expression(task.filters))
             frame = cudf.DataFrame.from_arrow(table)
         frame = frame[task.schema.names].reset_index(drop=True)
-        planned = sum(n for _, n in column_chunk_ranges(task.metadata, task.row_groups,
-                                                        task.file_columns))
-        stats = FragmentStats(task.key, task.path, planned, 0, len(task.row_groups), len(frame),
+        planned = sum(n for _, n in task.format.ranges(task.metadata, task.units,
+                                                       task.file_columns))
+        stats = FragmentStats(task.key, task.path, planned, 0, len(task.units), len(frame),
                               time.perf_counter() - start)
         return frame, stats
 
@@ -145,85 +152,83 @@ class CudfReader:
 READERS = {"pandas": ArrowReader, "cudf": CudfReader}
 
 
-class _Fetcher:
-    """Row groups and columns of one file as an Arrow table, counting what it fetched.
+class Fetcher:
+    """The bytes of one file's units, counting what it fetched.
 
-    Local files go through Arrow's reader (the bytes counted are the chunks' sizes); remote
-    files are fetched chunk by chunk with :func:`read_ranges` and decoded from memory.
+    :meth:`file` hands a format's Arrow reader something to open: a local path (Arrow reads
+    it; the planned bytes are counted) or, for remote files, a file object over the planned
+    ranges, fetched first with :func:`read_ranges`. :meth:`bytes` fetches ranges for formats
+    that parse bytes themselves (CSV), local or remote, many requests in flight.
     """
 
     def __init__(self, task: FragmentTask):
         self.task = task
         self.local = scheme_of(task.path) == "file"
-        self.source = None if self.local else open_source(task.path, task.storage)
+        self.source = open_source(task.path, task.storage)
         self._local_bytes = 0
         self._local_requests = 0
-        self.row_groups_read = 0
+        self.units_read = 0
 
     @property
     def bytes_read(self) -> int:
-        return self._local_bytes if self.source is None else self.source.bytes_read
+        return self._local_bytes + self.source.bytes_read
 
     @property
     def requests(self) -> int:
-        return self._local_requests if self.source is None else self.source.requests
+        return self._local_requests + self.source.requests
 
-    def read(self, row_groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
-        metadata = self.task.metadata
-        ranges = column_chunk_ranges(metadata, row_groups, columns)
-        self.row_groups_read = max(self.row_groups_read, len(row_groups))
-        if self.source is None:
+    def file(self, ranges: Sequence[tuple[int, int]]) -> Any:
+        if self.local:
             self._local_bytes += sum(n for _, n in ranges)
             self._local_requests += len(ranges)
-            try:
-                parquet = pq.ParquetFile(self.task.path, metadata=metadata)
-            except FileNotFoundError as exc:
-                raise SourceNotFoundError(f"no such file: {self.task.path} (it was planned, "
-                                          "then removed before the read)") from exc
-        else:
-            fetched = read_ranges(self.source, ranges, self.task.requests_in_flight,
-                                  self.task.request_size)
-            prefetched = {offset: data for (offset, _), data in zip(ranges, fetched)}
-            handle = pa.PythonFile(RangeFile(self.source, prefetched), mode="r")
-            parquet = pq.ParquetFile(handle, metadata=metadata)
-        return parquet.read_row_groups(list(row_groups), columns=list(columns),
-                                       use_threads=False)
+            return self.task.path
+        fetched = self.bytes(ranges)
+        prefetched = {offset: data for (offset, _), data in zip(ranges, fetched)}
+        return pa.PythonFile(RangeFile(self.source, prefetched), mode="r")
 
-    def __enter__(self) -> _Fetcher:
+    def bytes(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        return read_ranges(self.source, ranges, self.task.requests_in_flight,
+                           self.task.request_size)
+
+    def read(self, units: Sequence[int], columns: Sequence[str]) -> pa.Table:
+        self.units_read = max(self.units_read, len(units))
+        return self.task.format.read_units(self.task, self, units, columns)
+
+    def __enter__(self) -> Fetcher:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self.source is not None:
-            self.source.close()
+        self.source.close()
 
 
-def _read_selective(task: FragmentTask, fetcher: _Fetcher) -> pa.Table:
+def _read_selective(task: FragmentTask, fetcher: Fetcher) -> pa.Table:
     """The fragment's rows that pass the filters, in the output schema.
 
-    When filters are given and some result columns are not filter columns, the filter columns
-    are read first; the others are fetched only for row groups where a row survived.
+    When filters are given, the format reads units column by column, and some result columns
+    are not filter columns, the filter columns are read first; the others are fetched only for
+    units where a row survived.
     """
     filter_names = list(dict.fromkeys(t[0] for conj in task.filters or () for t in conj))
     head_columns = [c for c in task.file_columns if c in filter_names]
     rest_columns = [c for c in task.file_columns if c not in filter_names]
-    if not task.filters or not rest_columns:
-        table = _with_partition(fetcher.read(task.row_groups, task.file_columns), task)
+    if not task.filters or not rest_columns or not task.format.selective:
+        table = _with_partition(fetcher.read(task.units, task.file_columns), task)
         if task.filters:
             table = table.filter(pq.filters_to_expression(task.filters))
         return _finish(table, task)
-    head = _with_partition(fetcher.read(task.row_groups, head_columns), task)
+    head = _with_partition(fetcher.read(task.units, head_columns), task)
     head = head.append_column(_ROW, pa.array(np.arange(head.num_rows, dtype=np.int64)))
     survivors = head.filter(pq.filters_to_expression(task.filters))
     rows = survivors[_ROW].to_numpy()
-    sizes = np.array([task.metadata.row_group(g).num_rows for g in task.row_groups])
+    sizes = np.array([task.format.unit_rows(task.metadata, u) for u in task.units])
     starts = np.concatenate([[0], np.cumsum(sizes)])
-    group_of_row = np.searchsorted(starts, rows, side="right") - 1
-    kept = np.unique(group_of_row)
+    unit_of_row = np.searchsorted(starts, rows, side="right") - 1
+    kept = np.unique(unit_of_row)
     if len(kept) == 0:
         return _finish(survivors.drop_columns([_ROW]), task, empty_rest=rest_columns)
-    rest = fetcher.read([task.row_groups[i] for i in kept], rest_columns)
+    rest = fetcher.read([task.units[i] for i in kept], rest_columns)
     kept_starts = np.concatenate([[0], np.cumsum(sizes[kept])])
-    local = rows - starts[group_of_row] + kept_starts[np.searchsorted(kept, group_of_row)]
+    local = rows - starts[unit_of_row] + kept_starts[np.searchsorted(kept, unit_of_row)]
     rest = rest.take(pa.array(local))
     table = survivors.drop_columns([_ROW])
     for name in rest_columns:
@@ -271,30 +276,85 @@ def read_parquet(source: Any, columns: Sequence[str] | None = None,
     ``source``: a path, glob, directory (hive ``key=value`` folders become columns), an
     ``http(s)://`` or ``s3://`` URL, or a list of them. ``columns``: the columns to return
     (filter columns are read as needed). ``filters``: pandas/pyarrow DNF, used to skip row
-    groups and applied to rows. ``partition_bytes``: compressed bytes per partition. Storage
-    options (``endpoint``, ``key``, ``secret``, ``region``, ``anonymous``,
-    ``requests_in_flight``, ``task_size``, ...) come as ``storage=`` or keywords. Raises if any
-    partition fails; never returns a partial frame.
+    groups and applied to rows. ``partition_bytes``: compressed bytes per partition (default:
+    1/32 of the workers' smallest GPU, 128 MiB without GPUs). Storage options (``endpoint``,
+    ``key``, ``secret``, ``region``, ``anonymous``, ``requests_in_flight``, ``task_size``, ...)
+    come as ``storage=`` or keywords. Raises if any partition fails; never returns a partial
+    frame.
     """
-    frame, report = read_parquet_with_report(
-        source, columns, filters, partition_bytes=partition_bytes, storage=storage,
-        engine=engine, **storage_overrides)
-    return frame
+    return read_with_report(source, "parquet", columns, filters,
+                            partition_bytes=partition_bytes, storage=storage, engine=engine,
+                            **storage_overrides)[0]
+
+
+def read_orc(source: Any, columns: Sequence[str] | None = None,
+             filters: Sequence[Any] | None = None, *, partition_bytes: int | None = None,
+             storage: StorageOptions | dict | None = None, engine: Any = None,
+             **storage_overrides: Any) -> Any:
+    """An ORC dataset as a :class:`gpuframe.DistributedFrame`: :func:`read_parquet`'s sources
+    and options, with stripes for row groups. pyarrow exposes no stripe statistics, so filters
+    skip no stripe; they apply to rows (filter columns first, as for Parquet)."""
+    return read_with_report(source, "orc", columns, filters, partition_bytes=partition_bytes,
+                            storage=storage, engine=engine, **storage_overrides)[0]
+
+
+def read_csv(source: Any, columns: Sequence[str] | None = None,
+             filters: Sequence[Any] | None = None, *, delimiter: str = ",", header: bool = True,
+             schema: pa.Schema | dict | None = None, partition_bytes: int | None = None,
+             storage: StorageOptions | dict | None = None, engine: Any = None,
+             **storage_overrides: Any) -> Any:
+    """A CSV dataset as a :class:`gpuframe.DistributedFrame`: :func:`read_parquet`'s sources
+    and options, each file split into byte ranges of about ``partition_bytes`` on line
+    boundaries (local and remote alike, by range reads).
+
+    ``header``: the first line names the columns (else they are ``f0, f1, ...``).
+    ``schema``: column types (a ``pyarrow.Schema`` or ``{name: type}``) for some or all
+    columns; the others are inferred from each file's first MiB. Empty fields are nulls.
+    ``filters`` apply to rows after parsing (CSV has no statistics).
+    """
+    fmt = format_for("csv", delimiter=delimiter, header=header, schema=schema)
+    return read_with_report(source, fmt, columns, filters, partition_bytes=partition_bytes,
+                            storage=storage, engine=engine, **storage_overrides)[0]
 
 
 def read_parquet_with_report(source: Any, columns: Sequence[str] | None = None,
-                             filters: Sequence[Any] | None = None, *,
-                             partition_bytes: int | None = None,
-                             storage: StorageOptions | dict | None = None, engine: Any = None,
-                             **storage_overrides: Any) -> tuple[Any, ReadReport]:
+                             filters: Sequence[Any] | None = None, **options: Any,
+                             ) -> tuple[Any, ReadReport]:
     """:func:`read_parquet`, also returning the :class:`ReadReport` of what was fetched."""
+    return read_with_report(source, "parquet", columns, filters, **options)
+
+
+def read_with_report(source: Any, format: str | FileFormat = "parquet",
+                     columns: Sequence[str] | None = None,
+                     filters: Sequence[Any] | None = None, *,
+                     partition_bytes: int | None = None,
+                     storage: StorageOptions | dict | None = None, engine: Any = None,
+                     **storage_overrides: Any) -> tuple[Any, ReadReport]:
+    """Plan and read a dataset of ``format`` ('parquet', 'orc', 'csv' or a
+    :class:`~gpuframe.io.formats.FileFormat`); the frame and the :class:`ReadReport`."""
     from ..cluster.engine import current_engine
 
     engine = current_engine(engine)
     plan = plan_fragments(source, columns, filters, partition_bytes,
-                          storage_options(storage, **storage_overrides), engine.workers)
-    logger.info("read_parquet plan: %r", plan)
+                          storage_options(storage, **storage_overrides), engine.workers,
+                          format=format, device_memory=worker_device_memory(engine))
+    logger.info("read plan: %r", plan)
     return read_plan(plan, engine)
+
+
+def worker_device_memory(engine: Any) -> list[int]:
+    """Bytes of each worker's GPU, as the workers told the scheduler when they started
+    (distributed's NVML startup information); [] on a cluster without GPUs."""
+    info = engine.client.sync(engine.client.scheduler.identity, n_workers=-1)["workers"]
+    memory = []
+    for worker in info.values():
+        gpu = worker.get("gpu")
+        total = gpu.get("memory-total") if isinstance(gpu, dict) else None
+        if isinstance(total, (list, tuple)):
+            total = min(total) if total else None
+        if total:
+            memory.append(int(total))
+    return memory
 
 
 def fragment_tasks(plan: ReadPlan, prefix: str) -> list[FragmentTask]:
@@ -302,8 +362,9 @@ def fragment_tasks(plan: ReadPlan, prefix: str) -> list[FragmentTask]:
     concurrency = plan.concurrency
     in_flight = concurrency.requests_in_flight if concurrency else 1
     request_size = concurrency.request_size if concurrency else plan.storage.task_size
-    return [FragmentTask(f"{prefix}-{i}", f.path, f.row_groups, plan.footers[f.path],
-                         tuple(plan.columns_read), plan.schema, f.partition,
+    read_schema = pa.schema([plan.file_schema.field(c) for c in plan.columns_read])
+    return [FragmentTask(f"{prefix}-{i}", f.path, plan.format, f.units, plan.footers[f.path],
+                         tuple(plan.columns_read), read_schema, plan.schema, f.partition,
                          plan.partition_schema, plan.filters, plan.storage, in_flight,
                          request_size)
             for i, f in enumerate(plan.fragments)]
@@ -320,7 +381,8 @@ def read_plan(plan: ReadPlan, engine: Any = None) -> tuple[Any, ReadReport]:
     token = new_token()
     futures, owners = [], []
     start = time.perf_counter()
-    for i, task in enumerate(fragment_tasks(plan, f"gpuframe-read-parquet-{token}")):
+    prefix = f"gpuframe-read-{plan.format.name}-{token}"
+    for i, task in enumerate(fragment_tasks(plan, prefix)):
         owner = plan.fragments[i].owner
         owner = owner if owner in workers else sorted(workers)[i % len(workers)]
         futures.append(engine.client.submit(read_fragment, task, backend, key=task.key,
@@ -334,7 +396,7 @@ def read_plan(plan: ReadPlan, engine: Any = None) -> tuple[Any, ReadReport]:
         engine.client.cancel(futures)  # no partial frame survives a failed read
         raise
     report = _report(plan, engine, {f.key for f in futures}, time.perf_counter() - start)
-    logger.info("read_parquet: %r", report)
+    logger.info("read %s: %r", plan.format.name, report)
     return frame, report
 
 
@@ -343,13 +405,14 @@ def _report(plan: ReadPlan, engine: Any, keys: set[str], seconds: float) -> Read
              if isinstance(msg, dict) and msg.get("key") in keys]
     latest = {s["key"]: s for s in stats}
     return ReadReport(
+        format=plan.format.name,
         fragments=len(plan.fragments),
         bytes_read=sum(s["bytes_read"] for s in latest.values()),
         planned_bytes=plan.total_bytes,
         result_column_bytes=plan.result_bytes,
         requests=sum(s["requests"] for s in latest.values()),
         rows=sum(s["rows"] for s in latest.values()),
-        row_groups_kept=plan.row_groups_kept,
-        row_groups_total=plan.row_groups_total,
+        units_kept=plan.units_kept,
+        units_total=plan.units_total,
         seconds=seconds,
     )

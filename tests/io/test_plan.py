@@ -20,9 +20,9 @@ from gpuframe.io.errors import (
     TruncatedFileError,
     UnreachableError,
 )
+from gpuframe.io.formats import ParquetFormat, column_chunk_ranges
 from gpuframe.io.plan import (
     assign_owners,
-    column_chunk_ranges,
     default_partition_bytes,
     expand_source,
     plan_fragments,
@@ -69,15 +69,15 @@ def test_fragments_pack_row_groups_by_bytes(dataset_dir):
     plan = plan_fragments(str(flat), partition_bytes=2 * group_bytes + 1000, workers=WORKERS,
                           storage=FIXED)
     assert plan.files == files
-    assert [(f.path, f.row_groups) for f in plan.fragments] == [
+    assert [(f.path, f.units) for f in plan.fragments] == [
         (files[0], (0, 1)), (files[0], (2, 3)), (files[1], (0, 1)), (files[1], (2, 3))]
     assert [f.rows for f in plan.fragments] == [2000] * 4
     assert plan.total_bytes == sum(compressed(f) for f in files) == plan.result_bytes
     for fragment in plan.fragments:
-        assert fragment.bytes == compressed(fragment.path, row_groups=fragment.row_groups)
-    assert (plan.row_groups_total, plan.row_groups_kept) == (8, 8)
+        assert fragment.bytes == compressed(fragment.path, row_groups=fragment.units)
+    assert (plan.units_total, plan.units_kept) == (8, 8)
     whole = plan_fragments(str(flat), partition_bytes=2**40, storage=FIXED)
-    assert [f.row_groups for f in whole.fragments] == [(0, 1, 2, 3)] * 2
+    assert [f.units for f in whole.fragments] == [(0, 1, 2, 3)] * 2
     assert {f.owner for f in whole.fragments} == {None}
     single = plan_fragments(str(flat), partition_bytes=1, storage=FIXED)
     assert len(single.fragments) == 8
@@ -130,9 +130,9 @@ def test_columns_select_and_validate(dataset_dir):
 def test_statistics_prune_row_groups(dataset_dir, filters, kept):
     plan = plan_fragments(str(dataset_dir / "flat"), filters=filters, partition_bytes=1,
                           storage=FIXED)
-    assert (plan.row_groups_total, plan.row_groups_kept) == (8, kept)
+    assert (plan.units_total, plan.units_kept) == (8, kept)
     expression = pq.filters_to_expression(filters)
-    kept_groups = {(f.path, g) for f in plan.fragments for g in f.row_groups}
+    kept_groups = {(f.path, g) for f in plan.fragments for g in f.units}
     for path in plan.files:
         parquet = pq.ParquetFile(path)
         for g in range(parquet.num_row_groups):
@@ -170,11 +170,11 @@ def test_missing_statistics_keep_row_groups(tmp_path, sample_table):
     path = tmp_path / "nostats.parquet"
     pq.write_table(sample_table(0, 3000), path, row_group_size=1000, write_statistics=False)
     plan = plan_fragments(str(path), filters=[("id", "<", 10)], storage=FIXED)
-    assert (plan.row_groups_total, plan.row_groups_kept) == (3, 3)
+    assert (plan.units_total, plan.units_kept) == (3, 3)
     nulls = tmp_path / "nulls.parquet"
     pq.write_table(pa.table({"v": pa.array([None] * 10, pa.int64())}), nulls)
     plan = plan_fragments(str(nulls), filters=[("v", "!=", 1)], storage=FIXED)
-    assert plan.row_groups_kept == 0
+    assert plan.units_kept == 0
 
 
 def test_hive_partitions_typed_like_pyarrow_and_pruned(dataset_dir):
@@ -189,11 +189,11 @@ def test_hive_partitions_typed_like_pyarrow_and_pruned(dataset_dir):
     assert {f.path.split("/hive/")[1] for f in plan.fragments} == {
         "year=2024/city=ams/part.parquet"}
     assert (plan.files_total, len(plan.files)) == (3, 1)
-    assert (plan.row_groups_total, plan.row_groups_kept) == (2, 2)
+    assert (plan.units_total, plan.units_kept) == (2, 2)
     assert "1/3 files" in repr(plan)
     plan = plan_fragments(str(hive), filters=[("city", "in", ["oslo"]), ("id", "<", 2500)],
                           columns=["id", "city"], storage=FIXED)
-    assert [(dict(f.partition)["city"], f.row_groups) for f in plan.fragments] == [("oslo", (0,))]
+    assert [(dict(f.partition)["city"], f.units) for f in plan.fragments] == [("oslo", (0,))]
     assert plan.schema.names == ["id", "city"]
     with pytest.raises(FilterError, match="value 'x' does not fit column 'year' of type int32"):
         plan_fragments(str(hive), filters=[("year", "==", "x")])
@@ -232,8 +232,8 @@ def test_http_footers_one_suffix_request_per_file(dataset_dir, http_server):
     plan = plan_fragments([f"{http_server.url}/{n}" for n in names], storage=FIXED,
                           workers=WORKERS)
     local = plan_fragments(str(dataset_dir / "flat"), storage=FIXED, workers=WORKERS)
-    assert [(f.row_groups, f.bytes, f.owner) for f in plan.fragments] == [
-        (f.row_groups, f.bytes, f.owner) for f in local.fragments]
+    assert [(f.units, f.bytes, f.owner) for f in plan.fragments] == [
+        (f.units, f.bytes, f.owner) for f in local.fragments]
     assert sorted((r.method, r.range) for r in http_server.log) == [
         ("GET", f"bytes=-{FOOTER_PROBE}")] * 2
     assert http_server.whole_file_gets() == 0
@@ -248,7 +248,7 @@ def test_http_large_footer_takes_a_second_request(tmp_path, http_server):
     assert footer + 8 > FOOTER_PROBE
     http_server.reset()
     plan = plan_fragments(f"{http_server.url}/wide.parquet", storage=FIXED)
-    assert plan.row_groups_total == 2 and len(plan.schema) == 400
+    assert plan.units_total == 2 and len(plan.schema) == 400
     assert len(http_server.log) == 2
     assert http_server.bytes_served() == footer + 8
 
@@ -273,9 +273,9 @@ def test_s3_plans_like_local(dataset_dir, s3_server):
     local = plan_fragments(str(dataset_dir / "hive"), filters=[("year", "==", 2023)],
                            storage=FIXED, workers=WORKERS)
     assert plan.schema == local.schema
-    assert [(f.path.split("/hive/")[1], f.row_groups, f.bytes, f.partition, f.owner)
+    assert [(f.path.split("/hive/")[1], f.units, f.bytes, f.partition, f.owner)
             for f in plan.fragments] == [
-        (f.path.split("/hive/")[1], f.row_groups, f.bytes, f.partition, f.owner)
+        (f.path.split("/hive/")[1], f.units, f.bytes, f.partition, f.owner)
         for f in local.fragments]
     assert [f.split("/")[-1] for f in plan_fragments(s3_server.url("flat/*.parquet"),
                                                      storage=options).files] == [
@@ -301,23 +301,37 @@ def test_partition_bytes_option(dataset_dir):
     assert plan.partition_bytes == default_partition_bytes()
 
 
-def test_default_partition_bytes_follows_device_memory(monkeypatch):
-    from gpuframe.cluster import hardware
+def test_default_partition_bytes_follows_device_memory(dataset_dir):
+    assert default_partition_bytes() == default_partition_bytes([]) == 128 * 2**20
+    assert default_partition_bytes([80 * 2**30, 16 * 2**30]) == 16 * 2**30 // 32
+    assert default_partition_bytes([2**28]) == 16 * 2**20
+    plan = plan_fragments(str(dataset_dir / "flat"), storage=FIXED, device_memory=[2**35])
+    assert plan.partition_bytes == 2**30
 
-    monkeypatch.setattr(hardware, "list_gpus", lambda: [])
-    assert default_partition_bytes() == 128 * 2**20
-    gpus = [hardware.Gpu(0, "big", 80 * 2**30), hardware.Gpu(1, "small", 16 * 2**30)]
-    monkeypatch.setattr(hardware, "list_gpus", lambda: gpus)
-    assert default_partition_bytes() == 16 * 2**30 // 32
+
+@pytest.mark.parametrize("module", ["plan", "formats", "filters", "remote", "errors"])
+def test_planning_layers_import_no_cluster_code(module):
+    """io sits below cluster: the planning modules import nothing of it, even lazily."""
+    import ast
+
+    import gpuframe.io
+
+    path = f"{gpuframe.io.__path__[0]}/{module}.py"
+    imported = []
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.ImportFrom):
+            imported.append("." * node.level + (node.module or ""))
+        elif isinstance(node, ast.Import):
+            imported.extend(alias.name for alias in node.names)
+    assert imported and not [m for m in imported if "cluster" in m or "frame" == m.strip(".")]
 
 
 def test_hive_values_drop_files_before_their_footers_are_read(dataset_dir, monkeypatch):
-    from gpuframe.io import plan as planning
-
     read = []
-    original = planning.read_footer
-    monkeypatch.setattr(planning, "read_footer",
-                        lambda source: read.append(source.path) or original(source))
+    original = ParquetFormat.read_metadata
+    monkeypatch.setattr(ParquetFormat, "read_metadata",
+                        lambda self, source, budget: read.append(source.path)
+                        or original(self, source, budget))
     hive = dataset_dir / "hive"
     plan = plan_fragments(str(hive), filters=[[("city", "==", "oslo")], [("year", ">", 2023)]],
                           storage=FIXED)

@@ -84,7 +84,7 @@ def test_selective_read_fetches_other_columns_only_where_rows_survive(engine, tm
                                              requests_in_flight=2)
     check_same(frame, pd.read_parquet(path, columns=["payload", "text"], filters=filters))
     assert len(frame) == 1
-    assert (report.row_groups_kept, report.row_groups_total) == (4, 4)
+    assert (report.units_kept, report.units_total) == (4, 4)
     metadata = pq.ParquetFile(path).metadata
     chunk = lambda g, c: metadata.row_group(g).column(c).total_compressed_size  # noqa: E731
     expected = sum(chunk(g, 0) for g in range(4)) + chunk(2, 1) + chunk(2, 2)

@@ -1,0 +1,591 @@
+"""The file formats a dataset may be in, behind one small class each: Parquet, ORC and CSV.
+
+Planning and reading are the same for every format (:mod:`~gpuframe.io.plan`,
+:mod:`~gpuframe.io.read`); a :class:`FileFormat` answers only what differs:
+
+- its *metadata*: what one request for the file's tail (or head) tells: the Parquet footer, the
+  ORC file tail with its stripes, or a CSV file's header, sampled types and line-aligned ranges.
+  Read once per file on the client and sent to the read tasks, so workers never fetch it again;
+- its *units*: the pieces a fragment is made of, with their rows and bytes: Parquet row groups,
+  ORC stripes, CSV byte ranges that start and end on line boundaries;
+- whether statistics can prove a unit holds no matching row (Parquet's min/max; pyarrow exposes
+  no ORC stripe statistics, and CSV has none: there the filters only apply to rows);
+- how to read some units' columns: with pyarrow (the pandas backend), or with cuDF.
+
+Formats are small picklable objects; their options (CSV's delimiter, header and types) travel
+with each read task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import OptionError
+from .errors import CorruptFileError, TruncatedFileError
+from .filters import Term, range_may_match
+from .remote import FOOTER_PROBE, Source
+
+MAGIC = b"PAR1"
+ORC_MAGIC = b"ORC"
+ORC_TAIL_GUESS = 16 * 2**10
+"""Bytes Arrow's ORC reader fetches from a file's end before it knows the tail's length."""
+CSV_SAMPLE = 2**20
+"""Bytes of a CSV file's head whose rows give the column types."""
+CSV_PROBE = 64 * 2**10
+"""Bytes read at a split point to find the next line's start (more if the line is longer)."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One piece of a file that a fragment is packed from."""
+
+    index: int
+    rows: int | None
+    """Rows, where the metadata says (not for CSV)."""
+    bytes: int
+    """Bytes a read of the planned columns fetches."""
+    result_bytes: int
+    """Bytes of the result's columns alone."""
+
+
+class FileFormat:
+    """What planning and reading need to know of one file format; see the module docstring."""
+
+    name = ""
+    unit_name = "units"
+    selective = False
+    """Units can be read a few columns at a time, with known rows (filter columns first)."""
+
+    def read_metadata(self, source: Source, partition_bytes: int) -> Any:
+        raise NotImplementedError
+
+    def arrow_schema(self, path: str, metadata: Any) -> pa.Schema:
+        raise NotImplementedError
+
+    def units(self, metadata: Any, columns: Sequence[str],
+              result_columns: Sequence[str]) -> list[Unit]:
+        raise NotImplementedError
+
+    def unit_may_match(self, metadata: Any, unit: Unit, partition: Mapping[str, Any],
+                       dnf: list[list[Term]] | None) -> bool:
+        """False only when what is known without reading proves no row can match."""
+        return unit.rows != 0
+
+    def unit_rows(self, metadata: Any, index: int) -> int:
+        raise NotImplementedError
+
+    def ranges(self, metadata: Any, units: Sequence[int],
+               columns: Sequence[str]) -> list[tuple[int, int]]:
+        """(offset, length) of the bytes reading ``columns`` of ``units`` fetches."""
+        raise NotImplementedError
+
+    def read_units(self, task: Any, fetcher: Any, units: Sequence[int],
+                   columns: Sequence[str]) -> pa.Table:
+        """``columns`` of ``units`` of the task's file as an Arrow table (the pandas backend).
+
+        ``fetcher`` (:class:`gpuframe.io.read.Fetcher`) fetches byte ranges and counts them."""
+        raise NotImplementedError
+
+    def read_cudf(self, task: Any) -> Any:
+        """The task's units and file columns of a local file as a cuDF frame, read by cuDF."""
+        raise NotImplementedError
+
+    def resolve_schema(self, schema: pa.Schema) -> pa.Schema:
+        """The dataset's file schema, once every file agreed on it."""
+        return schema
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+
+def format_for(format: str | FileFormat, **options: Any) -> FileFormat:
+    """The :class:`FileFormat` called ``format`` ('parquet', 'orc', 'csv') with ``options``."""
+    if isinstance(format, FileFormat):
+        if options:
+            raise OptionError(f"options {sorted(options)} given with a {format!r} object")
+        return format
+    kinds = {"parquet": ParquetFormat, "orc": OrcFormat, "csv": CsvFormat}
+    if format not in kinds:
+        raise OptionError(f"format={format!r} is not one of " + ", ".join(kinds))
+    return kinds[format](**options)
+
+
+
+
+class ParquetFormat(FileFormat):
+    """Parquet: units are row groups; the footer's statistics prune them; chunks are fetched
+    column by column."""
+
+    name = "parquet"
+    unit_name = "row groups"
+    selective = True
+
+    def read_metadata(self, source: Source, partition_bytes: int) -> pq.FileMetaData:
+        return read_footer(source)
+
+    def arrow_schema(self, path: str, metadata: pq.FileMetaData) -> pa.Schema:
+        try:
+            return metadata.schema.to_arrow_schema()
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptFileError(f"{path}: its schema has no arrow equivalent: {exc}") from exc
+
+    def units(self, metadata: pq.FileMetaData, columns: Sequence[str],
+              result_columns: Sequence[str]) -> list[Unit]:
+        indices = column_indices(metadata, columns)
+        result_indices = column_indices(metadata, result_columns)
+        units = []
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            units.append(Unit(
+                group, row_group.num_rows,
+                sum(row_group.column(i).total_compressed_size for i in indices),
+                sum(row_group.column(i).total_compressed_size for i in result_indices)))
+        return units
+
+    def unit_may_match(self, metadata: pq.FileMetaData, unit: Unit,
+                       partition: Mapping[str, Any], dnf: list[list[Term]] | None) -> bool:
+        return row_group_may_match(metadata.row_group(unit.index), metadata, partition, dnf)
+
+    def unit_rows(self, metadata: pq.FileMetaData, index: int) -> int:
+        return metadata.row_group(index).num_rows
+
+    def ranges(self, metadata: pq.FileMetaData, units: Sequence[int],
+               columns: Sequence[str]) -> list[tuple[int, int]]:
+        return column_chunk_ranges(metadata, units, columns)
+
+    def read_units(self, task: Any, fetcher: Any, units: Sequence[int],
+                   columns: Sequence[str]) -> pa.Table:
+        handle = fetcher.file(self.ranges(task.metadata, units, columns))
+        parquet = pq.ParquetFile(handle, metadata=task.metadata)
+        return parquet.read_row_groups(list(units), columns=list(columns), use_threads=False)
+
+    def read_cudf(self, task: Any) -> Any:
+        import cudf
+
+        return cudf.read_parquet(task.path, columns=list(task.file_columns),
+                                 row_groups=[list(task.units)])
+
+
+def read_footer(source: Source) -> pq.FileMetaData:
+    """The footer of one Parquet file: the last 64 KiB in one request, more only if needed.
+
+    Raises :class:`TruncatedFileError` when the file starts like Parquet but its end (footer or
+    data) is missing, :class:`CorruptFileError` when it is not Parquet or the footer is garbage.
+    """
+    path = source.path
+    size, tail = source.read_tail(FOOTER_PROBE)
+    if size == 0:
+        raise CorruptFileError(f"{path} is empty, not a Parquet file")
+    if size < 12 or tail[-4:] != MAGIC:
+        head = tail[:4] if len(tail) == size else source.read_range(0, 4)
+        if head == MAGIC:
+            raise TruncatedFileError(f"{path} is truncated: it starts like Parquet but its "
+                                     f"{size} bytes end without a footer")
+        raise CorruptFileError(f"{path} is not a Parquet file (no PAR1 magic at either end)")
+    length = int.from_bytes(tail[-8:-4], "little")
+    if length + 12 > size:
+        raise CorruptFileError(f"corrupt footer in {path}: it claims {length} bytes of a "
+                               f"{size}-byte file")
+    if length + 8 > len(tail):
+        missing = length + 8 - len(tail)
+        tail = source.read_range(size - len(tail) - missing, missing) + tail
+    try:
+        metadata = pq.read_metadata(pa.BufferReader(tail[-(length + 8):]))
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptFileError(f"corrupt footer in {path}: {exc}") from exc
+    data_end = size - length - 8
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for i in range(row_group.num_columns):
+            chunk = row_group.column(i)
+            start, length_ = chunk_range(chunk)
+            if start < 0 or start + length_ > data_end:
+                raise TruncatedFileError(
+                    f"{path} is truncated or corrupt: row group {group} column "
+                    f"{chunk.path_in_schema!r} lies at bytes {start}-{start + length_}, past "
+                    f"the data's end at {data_end}")
+    return metadata
+
+
+
+def column_indices(metadata: pq.FileMetaData, names: Sequence[str]) -> list[int]:
+    """Leaf column indices (in the footer) of the top-level columns ``names``."""
+    wanted = set(names)
+    return [i for i in range(metadata.num_columns)
+            if metadata.schema.column(i).path.split(".", 1)[0] in wanted]
+
+
+def chunk_range(chunk: pq.ColumnChunkMetaData) -> tuple[int, int]:
+    """(offset, length) of a column chunk in its file, dictionary page included."""
+    start = chunk.data_page_offset
+    if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+        start = chunk.dictionary_page_offset
+    return start, chunk.total_compressed_size
+
+
+def column_chunk_ranges(metadata: pq.FileMetaData, row_groups: Sequence[int],
+                        names: Sequence[str]) -> list[tuple[int, int]]:
+    """Byte ranges of the chunks of columns ``names`` in ``row_groups``, adjacent ones merged."""
+    indices = column_indices(metadata, names)
+    spans = sorted(chunk_range(metadata.row_group(g).column(i))
+                   for g in row_groups for i in indices)
+    merged: list[tuple[int, int]] = []
+    for start, length in spans:
+        if merged and start <= merged[-1][0] + merged[-1][1]:
+            last_start, last_length = merged[-1]
+            merged[-1] = (last_start, max(last_start + last_length, start + length) - last_start)
+        else:
+            merged.append((start, length))
+    return merged
+
+
+
+def row_group_may_match(row_group: pq.RowGroupMetaData, metadata: pq.FileMetaData,
+                        partition: Mapping[str, Any], dnf: list[list[Term]] | None) -> bool:
+    """False only when statistics or hive values prove no row can satisfy ``dnf``."""
+    if row_group.num_rows == 0:
+        return False
+    if dnf is None:
+        return True
+    return any(all(_term_may_match(term, row_group, metadata, partition) for term in conj)
+               for conj in dnf)
+
+
+def _term_may_match(term: Term, row_group: pq.RowGroupMetaData, metadata: pq.FileMetaData,
+                    partition: Mapping[str, Any]) -> bool:
+    column, op, value = term
+    rows = row_group.num_rows
+    if column in partition:
+        known = partition[column]
+        return range_may_match(op, value, known, known, 1 if known is None else 0, 1)
+    indices = column_indices(metadata, [column])
+    if len(indices) != 1:
+        return True
+    stats = row_group.column(indices[0]).statistics
+    if stats is None:
+        return True
+    nulls = stats.null_count if stats.has_null_count else None
+    if not stats.has_min_max:
+        return not (nulls is not None and nulls == rows)
+    return range_may_match(op, value, stats.min, stats.max, nulls, rows)
+
+
+@dataclass(frozen=True)
+class OrcMetadata:
+    """What an ORC file's tail says: its stripes and schema, and how long the tail is."""
+
+    size: int
+    tail_length: int
+    """Postscript, footer and stripe statistics at the file's end."""
+    stripes: tuple[tuple[int, int, int], ...]
+    """(offset, length, rows) of each stripe; length counts its index, data and footer."""
+    schema: pa.Schema
+
+
+class OrcFormat(FileFormat):
+    """ORC: units are stripes, read with ``pyarrow.orc.ORCFile.read_stripe``.
+
+    The stripes' places come from the file tail (``serialized_file_tail``, decoded here: Arrow
+    gives no accessor for them). pyarrow exposes no stripe statistics (only their count), so
+    stripes are never pruned; filters apply to rows. A stripe's bytes are counted whole: its
+    footer, not the file's, says how they split between columns.
+    """
+
+    name = "orc"
+    unit_name = "stripes"
+    selective = True
+
+    def read_metadata(self, source: Source, partition_bytes: int) -> OrcMetadata:
+        import pyarrow.orc as orc
+
+        from .remote import RangeFile
+
+        path = source.path
+        size, tail = source.read_tail(FOOTER_PROBE)
+        if size == 0:
+            raise CorruptFileError(f"{path} is empty, not an ORC file")
+        head = tail[:3] if len(tail) == size else source.read_range(0, 3)
+        if head != ORC_MAGIC:
+            raise CorruptFileError(f"{path} is not an ORC file (no 'ORC' magic at its start)")
+        handle = pa.PythonFile(RangeFile(source, {size - len(tail): tail}), mode="r")
+        try:
+            opened = orc.ORCFile(handle)
+            stripes = _orc_stripes(opened.reader.serialized_file_tail())
+            tail_length = (opened.file_postscript_length + 1 + opened.file_footer_length
+                           + opened.stripe_statistics_length)
+            schema = opened.schema
+        except (OSError, pa.ArrowException, ValueError, IndexError) as exc:
+            raise TruncatedFileError(
+                f"{path} is truncated or its tail is corrupt: it starts like ORC, but its "
+                f"{size} bytes end without a readable postscript and footer ({exc})") from exc
+        data_end = size - tail_length
+        for index, (offset, length, _) in enumerate(stripes):
+            if offset + length > data_end:
+                raise TruncatedFileError(
+                    f"{path} is truncated or corrupt: stripe {index} lies at bytes "
+                    f"{offset}-{offset + length}, past the data's end at {data_end}")
+        return OrcMetadata(size, tail_length, stripes, schema)
+
+    def arrow_schema(self, path: str, metadata: OrcMetadata) -> pa.Schema:
+        return metadata.schema
+
+    def units(self, metadata: OrcMetadata, columns: Sequence[str],
+              result_columns: Sequence[str]) -> list[Unit]:
+        return [Unit(i, rows, length, length)
+                for i, (_, length, rows) in enumerate(metadata.stripes)]
+
+    def unit_rows(self, metadata: OrcMetadata, index: int) -> int:
+        return metadata.stripes[index][2]
+
+    def ranges(self, metadata: OrcMetadata, units: Sequence[int],
+               columns: Sequence[str]) -> list[tuple[int, int]]:
+        """The stripes, and the tail Arrow's reader opens the file with."""
+        tail = min(metadata.size, max(ORC_TAIL_GUESS, metadata.tail_length))
+        spans = [metadata.stripes[i][:2] for i in units]
+        return spans + [(metadata.size - tail, tail)]
+
+    def read_units(self, task: Any, fetcher: Any, units: Sequence[int],
+                   columns: Sequence[str]) -> pa.Table:
+        import pyarrow.orc as orc
+
+        handle = fetcher.file(self.ranges(task.metadata, units, columns))
+        opened = orc.ORCFile(handle)
+        schema = pa.schema([task.metadata.schema.field(c) for c in columns])
+        batches = [opened.read_stripe(i, columns=list(columns)).select(list(columns))
+                   for i in units]
+        return pa.Table.from_batches(batches, schema=schema)
+
+    def read_cudf(self, task: Any) -> Any:
+        import cudf
+
+        return cudf.read_orc(task.path, columns=list(task.file_columns),
+                             stripes=[list(task.units)])
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7
+
+
+def _proto_fields(data: bytes) -> list[tuple[int, Any]]:
+    """(field number, value) of a serialized protobuf message: ints, or bytes for the
+    length-delimited fields (nested messages, strings)."""
+    fields, position = [], 0
+    while position < len(data):
+        key, position = _varint(data, position)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, position = _varint(data, position)
+        elif wire == 2:
+            length, position = _varint(data, position)
+            value, position = data[position:position + length], position + length
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            value, position = data[position:position + width], position + width
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        fields.append((number, value))
+    return fields
+
+
+def _orc_stripes(file_tail: bytes) -> tuple[tuple[int, int, int], ...]:
+    """(offset, length, rows) of each stripe, from ORC's FileTail message (footer = field 2;
+    its stripes = field 3: offset 1, index, data and footer lengths 2-4, rows 5)."""
+    footer = next(value for number, value in _proto_fields(file_tail) if number == 2)
+    stripes = []
+    for number, value in _proto_fields(footer):
+        if number == 3:
+            info = dict(_proto_fields(value))
+            stripes.append((info.get(1, 0), info.get(2, 0) + info.get(3, 0) + info.get(4, 0),
+                            info.get(5, 0)))
+    return tuple(stripes)
+
+
+@dataclass(frozen=True)
+class CsvMetadata:
+    """A CSV file's size, column names, sampled types, and line-aligned byte ranges."""
+
+    size: int
+    names: tuple[str, ...]
+    schema: pa.Schema
+    """Types as read from the file's first :data:`CSV_SAMPLE` bytes (nulls where all empty)."""
+    ranges: tuple[tuple[int, int], ...]
+    """(start, end) of each range; each starts where a line starts, after the header."""
+
+
+class CsvFormat(FileFormat):
+    """CSV: units are byte ranges of about ``partition_bytes`` that start and end on line
+    boundaries, found at planning by a small read at each split point.
+
+    Types are inferred from the first MiB of each file (``schema=`` gives some or all of them);
+    empty fields are nulls, as in pandas. CSV has no statistics: filters apply to rows after
+    parsing, and every range is read whole. A quoted field holding a newline would be split
+    between two ranges: give such files ``partition_bytes`` larger than the file.
+    """
+
+    name = "csv"
+    unit_name = "byte ranges"
+    selective = False
+
+    def __init__(self, delimiter: str = ",", header: bool = True,
+                 schema: pa.Schema | Mapping[str, Any] | None = None):
+        if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in "\r\n\"":
+            raise OptionError(f"delimiter={delimiter!r} must be one character, not a quote or "
+                              "newline")
+        if not isinstance(header, bool):
+            raise OptionError(f"header={header!r} must be True or False")
+        self.delimiter = delimiter
+        self.header = header
+        self.types = _csv_types(schema)
+
+    def read_metadata(self, source: Source, partition_bytes: int) -> CsvMetadata:
+        import pyarrow.csv as csv
+
+        path = source.path
+        size = source.size()
+        if size == 0:
+            raise CorruptFileError(f"{path} is empty, not a CSV file")
+        head = source.read_range(0, min(size, CSV_SAMPLE))
+        complete = head if len(head) == size else head[:head.rfind(b"\n") + 1]
+        if not complete:
+            raise CorruptFileError(f"{path}: its first line is longer than {CSV_SAMPLE} bytes")
+        data_start = 0
+        if self.header:
+            newline = head.find(b"\n")
+            data_start = size if newline < 0 else newline + 1
+        try:
+            sample = csv.read_csv(pa.BufferReader(complete), self._read_options(None),
+                                  self._parse_options(), self._convert_options(self.types))
+        except pa.ArrowException as exc:
+            raise CorruptFileError(f"{path} cannot be read as CSV: {exc}") from exc
+        if b"\x00" in complete:
+            raise CorruptFileError(f"{path} is not a CSV file (it holds NUL bytes)")
+        starts = [data_start]
+        point = data_start + partition_bytes
+        while point < size:
+            start = _next_line_start(source, point, size)
+            if start >= size:
+                break
+            starts.append(start)
+            point = start + partition_bytes
+        ranges = tuple((a, b) for a, b in zip(starts, starts[1:] + [size]) if b > a)
+        return CsvMetadata(size, tuple(sample.schema.names), sample.schema, ranges)
+
+    def arrow_schema(self, path: str, metadata: CsvMetadata) -> pa.Schema:
+        return metadata.schema
+
+    def units(self, metadata: CsvMetadata, columns: Sequence[str],
+              result_columns: Sequence[str]) -> list[Unit]:
+        return [Unit(i, None, end - start, end - start)
+                for i, (start, end) in enumerate(metadata.ranges)]
+
+    def ranges(self, metadata: CsvMetadata, units: Sequence[int],
+               columns: Sequence[str]) -> list[tuple[int, int]]:
+        return [(metadata.ranges[i][0], metadata.ranges[i][1] - metadata.ranges[i][0])
+                for i in units]
+
+    def read_units(self, task: Any, fetcher: Any, units: Sequence[int],
+                   columns: Sequence[str]) -> pa.Table:
+        import pyarrow.csv as csv
+
+        types = {c: task.read_schema.field(c).type for c in columns}
+        if not units:
+            return pa.schema(list(types.items())).empty_table()
+        ranges = self.ranges(task.metadata, units, columns)
+        data = b"".join(fetcher.bytes(ranges))
+        convert = self._convert_options(types)
+        convert.include_columns = list(columns)
+        try:
+            return csv.read_csv(pa.BufferReader(data), self._read_options(task.metadata.names),
+                                self._parse_options(), convert)
+        except pa.ArrowException as exc:
+            first, last = ranges[0][0], ranges[-1][0] + ranges[-1][1]
+            raise CorruptFileError(
+                f"{task.path} bytes {first}-{last}: {exc} (the types were inferred from the "
+                "file's first MiB; give them with schema=)") from exc
+
+    def read_cudf(self, task: Any) -> Any:
+        import cudf
+
+        columns = list(task.file_columns)
+        dtypes = {c: _cudf_dtype(task.read_schema.field(c).type) for c in columns}
+        frames = []
+        for start, end in (task.metadata.ranges[i] for i in task.units):
+            # cuDF reads the rows that start inside the range; from the newline that ends
+            # the previous line, the first of them is the line at ``start``.
+            offset = start - 1 if start > 0 else 0
+            frames.append(cudf.read_csv(task.path, names=list(task.metadata.names), header=None,
+                                        usecols=columns, dtype=dtypes, sep=self.delimiter,
+                                        byte_range=(offset, end - offset - (start > 0))))
+        return cudf.concat(frames, ignore_index=True) if frames else cudf.DataFrame(
+            {c: cudf.Series([], dtype=d) for c, d in dtypes.items()})
+
+    def _read_options(self, names: Sequence[str] | None) -> Any:
+        import pyarrow.csv as csv
+
+        if names is not None:
+            return csv.ReadOptions(column_names=list(names), use_threads=False)
+        return csv.ReadOptions(use_threads=False, autogenerate_column_names=not self.header)
+
+    def _parse_options(self) -> Any:
+        import pyarrow.csv as csv
+
+        return csv.ParseOptions(delimiter=self.delimiter)
+
+    def _convert_options(self, types: Mapping[str, pa.DataType]) -> Any:
+        import pyarrow.csv as csv
+
+        return csv.ConvertOptions(column_types=dict(types), strings_can_be_null=True)
+
+    def resolve_schema(self, schema: pa.Schema) -> pa.Schema:
+        """Columns that were empty in every sampled row are read as strings."""
+        return pa.schema([pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f
+                          for f in schema], schema.metadata)
+
+    def __repr__(self) -> str:
+        return f"<CsvFormat delimiter={self.delimiter!r} header={self.header}>"
+
+
+def _csv_types(schema: pa.Schema | Mapping[str, Any] | None) -> dict[str, pa.DataType]:
+    if schema is None:
+        return {}
+    items = schema.items() if isinstance(schema, Mapping) else ((f.name, f.type) for f in schema)
+    types = {}
+    for name, kind in items:
+        try:
+            types[name] = kind if isinstance(kind, pa.DataType) else pa.type_for_alias(str(kind))
+        except (ValueError, pa.ArrowException) as exc:
+            raise OptionError(f"schema= gives column {name!r} the unknown type {kind!r}") from exc
+    return types
+
+
+def _next_line_start(source: Source, position: int, size: int) -> int:
+    """The first line start at or after ``position`` (the byte after a newline), or ``size``."""
+    offset = position - 1
+    while offset < size:
+        chunk = source.read_range(offset, CSV_PROBE)
+        if not chunk:
+            break
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            return offset + newline + 1
+        offset += len(chunk)
+    return size
+
+
+def _cudf_dtype(kind: pa.DataType) -> str:
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind):
+        return "str"
+    import numpy as np
+
+    return np.dtype(kind.to_pandas_dtype()).name
