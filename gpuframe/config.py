@@ -80,6 +80,14 @@ class JoinOptions:
         64 * 2**20, _count,
         "broadcast the smaller side to every worker when it holds at most this many bytes",
     )
+    skew_threshold: float | None = _option(
+        0.25, float,
+        "split a key across workers when its rows on a side, or its output rows, exceed this "
+        "fraction of one worker's share (sampled); None or 0: never split",
+    )
+    skew_sample_rows: int = _option(
+        10_000, _count, "key rows sampled per partition to find heavy keys",
+    )
 
 
 def resolve(cls: type[Options], overrides: Mapping[str, Any] | None = None,

@@ -14,21 +14,27 @@ from typing import Any
 
 from distributed import Future
 
+from ..backend import get_backend
 from ..frame import DistributedFrame
 from .partition import hash_split
+from .skew import SideSkew, split_heavy
 
 
 def exchange(frame: DistributedFrame, keys: list[str], casts: dict[str, Any],
-             destinations: list[str], side: str, token: str) -> list[list[Future]]:
+             destinations: list[str], side: str, token: str,
+             skew: SideSkew | None = None) -> list[list[Future]]:
     """``buckets[j]``: for each partition of ``frame``, the future of its rows bound for
     ``destinations[j]`` (the caller's one snapshot of the workers, so buckets and joins agree).
 
     ``casts`` gives key columns their common join type first, so equal keys hash equally.
+    ``skew``'s heavy keys are dealt round robin or copied to every destination instead of hashed
+    (see :mod:`~gpuframe.shuffle.skew`).
     """
     client, backend, n = frame.engine.client, frame.engine.backend.name, len(destinations)
+    skew = skew if skew else None
     buckets: list[list[Future]] = [[] for _ in range(n)]
     for i, (part, owner) in enumerate(zip(frame.futures, frame.owners)):
-        packed = client.submit(partition_rows, part, keys, casts, n, backend,
+        packed = client.submit(partition_rows, part, keys, casts, n, backend, skew, i,
                                key=f"gpuframe-partition-{side}-{token}-{i}", workers=[owner])
         for j in range(n):
             buckets[j].append(client.submit(operator.getitem, packed, j,
@@ -37,10 +43,18 @@ def exchange(frame: DistributedFrame, keys: list[str], casts: dict[str, Any],
     return buckets
 
 
-def partition_rows(part: Any, keys: list[str], casts: dict[str, Any], n: int,
-                   backend: str) -> list[Any]:
-    """On the source worker: cast the keys, then split the rows into one bucket per worker."""
-    return hash_split(cast_keys(part, casts), keys, n, backend)
+def partition_rows(part: Any, keys: list[str], casts: dict[str, Any], n: int, backend: str,
+                   skew: SideSkew | None = None, index: int = 0) -> list[Any]:
+    """On the source worker: cast the keys, then split the rows into one bucket per worker
+    (``index``: the partition's number, where heavy keys' rows start their round robin)."""
+    part = cast_keys(part, casts)
+    if skew is None:
+        return hash_split(part, keys, n, backend)
+    rest, extra = split_heavy(part, keys, skew, n, index, backend)
+    buckets = hash_split(rest, keys, n, backend)
+    frames = get_backend(backend)
+    return [frames.concat([bucket, *pieces]) if pieces else bucket
+            for bucket, pieces in zip(buckets, extra)]
 
 
 def cast_keys(frame: Any, casts: dict[str, Any]) -> Any:

@@ -1,5 +1,7 @@
 """Distributed joins with pandas semantics: a broadcast join when one side is small, else a hash
-shuffle that co-locates equal keys on one worker, then a local join there.
+shuffle that co-locates equal keys on one worker, then a local join there. Keys too heavy for one
+worker are found from a sample and split across workers where the join type allows it
+(:mod:`~gpuframe.shuffle.skew`).
 
 Key columns are cast to one common type on both sides before hashing, so equal values hash
 equally whatever their width; pairs of types that pandas would not join raise :class:`JoinError`.
@@ -16,6 +18,7 @@ from ..config import JoinOptions, resolve
 from ..errors import JoinError
 from ..frame import DistributedFrame, new_token
 from .exchange import cast_keys, exchange
+from .skew import plan_skew
 
 HOWS = ("inner", "left", "right", "outer", "leftsemi", "leftanti")
 BROADCAST_RIGHT = ("inner", "left", "leftsemi", "leftanti")
@@ -50,8 +53,12 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
         return _broadcast(right, left, "left", casts[::-1], args, token, meta)
 
     engine, workers = left.engine, left.engine.workers
-    left_buckets = exchange(left, left_keys, casts[0], workers, "left", token)
-    right_buckets = exchange(right, right_keys, casts[1], workers, "right", token)
+    skew = plan_skew(left, right, how, left_keys, right_keys, casts, len(workers),
+                     opts.skew_threshold, opts.skew_sample_rows, token)
+    left_buckets = exchange(left, left_keys, casts[0], workers, "left", token,
+                            skew.left if skew else None)
+    right_buckets = exchange(right, right_keys, casts[1], workers, "right", token,
+                             skew.right if skew else None)
     futures = [
         engine.client.submit(join_buckets, left_buckets[j], right_buckets[j], *args,
                              key=f"gpuframe-join-{token}-{j}", workers=[worker])
