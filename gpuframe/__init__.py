@@ -12,9 +12,10 @@ bring results back::
 
 from .cluster import CpuFallbackWarning, Engine, connect, start_cluster
 from .config import ClusterOptions
+from .diagnostics import job_metrics, progress, report
 from .errors import GpuframeError
 from .frame import DistributedFrame, from_dask, from_pandas
-from .io import read_parquet
+from .io import read_csv, read_orc, read_parquet
 from .shuffle.join import merge
 
 __all__ = [
@@ -26,7 +27,12 @@ __all__ = [
     "connect",
     "from_dask",
     "from_pandas",
+    "job_metrics",
     "merge",
+    "progress",
+    "read_csv",
+    "read_orc",
     "read_parquet",
+    "report",
     "start_cluster",
 ]

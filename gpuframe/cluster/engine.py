@@ -119,7 +119,11 @@ def connect(address: str | None = None, *, scheduler_file: str | None = None,
             raise ClusterError(f"no worker joined the scheduler at {target} in {timeout} s") from exc
         raise
     logger.info("connected to %s: %d workers, backend %s", target, len(support), chosen.name)
-    return set_current(Engine(client, chosen))
+    engine = set_current(Engine(client, chosen))
+    from ..diagnostics.jobs import attach
+
+    attach(engine)
+    return engine
 
 
 def _backend_for_workers(asked: str | None, support: dict[str, dict[str, bool]]) -> Backend:

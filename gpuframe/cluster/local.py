@@ -54,6 +54,9 @@ def start_cluster(**options: Any) -> Engine:
         cluster.close()
         raise
     engine = set_current(Engine(client, backend, cluster))
+    from ..diagnostics.jobs import attach
+
+    attach(engine)
     logger.info("started %r", engine)
     return engine
 

@@ -1,0 +1,195 @@
+"""The engine's figures, drawn from a metrics summary; the dashboard page and the report share
+them, so what a user watches live is what a report keeps.
+
+Every rate stands next to the hardware limit measured at cluster start: ingest next to the disk
+read limit, worker-pair transfers next to the peer copy (GPU) or memcpy (CPU) limit, stages next
+to the limit of the path they use. A limit that could not be measured reads "n/a".
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+from bokeh.layouts import column, row
+from bokeh.models import ColumnDataSource, DataTable, Div, FactorRange, TableColumn
+from bokeh.palettes import Blues256
+from bokeh.plotting import figure
+
+from .limits import LIMIT_NAMES
+from .stages import TRANSFER
+
+GB = 1e9
+LIMIT_OF_STAGE = {"read": ("disk_read",), TRANSFER: ("peer_copy", "memcpy")}
+COMPUTE_LIMIT = ("device_copy", "memcpy")
+
+
+def rate_text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value / GB:.2f} GB/s"
+
+
+def short(worker: str) -> str:
+    """A worker address without its protocol, for axis labels."""
+    return worker.split("://", 1)[-1]
+
+
+def stage_limit(stage: str, limits: dict[str, float | None]) -> str:
+    """The measured limit that bounds ``stage``, named: 'disk read 1.20 GB/s'."""
+    for name in LIMIT_OF_STAGE.get(stage, COMPUTE_LIMIT):
+        if limits.get(name) is not None:
+            return f"{LIMIT_NAMES[name]} {rate_text(limits[name])}"
+    return "n/a"
+
+
+class EngineFigures:
+    """The engine's figures for one summary (and optionally the job before it)."""
+
+    def __init__(self, width: int = 1200) -> None:
+        self.header = Div(name="gpuframe-header", width=width)
+        self.ingest_source = ColumnDataSource(
+            {"worker": [], "rate": [], "limit": [], "label": []}, name="gpuframe-ingest")
+        self.ingest = figure(title="Ingest GB/s per worker (bar) vs disk read limit (dash)",
+                             x_range=FactorRange(), height=320, width=width // 2,
+                             tools="", toolbar_location=None, name="gpuframe-ingest-figure")
+        self.ingest.vbar(x="worker", top="rate", width=0.7, source=self.ingest_source,
+                         color="#1f77b4")
+        self.ingest.scatter(x="worker", y="limit", marker="dash", size=40, line_width=3,
+                            color="#d62728", source=self.ingest_source)
+        self.ingest.text(x="worker", y="rate", text="label", source=self.ingest_source,
+                         text_align="center", text_baseline="bottom", text_font_size="9pt")
+        self.ingest.yaxis.axis_label = "GB/s"
+        self.ingest.y_range.start = 0
+
+        self.pair_source = ColumnDataSource(
+            {"source": [], "destination": [], "bytes": [], "color": [], "label": []},
+            name="gpuframe-pairs")
+        self.pairs = figure(title="Bytes moved per worker pair", x_range=FactorRange(),
+                            y_range=FactorRange(), height=320, width=width // 2, tools="hover",
+                            tooltips=[("from", "@source"), ("to", "@destination"),
+                                      ("moved", "@label")],
+                            toolbar_location=None, name="gpuframe-pairs-figure")
+        self.pairs.rect(x="source", y="destination", width=0.95, height=0.95,
+                        fill_color="color", line_color=None, source=self.pair_source)
+        self.pairs.text(x="source", y="destination", text="label", text_align="center",
+                        text_baseline="middle", text_font_size="8pt", source=self.pair_source)
+        self.pairs.xaxis.axis_label = "from"
+        self.pairs.yaxis.axis_label = "to"
+
+        self.stage_source = ColumnDataSource(
+            {"factor": [], "stage": [], "job": [], "seconds": [], "color": [], "label": []},
+            name="gpuframe-stages")
+        self.stages = figure(title="Wall seconds per stage: this job and the one before",
+                             y_range=FactorRange(), height=360, width=width // 2, tools="",
+                             toolbar_location=None, name="gpuframe-stages-figure")
+        self.stages.hbar(y="factor", right="seconds", height=0.8, color="color",
+                         source=self.stage_source)
+        self.stages.text(x="seconds", y="factor", text="label", text_baseline="middle",
+                         text_font_size="8pt", source=self.stage_source)
+        self.stages.xaxis.axis_label = "seconds"
+        self.stages.x_range.start = 0
+
+        self.table_source = ColumnDataSource(
+            {name: [] for name in ("stage", "tasks", "wall", "task", "size", "rate", "limit")},
+            name="gpuframe-stage-table")
+        self.table = DataTable(source=self.table_source, width=width // 2, height=360,
+                               index_position=None, columns=[
+                                   TableColumn(field="stage", title="stage"),
+                                   TableColumn(field="tasks", title="tasks"),
+                                   TableColumn(field="wall", title="wall s"),
+                                   TableColumn(field="task", title="task s"),
+                                   TableColumn(field="size", title="MB"),
+                                   TableColumn(field="rate", title="achieved"),
+                                   TableColumn(field="limit", title="hardware limit"),
+                               ])
+        self.layout = column(self.header, row(self.ingest, self.pairs),
+                             row(self.stages, self.table), name="gpuframe-engine")
+
+    def update(self, current: dict[str, Any] | None, previous: dict[str, Any] | None = None,
+               status: str = "") -> None:
+        """Redraw from summaries made by :meth:`EngineMetrics.summary`."""
+        summary = current or previous
+        if summary is None:
+            self.header.text = "<h2>gpuframe engine</h2><p>No gpuframe job has run yet.</p>"
+            return
+        typical = summary["typical_limits"]
+        self.header.text = _header(summary, status)
+        self._update_ingest(current or {}, summary)
+        self._update_pairs(current or {}, summary, typical)
+        self._update_stages(current or {}, previous or {}, typical)
+
+    def _update_ingest(self, current: dict[str, Any], summary: dict[str, Any]) -> None:
+        workers = summary["workers"]
+        ingest = current.get("ingest", {})
+        limits = summary["limits"]
+        rates = [ingest.get(w, {}).get("rate", 0.0) / GB for w in workers]
+        disk = [(limits.get(w, {}).get("disk_read") or math.nan) / GB for w in workers]
+        self.ingest.x_range.factors = [short(w) for w in workers]
+        self.ingest_source.data = {
+            "worker": [short(w) for w in workers], "rate": rates, "limit": disk,
+            "label": [f"{r:.2f}" for r in rates],
+        }
+
+    def _update_pairs(self, current: dict[str, Any], summary: dict[str, Any],
+                      typical: dict[str, float | None]) -> None:
+        workers = [short(w) for w in summary["workers"]]
+        pairs = current.get("pairs", [])
+        top = max((p["bytes"] for p in pairs), default=0) or 1
+        limit = typical.get("peer_copy") or typical.get("memcpy")
+        which = "peer copy" if typical.get("peer_copy") else "memcpy"
+        self.pairs.title.text = (f"Bytes moved per worker pair over {summary['protocol']} "
+                                 f"({which} limit {rate_text(limit)})")
+        self.pairs.x_range.factors = workers
+        self.pairs.y_range.factors = workers
+        self.pair_source.data = {
+            "source": [short(p["source"]) for p in pairs],
+            "destination": [short(p["destination"]) for p in pairs],
+            "bytes": [p["bytes"] for p in pairs],
+            "color": [Blues256[int(200 * (1 - p["bytes"] / top))] for p in pairs],
+            "label": [f"{p['bytes'] / 1e6:.1f} MB, {rate_text(p['rate'])}" for p in pairs],
+        }
+
+    def _update_stages(self, current: dict[str, Any], previous: dict[str, Any],
+                       typical: dict[str, float | None]) -> None:
+        jobs = [("this job", current.get("stages", {}), "#1f77b4"),
+                ("previous", previous.get("stages", {}), "#aec7e8")]
+        order = list(dict.fromkeys([*current.get("stages", {}), *previous.get("stages", {})]))
+        data: dict[str, list] = {k: [] for k in self.stage_source.data}
+        for stage in order:
+            for job, stages, color in jobs:
+                if stage in stages:
+                    seconds = stages[stage]["wall_seconds"]
+                    data["factor"].append((stage, job))
+                    data["stage"].append(stage)
+                    data["job"].append(job)
+                    data["seconds"].append(seconds)
+                    data["color"].append(color)
+                    data["label"].append(f" {seconds:.3f} s")
+        self.stages.y_range.factors = data["factor"]
+        self.stage_source.data = data
+        table: dict[str, list] = {k: [] for k in self.table_source.data}
+        for stage, figures in current.get("stages", {}).items():
+            wall = figures["wall_seconds"]
+            table["stage"].append(stage)
+            table["tasks"].append(figures["tasks"])
+            table["wall"].append(f"{wall:.3f}")
+            table["task"].append(f"{figures['task_seconds']:.3f}")
+            table["size"].append(f"{figures['bytes'] / 1e6:.1f}")
+            table["rate"].append(rate_text(figures["bytes"] / wall) if wall > 0 else "n/a")
+            table["limit"].append(stage_limit(stage, typical))
+        self.table_source.data = table
+
+
+def _header(summary: dict[str, Any], status: str) -> str:
+    names = list(LIMIT_NAMES)
+    head = "".join(f"<th>{LIMIT_NAMES[n]}</th>" for n in names)
+    rows = "".join(
+        f"<tr><td>{html.escape(short(worker))}</td>"
+        + "".join(f"<td>{rate_text(summary['limits'].get(worker, {}).get(n))}</td>"
+                  for n in names) + "</tr>"
+        for worker in summary["workers"])
+    return (f"<h2>gpuframe engine</h2><p>{len(summary['workers'])} workers over "
+            f"{html.escape(summary['protocol'])}. {html.escape(status)}</p>"
+            "<p>Hardware limits measured at cluster start (n/a: not measurable here):</p>"
+            f"<table class='gpuframe-limits' border='1' cellpadding='3'><tr><th>worker</th>"
+            f"{head}</tr>{rows}</table>")

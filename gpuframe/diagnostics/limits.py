@@ -1,0 +1,149 @@
+"""Hardware limits measured on each worker when the cluster starts (the worker side).
+
+The dashboard and reports set every achieved rate next to what the hardware can do, so a user
+sees at once whether a stage runs at disk, copy or link speed. The measurement is short (well
+under a second): a host memory copy and a read of a freshly written file with its pages evicted
+from the page cache; on a GPU also a device-to-device copy, a host-to-device copy from pinned
+memory and a peer copy to the next visible GPU (CuPy). A limit that cannot be measured here is
+None, shown as "n/a", with the reason in ``notes``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+HOST_BYTES = 32 * 2**20
+DISK_BYTES = 16 * 2**20
+GPU_BYTES = 256 * 2**20
+
+LIMIT_NAMES = {
+    "memcpy": "host memcpy",
+    "disk_read": "disk read",
+    "device_copy": "device copy",
+    "peer_copy": "peer copy",
+    "host_device": "host-device copy",
+}
+
+
+@dataclass(frozen=True)
+class HardwareLimits:
+    """Bytes per second each path sustains on one worker; None where it cannot be measured."""
+
+    memcpy: float | None = None
+    disk_read: float | None = None
+    device_copy: float | None = None
+    peer_copy: float | None = None
+    host_device: float | None = None
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def measure_limits(directory: str | None = None) -> HardwareLimits:
+    """Measure this process's paths; ``directory`` is where the disk is read (the worker's
+    scratch space by default, else the temp directory)."""
+    notes: dict[str, str] = {}
+    values: dict[str, float | None] = {"memcpy": _memcpy_rate(HOST_BYTES)}
+    try:
+        values["disk_read"], where = _disk_read_rate(directory, DISK_BYTES)
+        notes["disk_read"] = where
+    except OSError as exc:
+        values["disk_read"] = None
+        notes["disk_read"] = f"cannot measure: {exc}"
+    gpu, why = _gpu_rates(GPU_BYTES)
+    values.update(gpu)
+    for name in ("device_copy", "peer_copy", "host_device"):
+        if values.get(name) is None:
+            notes[name] = why.get(name, "no GPU")
+    return HardwareLimits(**values, notes=notes)
+
+
+def calibrate_worker(dask_worker: Any) -> dict[str, Any]:
+    """Run by ``Client.run`` on each worker: its limits, measured in its local directory."""
+    return measure_limits(dask_worker.local_directory).as_dict()
+
+
+def _memcpy_rate(size: int, repeats: int = 3) -> float:
+    source = np.ones(size, dtype=np.uint8)
+    target = np.empty_like(source)
+    np.copyto(target, source)  # first touch pages outside the timing
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(target, source)
+        best = min(best, time.perf_counter() - start)
+    return size / best
+
+
+def _disk_read_rate(directory: str | None, size: int) -> tuple[float, str]:
+    """Write, flush and evict a file, then time reading it back: the disk, not the page cache
+    (on tmpfs there is no disk, and the figure is memory speed; the note names the directory)."""
+    fd, path = tempfile.mkstemp(prefix="gpuframe-calibrate-", dir=directory)
+    try:
+        os.write(fd, np.arange(size, dtype=np.uint8).tobytes())
+        os.fsync(fd)
+        evicted = hasattr(os, "posix_fadvise")
+        if evicted:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        buffer = bytearray(4 * 2**20)
+        view = memoryview(buffer)
+        start = time.perf_counter()
+        with open(path, "rb", buffering=0) as handle:
+            while handle.readinto(view):
+                pass
+        seconds = time.perf_counter() - start
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    where = os.path.dirname(path) + ("" if evicted else " (page cache not evicted)")
+    return size / seconds, where
+
+
+def _gpu_rates(size: int) -> tuple[dict[str, float], dict[str, str]]:
+    """Device, host-device and peer copy rates of this process's first visible GPU."""
+    try:
+        import cupy as cp
+
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # no CuPy, no driver or no device: the GPU limits are n/a
+        return {}, {"device_copy": f"no GPU ({type(exc).__name__})"}
+    if count == 0:
+        return {}, {}
+    runtime = cp.cuda.runtime
+    rates: dict[str, float] = {}
+    why: dict[str, str] = {}
+    with cp.cuda.Device(0):
+        stream = cp.cuda.Stream(non_blocking=True)
+        source = cp.empty(size, dtype=cp.uint8)
+        target = cp.empty(size, dtype=cp.uint8)
+        rates["device_copy"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyAsync(
+            target.data.ptr, source.data.ptr, size, runtime.memcpyDeviceToDevice, stream.ptr))
+        pinned = cp.cuda.alloc_pinned_memory(size)
+        rates["host_device"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyAsync(
+            target.data.ptr, pinned.ptr, size, runtime.memcpyHostToDevice, stream.ptr))
+        if count > 1:
+            with cp.cuda.Device(1):
+                peer = cp.empty(size, dtype=cp.uint8)
+            rates["peer_copy"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyPeerAsync(
+                peer.data.ptr, 1, source.data.ptr, 0, size, stream.ptr))
+        else:
+            why["peer_copy"] = "one GPU visible to the worker"
+    return rates, why
+
+
+def _timed_copy(cp: Any, stream: Any, size: int, copy: Any, repeats: int = 5) -> float:
+    copy()  # warm up outside the timing
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record(stream)
+    for _ in range(repeats):
+        copy()
+    stop.record(stream)
+    stop.synchronize()
+    return size * repeats / (cp.cuda.get_elapsed_time(start, stop) / 1000)

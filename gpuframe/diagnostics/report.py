@@ -1,0 +1,79 @@
+"""``with gpuframe.report("join.html"):``: Dask's performance report of the block, with the
+engine's figures for the same span on top (stages, ingest, worker pairs, hardware limits)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from distributed.metrics import time
+
+from ..cluster.engine import Engine, current_engine
+from ..errors import GpuframeError
+from .jobs import JobMetrics, mark, metrics_since
+
+
+class ReportError(GpuframeError, OSError):
+    """The report file could not be written."""
+
+
+class report:
+    """Context manager: on exit, write ``filename`` (HTML) covering what ran inside the block.
+
+    ``mode`` is Bokeh's resources mode, as in :class:`distributed.performance_report`: None or
+    "cdn" loads BokehJS from its CDN (a small file), "inline" embeds it (works offline).
+    After the block, ``metrics`` holds the engine's :class:`JobMetrics` for it.
+    """
+
+    def __init__(self, filename: str | Path = "gpuframe-report.html", mode: str | None = None,
+                 engine: Engine | None = None) -> None:
+        self.filename = Path(filename)
+        self.mode = mode
+        self.engine = engine
+        self.metrics: JobMetrics | None = None
+
+    def __enter__(self) -> report:
+        self.engine = current_engine(self.engine)
+        client = self.engine.client
+        self._bookmark = mark(self.engine)
+        self._start = client.run_on_scheduler(lambda dask_scheduler: time())
+        self._last_count = client.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.monitor.count)
+        client.get_task_stream(start=0, stop=0)  # make sure Dask records the task stream
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        client = self.engine.client
+        dask_html = client.sync(client.scheduler.performance_report, start=self._start,
+                                last_count=self._last_count, code="gpuframe job",
+                                mode=self.mode)
+        self.metrics = metrics_since(self.engine, self._bookmark)
+        try:
+            self.filename.write_text(engine_section_into(dask_html, self.metrics, self.mode),
+                                     encoding="utf-8")
+        except OSError as exc:
+            raise ReportError(f"cannot write the report {self.filename}: {exc}") from exc
+
+
+def engine_section_into(dask_html: str, metrics: JobMetrics, mode: str | None = None) -> str:
+    """Dask's report page with the engine's figures above its own tabs: one BokehJS serves both
+    (the engine's document is embedded into the page Dask set up), plus the tables bundle that
+    Dask's page does not load."""
+    from dataclasses import asdict
+
+    from bokeh.embed import components
+    from bokeh.resources import Resources
+
+    from .figures import EngineFigures
+
+    figures = EngineFigures()
+    figures.update(asdict(metrics), None, "Report of one gpuframe block.")
+    script, div = components(figures.layout)
+    tables = Resources(mode=mode or "cdn", components=["bokeh-tables"]).render_js()
+    head, body = dask_html.find("</head>"), dask_html.find("<body>")
+    if head < 0 or body < head:
+        raise ReportError("Dask's performance report has no <head> and <body>: cannot add the "
+                          "engine's figures to it")
+    body += len("<body>")
+    return (dask_html[:head] + tables + dask_html[head:body] + f"\n{div}\n{script}\n"
+            + dask_html[body:])

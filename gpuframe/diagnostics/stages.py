@@ -1,0 +1,39 @@
+"""The engine's stages, named from task keys alone.
+
+Every gpuframe task key starts ``gpuframe-<stage>-``, so the dashboard, the metrics and the
+progress bars can all tell the stages apart without io or shuffle importing anything from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Key prefix -> stage, in the order data flows; the first prefix that matches wins.
+STAGE_PREFIXES = (
+    ("gpuframe-read-", "read"),
+    ("gpuframe-from-pandas-", "load"),
+    ("gpuframe-from-dask-", "load"),
+    ("gpuframe-partition-", "partition"),
+    ("gpuframe-send-", "send"),
+    ("gpuframe-broadcast-", "broadcast"),
+    ("gpuframe-join-", "join"),
+    ("gpuframe-gather-", "gather"),
+    ("gpuframe-head-", "gather"),
+)
+# Data moved between workers shows as this stage (Dask's "transfer" start-stops).
+TRANSFER = "transfer"
+# Small bookkeeping tasks (row counts, sizes) of any other gpuframe key.
+OTHER = "other"
+STAGES = ("read", "load", "partition", "send", TRANSFER, "broadcast", "join", "gather",
+          OTHER)
+
+
+def stage_of(key: Any) -> str | None:
+    """The stage of a task key, or None for a key that is not gpuframe's."""
+    name = key[0] if isinstance(key, tuple) else key
+    if not isinstance(name, str) or not name.startswith("gpuframe-"):
+        return None
+    for prefix, stage in STAGE_PREFIXES:
+        if name.startswith(prefix):
+            return stage
+    return OTHER
