@@ -284,6 +284,9 @@ class OrcMetadata:
     stripes: tuple[tuple[int, int, int], ...]
     """(offset, length, rows) of each stripe; length counts its index, data and footer."""
     schema: pa.Schema
+    tail: bytes
+    """The file's last bytes as Arrow's reader opens it (at least :data:`ORC_TAIL_GUESS`), so
+    read tasks open the file without fetching its tail again."""
 
 
 class OrcFormat(FileFormat):
@@ -291,13 +294,13 @@ class OrcFormat(FileFormat):
 
     The stripes' places come from the file tail (``serialized_file_tail``, decoded here: Arrow
     gives no accessor for them). pyarrow exposes no stripe statistics (only their count), so
-    stripes are never pruned; filters apply to rows. A stripe's bytes are counted whole: its
-    footer, not the file's, says how they split between columns.
+    stripes are never pruned; filters apply to rows. A stripe's bytes are counted and fetched
+    whole: its own footer, not the file's, says how they split between columns. So a
+    filter-columns-first read would fetch a surviving stripe twice, and is not done.
     """
 
     name = "orc"
     unit_name = "stripes"
-    selective = True
 
     def read_metadata(self, source: Source, partition_bytes: int) -> OrcMetadata:
         import pyarrow.orc as orc
@@ -322,13 +325,16 @@ class OrcFormat(FileFormat):
             raise TruncatedFileError(
                 f"{path} is truncated or its tail is corrupt: it starts like ORC, but its "
                 f"{size} bytes end without a readable postscript and footer ({exc})") from exc
+        keep = min(size, max(ORC_TAIL_GUESS, tail_length))
+        if keep > len(tail):
+            tail = source.read_range(size - keep, keep - len(tail)) + tail
         data_end = size - tail_length
         for index, (offset, length, _) in enumerate(stripes):
             if offset + length > data_end:
                 raise TruncatedFileError(
                     f"{path} is truncated or corrupt: stripe {index} lies at bytes "
                     f"{offset}-{offset + length}, past the data's end at {data_end}")
-        return OrcMetadata(size, tail_length, stripes, schema)
+        return OrcMetadata(size, tail_length, stripes, schema, tail[-keep:])
 
     def arrow_schema(self, path: str, metadata: OrcMetadata) -> pa.Schema:
         return metadata.schema
@@ -343,16 +349,15 @@ class OrcFormat(FileFormat):
 
     def ranges(self, metadata: OrcMetadata, units: Sequence[int],
                columns: Sequence[str]) -> list[tuple[int, int]]:
-        """The stripes, and the tail Arrow's reader opens the file with."""
-        tail = min(metadata.size, max(ORC_TAIL_GUESS, metadata.tail_length))
-        spans = [metadata.stripes[i][:2] for i in units]
-        return spans + [(metadata.size - tail, tail)]
+        return [metadata.stripes[i][:2] for i in units]
 
     def read_units(self, task: Any, fetcher: Any, units: Sequence[int],
                    columns: Sequence[str]) -> pa.Table:
         import pyarrow.orc as orc
 
-        handle = fetcher.file(self.ranges(task.metadata, units, columns))
+        metadata = task.metadata
+        handle = fetcher.file(self.ranges(metadata, units, columns),
+                              known={metadata.size - len(metadata.tail): metadata.tail})
         opened = orc.ORCFile(handle)
         schema = pa.schema([task.metadata.schema.field(c) for c in columns])
         batches = [opened.read_stripe(i, columns=list(columns)).select(list(columns))

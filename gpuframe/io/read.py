@@ -177,13 +177,16 @@ class Fetcher:
     def requests(self) -> int:
         return self._local_requests + self.source.requests
 
-    def file(self, ranges: Sequence[tuple[int, int]]) -> Any:
+    def file(self, ranges: Sequence[tuple[int, int]],
+             known: dict[int, bytes] | None = None) -> Any:
+        """``known``: bytes the plan already holds (by offset), served without a request."""
         if self.local:
             self._local_bytes += sum(n for _, n in ranges)
             self._local_requests += len(ranges)
             return self.task.path
         fetched = self.bytes(ranges)
-        prefetched = {offset: data for (offset, _), data in zip(ranges, fetched)}
+        prefetched = {**(known or {}),
+                      **{offset: data for (offset, _), data in zip(ranges, fetched)}}
         return pa.PythonFile(RangeFile(self.source, prefetched), mode="r")
 
     def bytes(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:

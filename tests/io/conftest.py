@@ -1,7 +1,8 @@
 """Real files and real servers for the io tests, made once per session on 127.0.0.1.
 
 ``dataset_dir`` holds Parquet files written by pyarrow (several row groups with statistics,
-several files, hive folders, and broken files); ``http_server`` serves that folder with Range
+several files, hive folders, and broken files), and the same rows as ORC (stripes of
+``ROWS_PER_GROUP`` rows) and CSV files, with broken ones of each; ``http_server`` serves that folder with Range
 support and logs every request; ``s3_server`` is a moto S3 server holding the same files in a
 bucket, with IAM authentication on, so wrong credentials are refused as by AWS.
 """
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
 
@@ -65,6 +68,29 @@ def write_dataset(root: Path) -> None:
     (bad / "corrupt_footer.parquet").write_bytes(bytes(corrupt))
     (bad / "not_parquet.parquet").write_bytes(b"id,x\n1,2\n" * 10)
     (bad / "empty.parquet").write_bytes(b"")
+    write_orc_and_csv(root)
+
+
+def write_orc_and_csv(root: Path) -> None:
+    """orc/ and csv/: flat/'s rows, 2 files each; bad_orc/ and bad_csv/: broken files."""
+    rows = ROWS_PER_GROUP * GROUPS_PER_FILE
+    for kind in ("orc", "csv", "bad_orc", "bad_csv"):
+        (root / kind).mkdir()
+    for i in range(2):
+        table = sample_table(i * rows, rows)
+        orc.write_table(table, root / "orc" / f"part-{i}.orc", stripe_size=ROWS_PER_GROUP,
+                        batch_size=ROWS_PER_GROUP)
+        pacsv.write_csv(table, root / "csv" / f"part-{i}.csv")
+    good_orc = (root / "orc" / "part-0.orc").read_bytes()
+    (root / "bad_orc" / "truncated.orc").write_bytes(good_orc[: len(good_orc) // 2])
+    (root / "bad_orc" / "not_orc.orc").write_bytes(b"id,x\n1,2\n" * 10)
+    table = sample_table(0, 100)
+    orc.write_table(table.set_column(1, "x", table["x"].cast(pa.string())),
+                    root / "bad_orc" / "other_types.orc")
+    (root / "bad_csv" / "renamed.csv").write_text("id,y,name\n1,2.0,a\n")
+    (root / "bad_csv" / "typed.csv").write_text("id,x,name\n1,abc,a\n")
+    (root / "bad_csv" / "empty.csv").write_bytes(b"")
+    (root / "bad_csv" / "binary.csv").write_bytes(good_orc[:3000])
 
 
 @pytest.fixture(name="sample_table")

@@ -15,9 +15,13 @@ from gpuframe.io.plan import plan_fragments
 from gpuframe.io.read import (
     READERS,
     fragment_tasks,
+    read_csv,
+    read_orc,
     read_parquet,
     read_parquet_with_report,
     read_plan,
+    read_with_report,
+    worker_device_memory,
 )
 
 
@@ -129,6 +133,52 @@ def test_failed_fragment_fails_the_read(engine, dataset_dir, tmp_path):
     (copy / "part-1.parquet").unlink()
     with pytest.raises(PartitionError, match="SourceNotFoundError.*no such file: .*part-1.parquet"):
         read_plan(plan, engine)
+
+
+def test_orc_and_csv_reads_on_the_cluster(engine, dataset_dir):
+    import gpuframe
+
+    columns, filters = ["name", "id"], [("id", ">=", 2500), ("name", "!=", "name-1")]
+    want = pd.read_parquet(dataset_dir / "flat", columns=columns, filters=filters)
+    orc_frame = gpuframe.read_orc(str(dataset_dir / "orc"), columns, filters, partition_bytes=1)
+    check_same(orc_frame, want)
+    assert orc_frame.npartitions == 8 and set(orc_frame.owners) == set(engine.workers)
+    assert all(f.key.startswith("gpuframe-read-orc-") for f in orc_frame.futures)
+    csv_frame, report = read_with_report(str(dataset_dir / "csv"), "csv", columns, filters,
+                                         partition_bytes=40_000)
+    check_same(csv_frame, want)
+    assert all(f.key.startswith("gpuframe-read-csv-") for f in csv_frame.futures)
+    assert report.bytes_read == report.planned_bytes and report.format == "csv"
+    where = engine.client.who_has(csv_frame.futures)
+    assert all(where[f.key] == (o,) for f, o in zip(csv_frame.futures, csv_frame.owners))
+    typed = read_csv(str(dataset_dir / "csv" / "part-0.csv"), ["id"], schema={"id": "int32"})
+    assert typed.to_pandas()["id"].dtype == "int32"
+
+
+def test_budget_comes_from_the_workers_device_memory(engine, dataset_dir):
+    assert worker_device_memory(engine) == []  # a CPU cluster: the 128 MiB default
+    frame = read_orc(str(dataset_dir / "orc"))
+    assert frame.npartitions == 2  # one fragment per file under the default budget
+
+
+def test_failed_csv_fragment_fails_the_read(engine, tmp_path):
+    path = tmp_path / "late.csv"
+    path.write_text("a,b\n" + "1,x\n" * 300_000 + "oops,x\n")
+    with pytest.raises(PartitionError, match=r"CorruptFileError.*late.csv bytes"):
+        read_csv(str(path), partition_bytes=2**19)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["orc", "csv"])
+def test_cudf_reader_matches_arrow_reader_for_orc_and_csv(dataset_dir, kind):
+    plan = plan_fragments(str(dataset_dir / kind), columns=["id", "name"],
+                          filters=[("id", ">", 1500)], format=kind, partition_bytes=30_000)
+    for task in fragment_tasks(plan, "gpu-test"):
+        expected, _ = READERS["pandas"]().read(task)
+        got, stats = READERS["cudf"]().read(task)
+        pd.testing.assert_frame_equal(got.to_pandas().reset_index(drop=True),
+                                      expected.to_pandas(), check_dtype=False)
+        assert stats.rows == expected.num_rows
 
 
 @pytest.mark.gpu
