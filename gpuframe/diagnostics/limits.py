@@ -23,7 +23,7 @@ DISK_BYTES = 16 * 2**20
 GPU_BYTES = 256 * 2**20
 
 LIMIT_NAMES = {
-    "memcpy": "host memcpy",
+    "memcpy": "memcpy",
     "disk_read": "disk read",
     "device_copy": "device copy",
     "peer_copy": "peer copy",

@@ -13,8 +13,8 @@ from ..errors import GpuframeError
 from .jobs import JobMetrics, mark, metrics_since
 
 
-class ReportError(GpuframeError, OSError):
-    """The report file could not be written."""
+class ReportError(GpuframeError, RuntimeError):
+    """The report could not be made or written."""
 
 
 class report:
@@ -48,9 +48,9 @@ class report:
                                 last_count=self._last_count, code="gpuframe job",
                                 mode=self.mode)
         self.metrics = metrics_since(self.engine, self._bookmark)
+        page = engine_section_into(dask_html, self.metrics, self.mode)
         try:
-            self.filename.write_text(engine_section_into(dask_html, self.metrics, self.mode),
-                                     encoding="utf-8")
+            self.filename.write_text(page, encoding="utf-8")
         except OSError as exc:
             raise ReportError(f"cannot write the report {self.filename}: {exc}") from exc
 
@@ -70,8 +70,9 @@ def engine_section_into(dask_html: str, metrics: JobMetrics, mode: str | None = 
     figures.update(asdict(metrics), None, "Report of one gpuframe block.")
     script, div = components(figures.layout)
     tables = Resources(mode=mode or "cdn", components=["bokeh-tables"]).render_js()
-    head, body = dask_html.find("</head>"), dask_html.find("<body>")
-    if head < 0 or body < head:
+    head = dask_html.rfind("</head>")  # inline BokehJS may hold the tag names in strings
+    body = dask_html.find("<body>", head)
+    if head < 0 or body < 0:
         raise ReportError("Dask's performance report has no <head> and <body>: cannot add the "
                           "engine's figures to it")
     body += len("<body>")

@@ -13,6 +13,7 @@ STAGE_PREFIXES = (
     ("gpuframe-read-", "read"),
     ("gpuframe-from-pandas-", "load"),
     ("gpuframe-from-dask-", "load"),
+    ("gpuframe-sample-", "sample"),
     ("gpuframe-partition-", "partition"),
     ("gpuframe-send-", "send"),
     ("gpuframe-broadcast-", "broadcast"),
@@ -24,7 +25,7 @@ STAGE_PREFIXES = (
 TRANSFER = "transfer"
 # Small bookkeeping tasks (row counts, sizes) of any other gpuframe key.
 OTHER = "other"
-STAGES = ("read", "load", "partition", "send", TRANSFER, "broadcast", "join", "gather",
+STAGES = ("read", "load", "sample", "partition", "send", TRANSFER, "broadcast", "join", "gather",
           OTHER)
 
 

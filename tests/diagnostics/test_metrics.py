@@ -1,0 +1,86 @@
+import time
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dask.utils import key_split
+from distributed import get_task_stream
+
+import gpuframe
+from gpuframe.cluster.hardware import list_gpus
+from gpuframe.diagnostics.jobs import mark, metrics_since
+from gpuframe.diagnostics.metrics import JOB_GAP, _union_seconds
+from gpuframe.errors import OptionError
+
+
+def test_wall_time_counts_overlapping_tasks_once():
+    assert _union_seconds([(0, 2), (1, 3), (5, 6), (5.5, 5.7)]) == pytest.approx(4.0)
+    assert _union_seconds([]) == 0
+
+
+def test_task_stream_lists_the_stage_names_after_a_join(engine):
+    orders = pd.DataFrame({"k": np.arange(20_000) % 500, "v": np.arange(20_000)})
+    people = pd.DataFrame({"k": np.arange(500), "w": np.arange(500) * 2})
+    left, right = gpuframe.from_pandas(orders), gpuframe.from_pandas(people)
+    with get_task_stream(client=engine.client) as stream:
+        joined = left.merge(right, on="k", broadcast_bytes=0)
+        assert len(joined) == 20_000
+    names = {key_split(task["key"]) for task in stream.data}
+    assert {"gpuframe-partition-left", "gpuframe-partition-right", "gpuframe-send-left",
+            "gpuframe-send-right", "gpuframe-join"} <= names
+    sources = {startstop.get("source") for task in stream.data
+               for startstop in task["startstops"] if startstop["action"] == "transfer"}
+    assert sources & set(engine.workers)  # buckets travelled between the workers
+
+
+def test_join_metrics_hold_its_stages_and_worker_pairs(shuffle_join, cpu_engine):
+    metrics = shuffle_join["report"].metrics
+    expected = shuffle_join["orders"].merge(shuffle_join["people"], on="customer_id")
+    assert len(shuffle_join["result"]) == len(expected)
+    assert {"load", "partition", "send", "transfer", "join", "gather"} <= set(metrics.stages)
+    workers = cpu_engine.workers
+    assert metrics.stages["partition"]["tasks"] == 2 * len(workers)
+    assert metrics.stages["join"]["tasks"] == len(workers)
+    pairs = {(p["source"], p["destination"]): p for p in metrics.pairs}
+    assert set(pairs) == {(a, b) for a in workers for b in workers if a != b}
+    moved = sum(p["bytes"] for p in pairs.values())
+    assert moved == metrics.stages["transfer"]["bytes"]
+    # uniform keys over two workers: about half of every side's buckets cross to the other
+    assert 0.3 < moved / metrics.stages["send"]["bytes"] < 0.7
+    assert all(p["rate"] > 0 for p in pairs.values())
+    assert metrics.protocol == "tcp" and metrics.workers == sorted(workers)
+    for limits in metrics.limits.values():
+        assert limits["memcpy"] > 0 and limits["disk_read"] > 0
+        if not list_gpus():
+            assert limits["device_copy"] is None
+
+
+def test_jobs_are_split_by_idle_time(engine):
+    time.sleep(JOB_GAP + 0.5)
+    frame = gpuframe.from_pandas(pd.DataFrame({"a": range(1000)}), npartitions=3)
+    assert len(frame) == 1000
+    current = gpuframe.job_metrics()
+    assert set(current.stages) == {"load", "other"}
+    assert current.stages["load"]["tasks"] == 3
+    assert gpuframe.job_metrics("previous") is not None
+    with pytest.raises(OptionError, match="which='last'"):
+        gpuframe.job_metrics("last")
+
+
+def test_ingest_per_worker_is_the_bytes_the_reads_fetched(engine, tmp_path):
+    from gpuframe.io.read import read_parquet_with_report
+
+    for i in range(4):
+        table = pa.table({"id": np.arange(i * 50_000, (i + 1) * 50_000),
+                          "x": np.random.default_rng(i).random(50_000)})
+        pq.write_table(table, tmp_path / f"part-{i}.parquet", row_group_size=10_000)
+    bookmark = mark(engine)
+    frame, read = read_parquet_with_report(str(tmp_path))
+    metrics = metrics_since(engine, bookmark)
+    assert len(frame) == 200_000
+    assert metrics.stages["read"]["bytes"] == read.bytes_read > 0
+    assert sum(w["bytes"] for w in metrics.ingest.values()) == read.bytes_read
+    assert set(metrics.ingest) <= set(engine.workers)
+    assert all(w["rate"] > 0 for w in metrics.ingest.values())

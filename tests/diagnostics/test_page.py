@@ -1,0 +1,51 @@
+import pytest
+import requests
+from chromium import page_state
+
+import gpuframe
+from gpuframe.cluster.hardware import list_gpus
+from gpuframe.diagnostics.figures import short
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def dashboard(engine) -> str:
+    return engine.dashboard_link.rsplit("/", 1)[0]
+
+
+def test_engine_page_is_served_and_in_the_dashboard_menu(cpu_engine):
+    status = requests.get(dashboard(cpu_engine) + "/status", timeout=30)
+    assert status.status_code == 200 and '<a href="gpuframe">Gpuframe</a>' in status.text
+    page = requests.get(dashboard(cpu_engine) + "/gpuframe", timeout=30)
+    assert page.status_code == 200 and '<a href="gpuframe">' in page.text
+    assert requests.get(dashboard(cpu_engine) + "/no-such-page", timeout=30).status_code == 404
+
+
+def test_dashboard_listens_on_loopback_by_default(cpu_engine):
+    assert cpu_engine.dashboard_link.startswith("http://127.0.0.1:")
+
+
+def test_engine_page_renders_the_job_in_chromium(shuffle_join, cpu_engine, chromium, artifacts):
+    gpuframe.job_metrics(engine=cpu_engine)  # the page shows the latest job: this join's
+    state, png = chromium.render(dashboard(cpu_engine) + "/gpuframe",
+                                 page_state("hardware limit"))
+    (artifacts / "engine-page.png").write_bytes(png)
+    metrics = gpuframe.job_metrics(engine=cpu_engine)
+    stages = state["sources"]["gpuframe-stages"]
+    assert {"partition", "send", "transfer", "join"} <= set(stages["stage"])
+    drawn = {s: sec for s, job, sec in zip(stages["stage"], stages["job"], stages["seconds"])
+             if job == "this job"}
+    assert drawn == pytest.approx({s: v["wall_seconds"] for s, v in metrics.stages.items()})
+    pairs = state["sources"]["gpuframe-pairs"]
+    assert sorted(zip(pairs["source"], pairs["destination"], pairs["bytes"])) == sorted(
+        (short(p["source"]), short(p["destination"]), p["bytes"]) for p in metrics.pairs)
+    assert state["sources"]["gpuframe-ingest"]["worker"] == [short(w) for w in
+                                                             cpu_engine.workers]
+    text = state["text"]
+    assert "gpuframe engine" in text and "over tcp" in text and "memcpy" in text
+    assert "GB/s" in text
+    if not list_gpus():
+        assert "n/a" in text  # device, peer and host-device copies cannot be measured here
+    assert "Gpuframe" in state["menu"]
+    assert len([area for area in state["canvases"] if area > 0]) >= 3  # the three plots drew
+    assert png.startswith(PNG) and len(png) > 20_000
