@@ -82,8 +82,8 @@ class JoinOptions:
     )
     skew_threshold: float | None = _option(
         0.25, float,
-        "split a key across workers when its rows on a side, or its output rows, exceed this "
-        "fraction of one worker's share (sampled); None or 0: never split",
+        "split a key across workers when its sampled rows on a side exceed this fraction of "
+        "one worker's share of that side; None or 0: never split",
     )
     skew_sample_rows: int = _option(
         10_000, _count, "key rows sampled per partition to find heavy keys",

@@ -18,7 +18,7 @@ from ..config import JoinOptions, resolve
 from ..errors import JoinError
 from ..frame import DistributedFrame, new_token
 from .exchange import cast_keys, exchange
-from .skew import plan_skew
+from .skew import can_split, plan_skew, profile_sides
 
 HOWS = ("inner", "left", "right", "outer", "leftsemi", "leftanti")
 BROADCAST_RIGHT = ("inner", "left", "leftsemi", "leftanti")
@@ -47,14 +47,23 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
     token = new_token()
     args = (how, left_keys, right_keys, suffixes, left.engine.backend.name)
 
-    if how in BROADCAST_RIGHT and right.nbytes() <= opts.broadcast_bytes:
+    engine, workers = left.engine, left.engine.workers
+    frames = {"left": left, "right": right}
+    split = can_split(how, opts.skew_threshold, len(workers))
+    sampled = [side for side in frames
+               if split or how in (BROADCAST_RIGHT if side == "right" else BROADCAST_LEFT)]
+    profiles = profile_sides({side: frames[side] for side in sampled},
+                             {"left": left_keys, "right": right_keys},
+                             {"left": casts[0], "right": casts[1]},
+                             opts.skew_sample_rows if split else 0, token)
+
+    if how in BROADCAST_RIGHT and profiles["right"].nbytes <= opts.broadcast_bytes:
         return _broadcast(left, right, "right", casts, args, token, meta)
-    if how in BROADCAST_LEFT and left.nbytes() <= opts.broadcast_bytes:
+    if how in BROADCAST_LEFT and profiles["left"].nbytes <= opts.broadcast_bytes:
         return _broadcast(right, left, "left", casts[::-1], args, token, meta)
 
-    engine, workers = left.engine, left.engine.workers
-    skew = plan_skew(left, right, how, left_keys, right_keys, casts, len(workers),
-                     opts.skew_threshold, opts.skew_sample_rows, token)
+    skew = plan_skew(profiles["left"], profiles["right"], how, left_keys, right_keys,
+                     len(workers), opts.skew_threshold) if split else None
     left_buckets = exchange(left, left_keys, casts[0], workers, "left", token,
                             skew.left if skew else None)
     right_buckets = exchange(right, right_keys, casts[1], workers, "right", token,

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..backend import get_backend
@@ -64,26 +65,63 @@ class SkewPlan:
         return len(self.left.spread) + len(self.left.copied)
 
 
-def plan_skew(left: DistributedFrame, right: DistributedFrame, how: str, left_keys: list[str],
-              right_keys: list[str], casts: tuple[dict[str, Any], dict[str, Any]],
-              n_workers: int, threshold: float | None, sample_rows: int, token: str
-              ) -> SkewPlan | None:
-    """The heavy keys to split, or None where none are (or splitting would be wrong)."""
-    if not threshold or how not in SPREAD_SIDE or n_workers < 2:
-        return None
-    client = left.engine.client
-    backend = left.engine.backend.name
-    samples = {}
-    for side, frame, keys, cast in (("left", left, left_keys, casts[0]),
-                                    ("right", right, right_keys, casts[1])):
-        samples[side] = [
-            client.submit(sample_keys, part, keys, cast, sample_rows, i, backend,
-                          key=f"gpuframe-sample-{side}-{token}-{i}", workers=[owner],
+@dataclass(frozen=True)
+class SideProfile:
+    """What one round of ``gpuframe-sample-*`` tasks learns of a side: a key sample and the
+    length of each partition, and the bytes the side holds (for the broadcast decision)."""
+
+    samples: list[pd.DataFrame]
+    lengths: list[int]
+    nbytes: int
+
+
+def can_split(how: str, threshold: float | None, n_workers: int) -> bool:
+    """Whether a join of type ``how`` may split heavy keys at all."""
+    return bool(threshold) and how in SPREAD_SIDE and n_workers > 1
+
+
+def profile_sides(frames: dict[str, DistributedFrame], keys: dict[str, list[str]],
+                  casts: dict[str, dict[str, Any]], sample_rows: int, token: str
+                  ) -> dict[str, SideProfile]:
+    """Sample every partition of each side where it lies, all in one round trip."""
+    futures = {}
+    for side, frame in frames.items():
+        client, backend = frame.engine.client, frame.engine.backend.name
+        futures[side] = [
+            client.submit(profile_partition, part, keys[side], casts[side], sample_rows, i,
+                          backend, key=f"gpuframe-sample-{side}-{token}-{i}", workers=[owner],
                           allow_other_workers=True)
             for i, (part, owner) in enumerate(zip(frame.futures, frame.owners))
         ]
-    counts_left = _estimate(client.gather(samples["left"]), left_keys)
-    counts_right = _estimate(client.gather(samples["right"]), right_keys)
+    if not futures:
+        return {}
+    gathered = next(iter(frames.values())).engine.client.gather(futures)
+    return {side: SideProfile([s for s, _, _ in parts], [n for _, n, _ in parts],
+                              sum(b for _, _, b in parts))
+            for side, parts in gathered.items()}
+
+
+def profile_partition(part: Any, keys: list[str], casts: dict[str, Any], rows: int, seed: int,
+                      backend: str) -> tuple[pd.DataFrame, int, int]:
+    """On the partition's owner: up to ``rows`` of its key tuples drawn at random (with
+    replacement: drawing positions costs nothing, unlike a permutation), as pandas; its length;
+    its bytes."""
+    frames = get_backend(backend)
+    length = len(part)
+    picked = part[keys]
+    if length > rows:
+        positions = np.sort(np.random.default_rng(seed).integers(0, length, rows))
+        picked = picked.iloc[positions]
+    if casts:
+        picked = picked.astype(casts)
+    return frames.to_pandas(picked), length, frames.nbytes(part)
+
+
+def plan_skew(left: SideProfile, right: SideProfile, how: str, left_keys: list[str],
+              right_keys: list[str], n_workers: int, threshold: float) -> SkewPlan | None:
+    """The heavy keys to split, from both sides' samples; None where none are."""
+    counts_left = _estimate(left.samples, left.lengths, left_keys)
+    counts_right = _estimate(right.samples, right.lengths, right_keys)
     counts_right.index.names = counts_left.index.names
     heavy = find_heavy(counts_left, counts_right, SPREAD_SIDE[how], n_workers, threshold)
     if heavy is None:
@@ -95,19 +133,10 @@ def plan_skew(left: DistributedFrame, right: DistributedFrame, how: str, left_ke
     )
 
 
-def sample_keys(part: Any, keys: list[str], casts: dict[str, Any], rows: int, seed: int,
-                backend: str) -> tuple[pd.DataFrame, int]:
-    """On the partition's owner: up to ``rows`` of its key tuples, drawn at random, as pandas,
-    and the partition's length (to scale the sample's counts)."""
-    length = len(part)
-    picked = part[keys] if length <= rows else part[keys].sample(n=rows, random_state=seed)
-    return get_backend(backend).to_pandas(picked.astype(casts) if casts else picked), length
-
-
-def _estimate(samples: list[tuple[pd.DataFrame, int]], keys: list[str]) -> pd.Series:
+def _estimate(samples: list[pd.DataFrame], lengths: list[int], keys: list[str]) -> pd.Series:
     """Estimated rows of each sampled key tuple on the whole side (null keys left out)."""
     pieces = []
-    for sample, length in samples:
+    for sample, length in zip(samples, lengths):
         if len(sample):
             counts = sample.value_counts(subset=keys, dropna=True, sort=False)
             pieces.append(counts * (length / len(sample)))
