@@ -1,0 +1,252 @@
+"""Remote ingest: gpuframe.read_parquet over HTTP and S3, untuned against every fixed setting.
+
+The script writes a Parquet dataset (--bytes, 4 columns of --kind, snappy), then starts two
+servers on 127.0.0.1, each in its own process: an HTTP server that answers Range requests
+(os.pread per request, keep-alive) and a moto S3 server holding the same files. For each store
+it reads the dataset onto the workers with
+
+  untuned   gpuframe's default: requests in flight and their size by Little's law, measured
+            on the store's first reads (the measurement is made once per process, in the
+            untimed warm-up)
+  T x S     each fixed setting of --threads (requests in flight per fragment) and --task-sizes
+  raw       the same byte ranges (every column chunk the plan reads) fetched by --raw-threads
+            threads in this process with no decoding: the store's limit for these bytes
+
+and prints a Markdown table per store: seconds, GiB/s of planned bytes, and each setting's time
+relative to untuned (above 1.00x: untuned is faster).
+
+  python benchmarks/ingest_remote.py --device cpu --bytes 256MiB
+  python benchmarks/ingest_remote.py --device gpu --bytes 4GiB --s3-bytes 1GiB
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import product
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ingest import parse_bytes, write_dataset  # noqa: E402
+
+
+class RangeHandler(BaseHTTPRequestHandler):
+    """Files under ``root`` with Range support; one os.pread per request."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    root = Path(".")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_HEAD(self) -> None:
+        self._serve(body=False)
+
+    def do_GET(self) -> None:
+        self._serve(body=True)
+
+    def _serve(self, body: bool) -> None:
+        path = (self.root / self.path.split("?", 1)[0].lstrip("/")).resolve()
+        if self.root not in path.parents or not path.is_file():
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        size = path.stat().st_size
+        spec = self.headers.get("Range", "")
+        start, end = 0, size - 1
+        if spec.startswith("bytes="):
+            first, _, last = spec[6:].partition("-")
+            if first:
+                start, end = int(first), min(size - 1, int(last) if last else size - 1)
+            else:
+                start = max(0, size - int(last))
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        else:
+            self.send_response(200)
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        if body:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                self.wfile.write(os.pread(fd, end - start + 1, start))
+            finally:
+                os.close(fd)
+
+
+def serve_http(root: str) -> None:
+    RangeHandler.root = Path(root).resolve()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), RangeHandler)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_http(root: Path) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen([sys.executable, __file__, "--serve-http", str(root)],
+                               stdout=subprocess.PIPE, text=True)
+    port = int(process.stdout.readline())
+    return process, f"http://127.0.0.1:{port}"
+
+
+def start_s3(paths: list[Path], root: Path) -> tuple[subprocess.Popen, dict]:
+    import boto3
+    import requests
+
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                                str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            requests.get(endpoint, timeout=5)
+            break
+        except requests.RequestException:
+            time.sleep(0.1)
+    options = {"endpoint": endpoint, "key": "bench", "secret": "bench", "region": "us-east-1"}
+    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench",
+                      aws_secret_access_key="bench", region_name="us-east-1")
+    s3.create_bucket(Bucket="bench")
+    for path in paths:
+        s3.upload_file(str(path), "bench", path.relative_to(root).as_posix())
+    return process, options
+
+
+def raw_ranges(urls: list[str], ranges: dict[str, list[tuple[int, int]]], storage: dict,
+               threads: int, request_size: int) -> int:
+    """The planned ranges of every file, fetched by ``threads`` threads, nothing decoded."""
+    from gpuframe.io.remote import open_source, storage_options
+
+    options = storage_options(storage)
+    sources = {url: open_source(url, options) for url in urls}
+    pieces = [(url, start, min(request_size, offset + length - start))
+              for url in urls for offset, length in ranges[url]
+              for start in range(offset, offset + length, request_size)]
+    with ThreadPoolExecutor(threads) as pool:
+        total = sum(pool.map(lambda p: len(sources[p[0]].read_range(p[1], p[2])), pieces))
+    for source in sources.values():
+        source.close()
+    return total
+
+
+def timed(run, repeats: int) -> float:
+    run()  # warm-up: connections, imports on the workers, the Little's-law measurement
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve-http":
+        serve_http(sys.argv[2])
+        return
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--protocol", choices=["tcp", "ucx"], default="tcp")
+    parser.add_argument("--workers", type=int, default=None, help="default: GPUs, or CPU cores")
+    parser.add_argument("--bytes", type=parse_bytes, default=parse_bytes("256MiB"))
+    parser.add_argument("--s3-bytes", type=parse_bytes, default=None,
+                        help="a smaller dataset for moto, which keeps objects in Python; "
+                             "default: --bytes")
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--kind", default="float", help="column type (see ingest.py --types)")
+    parser.add_argument("--stores", default="http,s3")
+    parser.add_argument("--threads", default="1,4,16,64", help="requests in flight per task")
+    parser.add_argument("--task-sizes", default="256KiB,1MiB,4MiB,16MiB")
+    parser.add_argument("--raw-threads", default="16,64")
+    parser.add_argument("--repeats", type=int, default=3, help="median of this many")
+    parser.add_argument("--dir", default=None, help="where the dataset is written (kept)")
+    args = parser.parse_args()
+
+    import gpuframe
+    from gpuframe.io.formats import column_chunk_ranges
+    from gpuframe.io.plan import plan_fragments
+
+    root = Path(args.dir or os.path.join(tempfile.gettempdir(), "gpuframe-ingest-remote"))
+    backend = "cudf" if args.device == "gpu" else "pandas"
+    processes = []
+    try:
+        with gpuframe.start_cluster(backend=backend, protocol=args.protocol,
+                                    n_workers=args.workers) as engine:
+            print(f"\n{engine.backend.name} backend, {len(engine.workers)} workers over "
+                  f"{engine.protocol}; median of {args.repeats} after a warm-up\n")
+            for store in args.stores.split(","):
+                nbytes = args.bytes if store == "http" or args.s3_bytes is None else args.s3_bytes
+                name = f"remote-{nbytes}"
+                paths = write_dataset(root / name / args.kind, args.kind, 1, 0, "snappy",
+                                      nbytes, args.files, 4)
+                relative = [p.relative_to(root / name) for p in paths]
+                if store == "http":
+                    process, base = start_http(root / name)
+                    urls = [f"{base}/{r.as_posix()}" for r in relative]
+                    storage: dict = {}
+                else:
+                    process, storage = start_s3(paths, root / name)
+                    urls = [f"s3://bench/{r.as_posix()}" for r in relative]
+                processes.append(process)
+                plan = plan_fragments(urls, storage=storage, workers=engine.workers)
+                ranges = {url: [] for url in urls}
+                for fragment in plan.fragments:
+                    ranges[fragment.path].extend(column_chunk_ranges(
+                        plan.footers[fragment.path], fragment.units, plan.columns_read))
+                planned = plan.total_bytes
+
+                def read(**options):
+                    frame = gpuframe.read_parquet(urls, engine=engine, **storage, **options)
+                    del frame
+
+                results = [("gpuframe untuned", timed(read, args.repeats))]
+                chosen = plan.concurrency
+                for threads, size in product(args.threads.split(","),
+                                             args.task_sizes.split(",")):
+                    seconds = timed(lambda: read(requests_in_flight=int(threads),
+                                                 task_size=parse_bytes(size)), args.repeats)
+                    results.append((f"gpuframe {threads} x {size}", seconds))
+                for threads in args.raw_threads.split(","):
+                    seconds = timed(lambda: raw_ranges(urls, ranges, storage, int(threads),
+                                                       4 * 2**20), args.repeats)
+                    results.append((f"raw range reads, {threads} threads x 4MiB", seconds))
+                untuned = results[0][1]
+                best_fixed = min(s for n, s in results if n.startswith("gpuframe ") and
+                                 "untuned" not in n)
+                best_raw = min(s for n, s in results if n.startswith("raw"))
+                print(f"### {store}: {planned / 2**20:.0f} MiB planned in {len(urls)} files; "
+                      f"untuned chose {chosen!r}\n")
+                print(f"untuned / best fixed: {best_fixed / untuned:.2f}x; untuned vs best raw: "
+                      f"{best_raw / untuned:.0%} of raw throughput\n")
+                print("| setting | seconds | GiB/s | untuned speed-up |")
+                print("| --- | --- | --- | --- |")
+                for setting, seconds in results:
+                    print(f"| {setting} | {seconds:.3f} | {planned / 2**30 / seconds:.2f} | "
+                          f"{seconds / untuned:.2f}x |")
+                print(flush=True)
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(10)
+
+
+if __name__ == "__main__":
+    main()
