@@ -12,7 +12,8 @@ from .config import ClusterOptions, describe
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpuframe", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("info", help="GPUs, CUDA, UCX, GDS and library versions on this host")
+    commands.add_parser("info", help="GPUs, CUDA, UCX, GDS, library versions and measured "
+                        "copy and disk bandwidths on this host")
     demo = commands.add_parser(
         "demo", help="start a local cluster (GPUs if present, else CPU) and run the demo job"
     )
@@ -29,7 +30,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _info() -> int:
+    from .diagnostics.limits import LIMIT_NAMES, measure_limits, rate_text
+
     facts = describe_host()
+    limits = measure_limits()
+    for name, label in LIMIT_NAMES.items():
+        note = limits.notes.get(name)
+        facts[f"measured {label}"] = rate_text(getattr(limits, name)) + (
+            f" ({note})" if note else "")
     width = max(map(len, facts))
     for key, value in facts.items():
         print(f"{key:<{width}}  {value}")

@@ -17,16 +17,11 @@ from bokeh.models import ColumnDataSource, DataTable, Div, FactorRange, TableCol
 from bokeh.palettes import Blues256
 from bokeh.plotting import figure
 
-from .limits import LIMIT_NAMES
+from .limits import GB, LIMIT_NAMES, rate_text
 from .stages import TRANSFER
 
-GB = 1e9
 LIMIT_OF_STAGE = {"read": ("disk_read",), TRANSFER: ("peer_copy", "memcpy")}
 COMPUTE_LIMIT = ("device_copy", "memcpy")
-
-
-def rate_text(value: float | None) -> str:
-    return "n/a" if value is None else f"{value / GB:.2f} GB/s"
 
 
 def short(worker: str) -> str:

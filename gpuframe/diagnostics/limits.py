@@ -22,6 +22,9 @@ HOST_BYTES = 32 * 2**20
 DISK_BYTES = 16 * 2**20
 GPU_BYTES = 256 * 2**20
 
+GB = 1e9
+GPU_LIMITS = ("device_copy", "peer_copy", "host_device")
+
 LIMIT_NAMES = {
     "memcpy": "memcpy",
     "disk_read": "disk read",
@@ -46,6 +49,11 @@ class HardwareLimits:
         return asdict(self)
 
 
+def rate_text(value: float | None) -> str:
+    """A rate for people: '1.23 GB/s', or 'n/a' where it could not be measured."""
+    return "n/a" if value is None else f"{value / GB:.2f} GB/s"
+
+
 def measure_limits(directory: str | None = None) -> HardwareLimits:
     """Measure this process's paths; ``directory`` is where the disk is read (the worker's
     scratch space by default, else the temp directory)."""
@@ -57,11 +65,12 @@ def measure_limits(directory: str | None = None) -> HardwareLimits:
     except OSError as exc:
         values["disk_read"] = None
         notes["disk_read"] = f"cannot measure: {exc}"
-    gpu, why = _gpu_rates(GPU_BYTES)
+    try:
+        gpu, why = _gpu_rates(GPU_BYTES)
+    except Exception as exc:  # a GPU that fails the probe must not stop the cluster
+        gpu, why = {}, dict.fromkeys(GPU_LIMITS, f"cannot measure: {exc!r}")
     values.update(gpu)
-    for name in ("device_copy", "peer_copy", "host_device"):
-        if values.get(name) is None:
-            notes[name] = why.get(name, "no GPU")
+    notes.update(why)
     return HardwareLimits(**values, notes=notes)
 
 
@@ -108,33 +117,44 @@ def _disk_read_rate(directory: str | None, size: int) -> tuple[float, str]:
 
 def _gpu_rates(size: int) -> tuple[dict[str, float], dict[str, str]]:
     """Device, host-device and peer copy rates of this process's first visible GPU."""
+    names = GPU_LIMITS
     try:
         import cupy as cp
-
+    except ImportError:
+        return {}, dict.fromkeys(names, "no GPU (CuPy not installed)")
+    try:
         count = cp.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # no CuPy, no driver or no device: the GPU limits are n/a
-        return {}, {"device_copy": f"no GPU ({type(exc).__name__})"}
+    except Exception as exc:  # no driver or no device: the GPU limits are n/a
+        return {}, dict.fromkeys(names, f"no GPU ({exc})")
     if count == 0:
-        return {}, {}
+        return {}, dict.fromkeys(names, "no GPU")
     runtime = cp.cuda.runtime
     rates: dict[str, float] = {}
     why: dict[str, str] = {}
-    with cp.cuda.Device(0):
-        stream = cp.cuda.Stream(non_blocking=True)
-        source = cp.empty(size, dtype=cp.uint8)
-        target = cp.empty(size, dtype=cp.uint8)
-        rates["device_copy"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyAsync(
-            target.data.ptr, source.data.ptr, size, runtime.memcpyDeviceToDevice, stream.ptr))
-        pinned = cp.cuda.alloc_pinned_memory(size)
-        rates["host_device"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyAsync(
-            target.data.ptr, pinned.ptr, size, runtime.memcpyHostToDevice, stream.ptr))
-        if count > 1:
-            with cp.cuda.Device(1):
-                peer = cp.empty(size, dtype=cp.uint8)
-            rates["peer_copy"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyPeerAsync(
-                peer.data.ptr, 1, source.data.ptr, 0, size, stream.ptr))
-        else:
-            why["peer_copy"] = "one GPU visible to the worker"
+    try:
+        with cp.cuda.Device(0):
+            stream = cp.cuda.Stream(non_blocking=True)
+            source = cp.empty(size, dtype=cp.uint8)
+            target = cp.empty(size, dtype=cp.uint8)
+            rates["device_copy"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyAsync(
+                target.data.ptr, source.data.ptr, size, runtime.memcpyDeviceToDevice,
+                stream.ptr))
+            pinned = cp.cuda.alloc_pinned_memory(size)
+            rates["host_device"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyAsync(
+                target.data.ptr, pinned.ptr, size, runtime.memcpyHostToDevice, stream.ptr))
+            if count > 1:
+                with cp.cuda.Device(1):
+                    peer = cp.empty(size, dtype=cp.uint8)
+                rates["peer_copy"] = _timed_copy(
+                    cp, stream, size, lambda: runtime.memcpyPeerAsync(
+                        peer.data.ptr, 1, source.data.ptr, 0, size, stream.ptr))
+                del peer
+            else:
+                why["peer_copy"] = "one GPU visible to the worker"
+            del source, target, pinned
+    finally:  # give the probe's buffers back: the worker's memory belongs to its data
+        cp.get_default_memory_pool().free_all_blocks()
+        cp.get_default_pinned_memory_pool().free_all_blocks()
     return rates, why
 
 

@@ -147,7 +147,7 @@ class EngineMetrics(SchedulerPlugin):
 
     def summary(self, records: list[TaskRecord]) -> dict[str, Any]:
         """Records as plain data: stages, ingest per worker, worker pairs, limits."""
-        workers = sorted(self.scheduler.workers) if self.scheduler is not None else []
+        workers = _ordered_workers(self.scheduler)
         return {
             "protocol": _protocol(self.scheduler),
             "workers": workers,
@@ -159,6 +159,16 @@ class EngineMetrics(SchedulerPlugin):
             "limits": {w: self.limits[w] for w in workers if w in self.limits},
             "typical_limits": typical_limits(self.limits.values()),
         }
+
+
+def _ordered_workers(scheduler: Any) -> list[str]:
+    """Worker addresses in the engine's order: by worker name (a GPU cluster names workers by
+    GPU), as :attr:`gpuframe.Engine.workers` orders them."""
+    if scheduler is None:
+        return []
+    named = {address: str(state.name) for address, state in scheduler.workers.items()}
+    return sorted(named, key=lambda a: ((len(named[a]), named[a]) if named[a].isdigit()
+                                        else (float("inf"), named[a]), a))
 
 
 def _protocol(scheduler: Any) -> str:

@@ -96,6 +96,8 @@ class Chromium:
             self.process.wait(10)
         except subprocess.TimeoutExpired:
             self.process.kill()
+            self.process.wait()
+        self.process.stderr.close()
         shutil.rmtree(self.profile, ignore_errors=True)
 
 

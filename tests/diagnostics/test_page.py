@@ -49,3 +49,27 @@ def test_engine_page_renders_the_job_in_chromium(shuffle_join, cpu_engine, chrom
     assert "Gpuframe" in state["menu"]
     assert len([area for area in state["canvases"] if area > 0]) >= 3  # the three plots drew
     assert png.startswith(PNG) and len(png) > 20_000
+
+
+def test_connect_gives_an_existing_scheduler_the_page_and_keeps_its_records():
+    import pandas as pd
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0") as cluster:
+        engine = gpuframe.connect(cluster.scheduler_address, backend="pandas")
+        again = None
+        try:
+            assert len(gpuframe.from_pandas(pd.DataFrame({"a": range(100)}), engine=engine)) \
+                == 100
+            again = gpuframe.connect(cluster.scheduler_address, backend="pandas")
+            metrics = gpuframe.job_metrics(engine=again)
+            assert metrics.stages["load"]["tasks"] == 1  # the first engine's job, still there
+            assert set(metrics.limits) == set(engine.workers)
+            base = cluster.dashboard_link.rsplit("/", 1)[0]
+            page = requests.get(base + "/gpuframe", timeout=30)
+            assert page.status_code == 200 and '<a href="gpuframe">' in page.text
+        finally:
+            engine.close()
+            if again is not None:
+                again.close()
