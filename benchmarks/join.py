@@ -1,25 +1,43 @@
-"""Join throughput: gpuframe's shuffle join against dask.dataframe's merge on the same cluster.
+"""Join throughput: gpuframe's merge against its baselines, with per-link bytes and bandwidth.
 
-Shapes:
+Shapes (--shapes, one or several):
   dask-cuda  dask-cuda's local_cudf_merge: equal sides of --rows-per-worker rows per worker,
              unique int64 keys on the left, --frac-match of the right's keys matching.
   seed       a left side 100x larger than the right, keys drawn from --keys distinct values.
 
-Both engines join the same persisted inputs; the baseline runs in the same process, on the same
-cluster and protocol (shuffle methods 'tasks' and 'p2p'). Throughput counts the bytes of both
-inputs, as dask-cuda's benchmark does. Prints a Markdown table with the ratio.
+For each protocol in --protocols (clusters started one after the other) and each shape, both
+engines join the same persisted inputs on the same cluster: gpuframe's hash-shuffle join
+(broadcast_bytes=0) and its merge with default options (which may broadcast), then
+dask.dataframe's merge (shuffle methods --baselines). On GPUs the run also measures, in the same
+process: the NVLink (or PCIe) peer copy rate between the first two devices with CuPy, and
+dask-cuda's own benchmark (`python -m dask_cuda.benchmarks.local_cudf_merge`, its dask-cuda shape)
+over each protocol, run after gpuframe's cluster is closed.
 
-  python benchmarks/join.py --device cpu --rows-per-worker 2000000
-  python benchmarks/join.py --device gpu --protocol ucx --rows-per-worker 200000000
+Throughput counts the bytes of both inputs, as dask-cuda's benchmark does. Per-link bytes come from
+the workers' transfer logs (the bytes of gpuframe-send-* keys each worker fetched from each
+peer during the last timed join); a link's bandwidth is its bytes over the span from its first
+transfer's start to its last one's end, and its share is that over the peer copy rate.
+
+  python benchmarks/join.py --device cpu --rows-per-worker 1000000
+  python benchmarks/join.py --device gpu --protocols ucx,tcp --devices 0,1 \\
+      --rows-per-worker 200000000 --shapes dask-cuda,seed
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import shlex
+import subprocess
+import sys
 import time
+from collections import defaultdict
+from typing import Any
 
 import numpy as np
 import pandas as pd
+
+GIB = 2**30
 
 
 def generate_chunk(i: int, rows: int, chunks: int, side: str, shape: str, frac_match: float,
@@ -44,86 +62,237 @@ def generate_chunk(i: int, rows: int, chunks: int, side: str, shape: str, frac_m
     return get_backend(backend).from_pandas(frame)
 
 
-def make_side(engine, side: str, args: argparse.Namespace):
+def make_side(engine, side: str, shape: str, args: argparse.Namespace):
     import dask.dataframe as dd
 
     chunks = len(engine.workers)
     rows = args.rows_per_worker
-    if args.shape == "seed" and side == "right":
+    if shape == "seed" and side == "right":
         rows = max(1, rows // 100)
-    meta = generate_chunk(0, 2, 1, side, args.shape, 1.0, 2, engine.backend.name)
+    meta = generate_chunk(0, 2, 1, side, shape, 1.0, 2, engine.backend.name)
     collection = dd.from_map(
-        generate_chunk, range(chunks), rows=rows, chunks=chunks, side=side, shape=args.shape,
+        generate_chunk, range(chunks), rows=rows, chunks=chunks, side=side, shape=shape,
         frac_match=args.frac_match, keys=args.keys, backend=engine.backend.name,
         meta=meta, enforce_metadata=False,
     )
     return collection.persist()
 
 
-def timed(run, repeats: int) -> float:
+def timed(run, repeats: int, starts: list | None = None) -> float:
+    """The median seconds of ``repeats`` runs; each run's wall-clock start goes to ``starts``."""
     times = []
     for _ in range(repeats):
+        if starts is not None:
+            starts.append(time.time())
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
     return float(np.median(times))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    parser.add_argument("--protocol", choices=["tcp", "ucx"], default="tcp")
-    parser.add_argument("--workers", type=int, default=None, help="default: GPUs, or CPU cores")
-    parser.add_argument("--rows-per-worker", type=int, default=2_000_000)
-    parser.add_argument("--shape", choices=["dask-cuda", "seed"], default="dask-cuda")
-    parser.add_argument("--frac-match", type=float, default=0.3)
-    parser.add_argument("--keys", type=int, default=5_000_000, help="distinct keys (seed shape)")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--baselines", default="p2p,tasks", help="dask shuffle methods to run")
-    args = parser.parse_args()
+# --- per-link bytes -----------------------------------------------------------------------------
 
+def send_transfers(dask_worker, since: float) -> list[dict]:
+    """On each worker: its fetches of gpuframe-send-* keys that began after ``since``."""
+    out = []
+    for entry in list(dask_worker.transfer_incoming_log):
+        sent = {k: v for k, v in entry["keys"].items()
+                if str(k).startswith("gpuframe-send-")}
+        if sent and entry["start"] >= since:
+            out.append({"who": entry["who"], "bytes": sum(sent.values()),
+                        "start": entry["start"], "stop": entry["stop"]})
+    return out
+
+
+def link_stats(client, since: float, names: dict[str, str]) -> list[tuple[str, int, float]]:
+    """(source -> destination, bytes, GiB/s over the link's active span) per worker pair."""
+    spans: dict[str, list] = defaultdict(lambda: [0, float("inf"), 0.0])
+    for destination, entries in client.run(send_transfers, since=since).items():
+        for entry in entries:
+            link = spans[f"{names.get(entry['who'], entry['who'])} -> {names[destination]}"]
+            link[0] += entry["bytes"]
+            link[1] = min(link[1], entry["start"])
+            link[2] = max(link[2], entry["stop"])
+    return [(link, nbytes, nbytes / GIB / max(stop - start, 1e-9))
+            for link, (nbytes, start, stop) in sorted(spans.items())]
+
+
+# --- GPU-only measurements ----------------------------------------------------------------------
+
+def peer_copy_rate(src: int, dst: int, nbytes: int, repeats: int = 5) -> float:
+    """GiB/s of cudaMemcpyPeer from device ``src`` to ``dst`` (CuPy), best of ``repeats``."""
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    with cupy.cuda.Device(src):
+        a = cupy.ones(nbytes, dtype=cupy.uint8)
+    with cupy.cuda.Device(dst):
+        b = cupy.empty(nbytes, dtype=cupy.uint8)
+    for here, there in ((src, dst), (dst, src)):
+        with cupy.cuda.Device(here):
+            if runtime.deviceCanAccessPeer(here, there):
+                try:
+                    runtime.deviceEnablePeerAccess(there)
+                except cupy.cuda.runtime.CUDARuntimeError:
+                    pass  # already enabled
+    best = float("inf")
+    for _ in range(repeats + 1):  # the first is a warm-up
+        cupy.cuda.Device(src).synchronize()
+        cupy.cuda.Device(dst).synchronize()
+        start = time.perf_counter()
+        runtime.memcpyPeer(b.data.ptr, dst, a.data.ptr, src, nbytes)
+        cupy.cuda.Device(dst).synchronize()
+        cupy.cuda.Device(src).synchronize()
+        best = min(best, time.perf_counter() - start)
+    ok = bool((b[-16:] == 1).all())
+    del a, b
+    cupy.get_default_memory_pool().free_all_blocks()
+    if not ok:
+        raise RuntimeError(f"peer copy {src} -> {dst} did not arrive")
+    return nbytes / GIB / best
+
+
+def dask_cuda_merge(protocol: str, args: argparse.Namespace) -> tuple[float | None, str]:
+    """dask-cuda's local_cudf_merge over ``protocol``: (throughput GiB/s, its command)."""
+    command = [sys.executable, "-m", "dask_cuda.benchmarks.local_cudf_merge",
+               "--protocol", protocol, "-d", args.devices, "-c", str(args.rows_per_worker),
+               "--frac-match", str(args.frac_match), "--runs", str(args.repeats),
+               "--no-show-p2p-bandwidth", *shlex.split(args.dask_cuda_args)]
+    shown = " ".join(shlex.quote(c) for c in command[1:])
+    done = subprocess.run(command, capture_output=True, text=True)
+    match = re.search(r"^Throughput\s*\|\s*([\d.]+\s*[kMGT]?i?B)/s", done.stdout, re.MULTILINE)
+    if done.returncode != 0 or match is None:
+        tail = (done.stdout + done.stderr)[-2000:]
+        print(f"dask-cuda baseline failed over {protocol} (exit {done.returncode}):\n{tail}")
+        return None, shown
+    from dask.utils import parse_bytes
+
+    return parse_bytes(match.group(1).replace(" ", "")) / GIB, shown
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: list) -> None:
     import dask
     from distributed import wait
 
     import gpuframe
 
     backend = "cudf" if args.device == "gpu" else "pandas"
-    with gpuframe.start_cluster(backend=backend, protocol=args.protocol,
-                                n_workers=args.workers) as engine:
-        left_ddf, right_ddf = make_side(engine, "left", args), make_side(engine, "right", args)
-        left, right = gpuframe.from_dask(left_ddf), gpuframe.from_dask(right_ddf)
-        nbytes = left.nbytes() + right.nbytes()
-        rows = len(gpuframe.merge(left, right, on="key", broadcast_bytes=0))
+    cluster_options: dict[str, Any] = {"backend": backend, "protocol": protocol,
+                                       "n_workers": args.workers}
+    if args.device == "gpu":
+        cluster_options["devices"] = args.devices
+    with gpuframe.start_cluster(**cluster_options) as engine:
+        names = {w: f"w{i}" for i, w in enumerate(engine.workers)}
+        for shape in args.shapes.split(","):
+            left_ddf = make_side(engine, "left", shape, args)
+            right_ddf = make_side(engine, "right", shape, args)
+            left, right = gpuframe.from_dask(left_ddf), gpuframe.from_dask(right_ddf)
+            nbytes = left.nbytes() + right.nbytes()
+            rows = len(gpuframe.merge(left, right, on="key", broadcast_bytes=0))
+            where = (protocol, shape, nbytes, rows)
 
-        def ours():
-            result = gpuframe.merge(left, right, on="key", broadcast_bytes=0)
-            del result
+            def ours(**options):
+                result = gpuframe.merge(left, right, on="key", **options)
+                del result
 
-        results = [("gpuframe shuffle join", timed(ours, args.repeats))]
-        for method in filter(None, args.baselines.split(",")):
-            def baseline(method=method):
-                with dask.config.set({"dataframe.shuffle.method": method}):
-                    joined = left_ddf.merge(right_ddf, on="key").persist()
-                    wait(joined)
-                    del joined
+            starts: list[float] = []
+            seconds = timed(lambda: ours(broadcast_bytes=0), args.repeats, starts)
+            results.append((*where, "gpuframe shuffle join", seconds))
+            links.extend((protocol, shape, *link, seconds)
+                         for link in link_stats(engine.client, starts[-1], names))
+            results.append((*where, "gpuframe merge (default options)",
+                            timed(ours, args.repeats)))
+            for method in filter(None, args.baselines.split(",")):
+                def baseline(method=method):
+                    with dask.config.set({"dataframe.shuffle.method": method}):
+                        joined = left_ddf.merge(right_ddf, on="key").persist()
+                        wait(joined)
+                        del joined
 
-            name = f"dask.dataframe merge ({method})"
-            try:
-                results.append((name, timed(baseline, args.repeats)))
-            except Exception as exc:  # a baseline that cannot run here is reported, not fatal
-                print(f"{name} failed: {exc!r}")
+                name = f"dask.dataframe merge ({method})"
+                try:
+                    results.append((*where, name, timed(baseline, args.repeats)))
+                except Exception as exc:  # a baseline that cannot run here is reported
+                    print(f"{name} failed over {protocol}, shape {shape}: {exc!r}")
+            del left, right, left_ddf, right_ddf
 
-        print(f"\n{engine.backend.name} backend, {len(engine.workers)} workers over "
-              f"{engine.protocol}; shape {args.shape}; {args.rows_per_worker:,} rows per worker "
-              f"per side; {nbytes / 2**30:.2f} GiB in; {rows:,} rows out; "
-              f"median of {args.repeats}\n")
-        ours_seconds = results[0][1]
-        print("| engine | seconds | GiB/s | gpuframe speed-up |")
-        print("| --- | --- | --- | --- |")
-        for name, seconds in results:
-            print(f"| {name} | {seconds:.3f} | {nbytes / 2**30 / seconds:.2f} | "
-                  f"{seconds / ours_seconds:.2f}x |")
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--protocols", default="tcp", help="comma-separated: tcp, ucx")
+    parser.add_argument("--protocol", dest="protocols", help="alias of --protocols")
+    parser.add_argument("--workers", type=int, default=None, help="default: GPUs, or CPU cores")
+    parser.add_argument("--devices", default="0,1", help="GPUs (as CUDA_VISIBLE_DEVICES)")
+    parser.add_argument("--rows-per-worker", type=int, default=1_000_000)
+    parser.add_argument("--shapes", default="dask-cuda", help="comma-separated: dask-cuda, seed")
+    parser.add_argument("--shape", dest="shapes", help="alias of --shapes")
+    parser.add_argument("--frac-match", type=float, default=0.3)
+    parser.add_argument("--keys", type=int, default=5_000_000, help="distinct keys (seed shape)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--baselines", default="p2p,tasks", help="dask shuffle methods to run")
+    parser.add_argument("--dask-cuda", choices=["auto", "on", "off"], default="auto",
+                        help="run dask-cuda's local_cudf_merge too (auto: on GPUs)")
+    parser.add_argument("--dask-cuda-args", default="",
+                        help="extra arguments for local_cudf_merge, e.g. '--rmm-pool-size 100GB'")
+    parser.add_argument("--peer-copy-mib", type=int, default=1024,
+                        help="bytes per peer copy when measuring the device-to-device rate")
+    args = parser.parse_args()
+    protocols = args.protocols.split(",")
+    gpu = args.device == "gpu"
+
+    peer = None
+    if gpu:
+        src, dst = (int(d) for d in args.devices.split(",")[:2])
+        nbytes = args.peer_copy_mib * 2**20
+        peer = min(peer_copy_rate(src, dst, nbytes), peer_copy_rate(dst, src, nbytes))
+
+    results: list = []
+    links: list = []
+    for protocol in protocols:
+        run_protocol(protocol, args, results, links)
+    baseline_commands = []
+    if args.dask_cuda == "on" or (args.dask_cuda == "auto" and gpu):
+        for protocol in protocols:
+            throughput, command = dask_cuda_merge(protocol, args)
+            baseline_commands.append(command)
+            if throughput is not None:
+                results.append((protocol, "dask-cuda", None, None,
+                                "dask-cuda local_cudf_merge", throughput))
+
+    print(f"\n{'cudf' if gpu else 'pandas'} backend; {args.rows_per_worker:,} rows per worker "
+          f"(seed: the right side 100x smaller); median of {args.repeats}")
+    if peer is not None:
+        print(f"peer copy rate between devices {args.devices} (CuPy memcpyPeer, the slower "
+              f"direction): {peer:.1f} GiB/s")
+    for command in baseline_commands:
+        print(f"dask-cuda baseline: python {command}")
+    print("\n| protocol | shape | engine | GiB in | rows out | seconds | GiB/s | "
+          "gpuframe shuffle join speed-up |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    ours = {(p, s): nb / GIB / sec for p, s, nb, _, name, sec in results
+            if name == "gpuframe shuffle join"}
+    for protocol, shape, nbytes, rows, name, value in results:
+        if nbytes is None:  # dask-cuda reports a throughput, of its own shape
+            rate, seconds, gib, out = value, "", "", ""
+        else:
+            rate, seconds = nbytes / GIB / value, f"{value:.3f}"
+            gib, out = f"{nbytes / GIB:.2f}", f"{rows:,}"
+        mine = ours.get((protocol, shape))
+        speedup = f"{mine / rate:.2f}x" if mine else ""
+        print(f"| {protocol} | {shape} | {name} | {gib} | {out} | {seconds} | {rate:.2f} | "
+              f"{speedup} |")
+    print("\nPer-link bytes of the last gpuframe shuffle join (from the workers' transfer logs):\n")
+    print("| protocol | shape | link | GiB sent | link GiB/s (active span) | "
+          "GiB/s over the whole join | share of peer copy rate |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+    for protocol, shape, link, nbytes, active, seconds in links:
+        share = f"{100 * active / peer:.0f}%" if peer else "n/a (no GPU)"
+        print(f"| {protocol} | {shape} | {link} | {nbytes / GIB:.3f} | {active:.2f} | "
+              f"{nbytes / GIB / seconds:.2f} | {share} |")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,18 @@ worker are found from a sample and split across workers where the join type allo
 
 Key columns are cast to one common type on both sides before hashing, so equal values hash
 equally whatever their width; pairs of types that pandas would not join raise :class:`JoinError`.
+
+Memory: partitions, buckets and results are ordinary Dask keys, so the workers' spill buffers move
+them out of memory like any other data (to disk past distributed's ``memory_limit`` targets on
+the CPU; device to host past dask-cuda's ``device_memory_limit`` on GPUs): a join whose inputs and
+buckets exceed the workers' memory completes by spilling, more slowly. Only one worker's bucket
+group plus its output must fit at once.
+
+Overlap: a destination fetches each bucket as soon as its source's partition task finishes, so
+transfers overlap the partitioning of later partitions, and both sides' partition tasks are ready
+together (they run side by side where workers have threads for them). The local join starts once
+all of its buckets are in. Joining per arriving bucket is not done: it would rebuild the other
+side's hash table once per bucket, and a CPU worker with one thread has no idle time to hide it in.
 """
 
 from __future__ import annotations
