@@ -26,6 +26,7 @@ from .stages import STAGES, TRANSFER, stage_of
 PLUGIN_NAME = "gpuframe-metrics"
 READ_EVENT_TOPIC = "gpuframe-read"  # what gpuframe.io.read logs per fragment
 JOB_GAP = 2.0
+SUBMITTED = ("waiting", "queued", "no-worker", "processing")
 MAX_RECORDS = 200_000
 
 
@@ -54,6 +55,7 @@ class EngineMetrics(SchedulerPlugin):
         self.jobs: deque[list[float]] = deque(maxlen=20)
         self.job = 0
         self.appended = 0
+        self.stage_tasks: dict[str, list[int]] = {}  # stage -> [submitted, done], ever
         self.limits: dict[str, dict[str, Any]] = {}
         self.in_flight = 0
         self._origin: dict[Any, str] = {}
@@ -70,6 +72,12 @@ class EngineMetrics(SchedulerPlugin):
         stage = stage_of(key)
         if start == "processing" and finish == "memory":
             self._origin[key] = kwargs["worker"]
+        if stage is not None:
+            counts = self.stage_tasks.setdefault(stage, [0, 0])
+            if start == "released" and finish in SUBMITTED:
+                counts[0] += 1
+            elif finish in ("memory", "erred") and start != "memory":
+                counts[1] += 1
         if stage is not None and start == "processing" and self.jobs:
             self.in_flight = max(0, self.in_flight - 1)
             self.jobs[-1][1] = time()
@@ -250,6 +258,10 @@ def plugin_of(scheduler: Any) -> EngineMetrics:
 
 def _scheduler_job_summary(dask_scheduler: Any, which: str) -> dict[str, Any] | None:
     return plugin_of(dask_scheduler).job_summary(which)
+
+
+def _scheduler_stage_tasks(dask_scheduler: Any) -> dict[str, list[int]]:
+    return {stage: list(counts) for stage, counts in plugin_of(dask_scheduler).stage_tasks.items()}
 
 
 def _scheduler_mark(dask_scheduler: Any) -> int:

@@ -5,21 +5,41 @@ import gpuframe
 from gpuframe.diagnostics.progress import stage_group
 
 
+def frames():
+    orders = pd.DataFrame({"k": range(10_000), "v": range(10_000)})
+    return gpuframe.from_pandas(orders), gpuframe.from_pandas(orders.head(5_000))
+
+
 def test_progress_bars_are_grouped_by_stage():
     assert stage_group("gpuframe-join-0123456789abcdef0123456789abcdef-0") == "join"
     assert stage_group("getitem-0123456789abcdef0123456789abcdef") == "getitem"
 
 
-def test_terminal_progress_bar_runs_to_completion(engine, capsys):
-    orders = pd.DataFrame({"k": range(10_000), "v": range(10_000)})
-    joined = gpuframe.from_pandas(orders).merge(gpuframe.from_pandas(orders), on="k",
-                                                broadcast_bytes=0)
-    gpuframe.progress(joined, notebook=False)
+def test_terminal_bar_follows_a_frame(engine, capsys):
+    left, right = frames()
+    gpuframe.progress(left.merge(right, on="k", broadcast_bytes=0), notebook=False)
     assert "100% Completed" in capsys.readouterr().out
 
 
-def test_notebook_progress_widget_shows_a_bar_per_stage(engine):
+def test_terminal_bar_follows_a_join_while_it_runs(engine, capsys):
+    left, right = frames()
+    with gpuframe.progress(notebook=False) as bars:
+        joined = left.merge(right, on="k", broadcast_bytes=0)
+    assert len(joined) == 5_000
+    workers = len(engine.workers)
+    assert bars.totals["partition"] == left.npartitions + right.npartitions
+    assert bars.totals["send"] == workers * (left.npartitions + right.npartitions)
+    assert bars.totals["join"] == workers
+    assert "load" not in bars.totals  # the frames were made before the block
+    assert set(bars.remaining.values()) == {0}
+    assert "100% Completed" in capsys.readouterr().out
+
+
+def test_notebook_widget_has_a_bar_per_stage(engine):
     pytest.importorskip("ipywidgets", reason="the Jupyter widget needs ipywidgets")
-    frame = gpuframe.from_pandas(pd.DataFrame({"a": range(100)}))
-    widget = gpuframe.progress(frame, notebook=True)
-    assert widget.group_by is stage_group
+    left, right = frames()
+    with gpuframe.progress(notebook=True) as bars:
+        left.merge(right, on="k", broadcast_bytes=0)
+    assert set(bars._bar.bars) == set(bars.totals) >= {"partition", "send", "join"}
+    assert all(bar.value == 1.0 and bar.bar_style == "success"
+               for bar in bars._bar.bars.values())
