@@ -174,6 +174,28 @@ __global__ void zero_kernel(const int64_t* ranges, uint8_t* out) {
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) out[i] = 0;
 }
 
+// Each lane's string from src to dst: short ones by their own lane, long ones by the whole warp
+// in turn, so a long string is copied 32 consecutive bytes at a time instead of one lane's byte
+// by byte. Every lane of the warp must call it.
+constexpr int64_t kWarpCopyBytes = 64;
+
+__device__ __forceinline__ void copy_strings(const uint8_t* src, uint8_t* dst, int64_t length) {
+  const int lane = threadIdx.x & 31;
+  const bool long_string = length >= kWarpCopyBytes;
+  if (!long_string)
+    for (int64_t i = 0; i < length; ++i) dst[i] = src[i];
+  for (unsigned longs = __ballot_sync(cuda::kFullMask, long_string); longs != 0;
+       longs &= longs - 1) {
+    const int owner = __ffs(longs) - 1;
+    const uint8_t* from = reinterpret_cast<const uint8_t*>(
+        __shfl_sync(cuda::kFullMask, reinterpret_cast<uintptr_t>(src), owner));
+    uint8_t* to = reinterpret_cast<uint8_t*>(
+        __shfl_sync(cuda::kFullMask, reinterpret_cast<uintptr_t>(dst), owner));
+    const int64_t bytes = __shfl_sync(cuda::kFullMask, length, owner);
+    for (int64_t i = lane; i < bytes; i += 32) to[i] = from[i];
+  }
+}
+
 __device__ __forceinline__ void copy_value(const uint8_t* src, uint8_t* dst, int32_t width) {
   switch (width) {
     case 1: *dst = *src; break;
@@ -226,14 +248,16 @@ __global__ void scatter_kernel(const ColumnView* columns, int32_t n_columns, int
         lengths[warp][lane] = length;
         __syncwarp();
         const int64_t slot = (s * n + d) * n_tiles + t;
+        const uint8_t* src = nullptr;
+        uint8_t* dst = nullptr;
         if (active) {
           int64_t to = cursors[slot] - starts[s * n + d];
           for (unsigned m = below; m != 0; m &= m - 1) to += lengths[warp][__ffs(m) - 1];
-          const uint8_t* src = col.data + start;
-          uint8_t* dst = out + piece[2] + to;
-          for (int64_t i = 0; i < length; ++i) dst[i] = src[i];
+          src = col.data + start;
+          dst = out + piece[2] + to;
           write_offset(out + piece[1], at + 1, to + length, col.width);
         }
+        copy_strings(src, dst, length);
         __syncwarp();
         if (leader) {
           int64_t sum = 0;
@@ -433,18 +457,25 @@ __global__ void __launch_bounds__(kThreads, kScatterBlocksPerSm)
           staged[j] = j < rows ? string_length(col, chunk + sorted_row[j]) : 0;
         __syncthreads();
         block_exclusive_scan(staged, rows + 1);
-        for (int j = threadIdx.x; j < rows; j += kThreads) {
-          const uint32_t d = sorted_dest[j];
-          const int64_t row = chunk + sorted_row[j];
-          const int64_t* piece = pieces + (static_cast<int64_t>(d) * n_columns + c) * 3;
-          const int64_t slot = (s * n + d) * n_tiles + t;
-          const int64_t to = cursors[slot] - starts[s * n + d] + staged[j] -
-                             staged[chunk_offset[d]];
-          const int64_t length = staged[j + 1] - staged[j];
-          const uint8_t* src = col.data + col.string_offset(row);
-          uint8_t* dst = out + piece[2] + to;
-          for (int64_t i = 0; i < length; ++i) dst[i] = src[i];
-          write_offset(out + piece[1], base[d] + j + 1, to + length, col.width);
+        for (int first = 0; first < rows; first += kThreads) {  // every lane, every step
+          const int j = first + static_cast<int>(threadIdx.x);
+          const bool active = j < rows;
+          const uint8_t* src = nullptr;
+          uint8_t* dst = nullptr;
+          int64_t length = 0;
+          if (active) {
+            const uint32_t d = sorted_dest[j];
+            const int64_t row = chunk + sorted_row[j];
+            const int64_t* piece = pieces + (static_cast<int64_t>(d) * n_columns + c) * 3;
+            const int64_t slot = (s * n + d) * n_tiles + t;
+            const int64_t to = cursors[slot] - starts[s * n + d] + staged[j] -
+                               staged[chunk_offset[d]];
+            length = staged[j + 1] - staged[j];
+            src = col.data + col.string_offset(row);
+            dst = out + piece[2] + to;
+            write_offset(out + piece[1], base[d] + j + 1, to + length, col.width);
+          }
+          copy_strings(src, dst, length);
         }
         __syncthreads();  // every thread has read the string cursors before they move
         for (uint32_t d = threadIdx.x; d < n; d += kThreads)
