@@ -38,7 +38,10 @@ def parse_args() -> argparse.Namespace:
                         help="int64/float64 columns, the first --keys of them keys (default: 4)")
     parser.add_argument("--keys", type=int, default=1, help="key columns (default: 1)")
     parser.add_argument("--strings", type=int, default=0,
-                        help="extra string columns of 4-12 chars (default: 0)")
+                        help="extra string columns (default: 0)")
+    parser.add_argument("--string-chars", type=int, default=8,
+                        help="mean length of those strings, drawn from [mean/2, 3*mean/2] "
+                             "(default: 8)")
     parser.add_argument("--destinations", type=int, default=8,
                         help="destinations, e.g. workers (default: 8)")
     parser.add_argument("--threads", type=int, default=None,
@@ -68,7 +71,9 @@ def make_table(args: argparse.Namespace):
             columns[f"c{c}"] = pa.array(rng.random(args.rows))
     if args.strings:
         pool = np.array(["".join(rng.choice(list("abcdefghij"), k))
-                         for k in rng.integers(4, 13, 4096)], dtype=object)
+                         for k in rng.integers(args.string_chars // 2,
+                                               args.string_chars * 3 // 2 + 1, 4096)],
+                        dtype=object)
         for s in range(args.strings):
             columns[f"s{s}"] = pa.array(pool[rng.integers(0, len(pool), args.rows)],
                                         pa.string())
@@ -213,8 +218,8 @@ def main() -> None:
     results, nbytes, where = (gpu_rows if args.device == "gpu" else cpu_rows)(args)
     native = results[0][1]
     print(f"## Hash partition-and-pack, {args.device}: {args.rows:,} rows x {args.columns} "
-          f"columns (+{args.strings} string), {args.keys} key(s), {args.destinations} "
-          f"destinations, {nbytes / 1e9:.2f} GB\n")
+          f"columns (+{args.strings} string of ~{args.string_chars} chars), {args.keys} "
+          f"key(s), {args.destinations} destinations, {nbytes / 1e9:.2f} GB\n")
     print(f"{where}; best of {args.repeat} after a warm-up.\n")
     print("| path | time (ms) | rows/s (M) | GB/s | time / native |")
     print("| --- | ---: | ---: | ---: | ---: |")
