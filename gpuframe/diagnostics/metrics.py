@@ -7,14 +7,16 @@ worker. Read tasks' ``gpuframe-read`` events add the bytes each read fetched. io
 import nothing from here: they name their keys and Dask does the rest.
 
 A job is a run of gpuframe tasks with no idle gap longer than :data:`JOB_GAP` seconds between
-them. :meth:`EngineMetrics.summary` folds the records of a time window (a job, or the span of a
-:func:`gpuframe.report` block) into plain data; :func:`job_metrics` fetches it to the client.
+them. :meth:`EngineMetrics.summary` folds the records of a job, or of a
+:func:`gpuframe.report` block, into plain data; :func:`gpuframe.job_metrics` fetches it to the
+client.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from itertools import islice
 from statistics import median
 from typing import Any
 
@@ -109,12 +111,11 @@ class EngineMetrics(SchedulerPlugin):
             nbytes = self._read_bytes.pop(key, nbytes)
         for startstop in info.get("startstops", ()):
             if startstop["action"] == "compute":
-                self._record(TaskRecord(stage, worker, startstop["start"],
-                                               startstop["stop"], nbytes, job=self.job))
+                self._record(TaskRecord(stage, worker, startstop["start"], startstop["stop"],
+                                        nbytes, job=self.job))
             elif startstop["action"] == "transfer":
-                self._record(TaskRecord(TRANSFER, worker, startstop["start"],
-                                               startstop["stop"], 0,
-                                               source=startstop.get("source"), job=self.job))
+                self._record(TaskRecord(TRANSFER, worker, startstop["start"], startstop["stop"],
+                                        0, source=startstop.get("source"), job=self.job))
         task = self.scheduler.tasks.get(key) if self.scheduler is not None else None
         for dependency in task.dependencies if task is not None else ():
             origin = self._origin.get(dependency.key)
@@ -124,7 +125,7 @@ class EngineMetrics(SchedulerPlugin):
             moved_to.add(worker)
             now = time()
             self._record(TaskRecord("moved", worker, now, now, dependency.nbytes,
-                                           source=origin, job=self.job))
+                                    source=origin, job=self.job))
 
     def _record(self, record: TaskRecord) -> None:
         self.records.append(record)
@@ -146,12 +147,18 @@ class EngineMetrics(SchedulerPlugin):
         job = self.job - {"current": 0, "previous": 1}[which]
         if job < 1:
             return None
-        return self.summary([r for r in self.records if r.job == job])
+        chosen = []
+        for record in reversed(self.records):  # jobs are appended in order: read back to it
+            if record.job < job:
+                break
+            if record.job == job:
+                chosen.append(record)
+        return self.summary(chosen[::-1])
 
     def summary_since(self, first: int) -> dict[str, Any]:
         """The summary of the records made since :attr:`appended` was ``first``."""
         skip = max(0, first - (self.appended - len(self.records)))
-        return self.summary([self.records[i] for i in range(skip, len(self.records))])
+        return self.summary(list(islice(self.records, skip, None)))
 
     def summary(self, records: list[TaskRecord]) -> dict[str, Any]:
         """Records as plain data: stages, ingest per worker, worker pairs, limits."""
