@@ -2,8 +2,8 @@
 
 ``dataset_dir`` holds Parquet files written by pyarrow (several row groups with statistics,
 several files, hive folders, and broken files), and the same rows as ORC (stripes of
-``ROWS_PER_GROUP`` rows) and CSV files, with broken ones of each; ``http_server`` serves that folder with Range
-support and logs every request; ``s3_server`` is a moto S3 server holding the same files in a
+``ROWS_PER_GROUP`` rows) and CSV files, with broken ones of each; ``http_server`` serves that
+folder with Range support and logs every request; ``s3_server`` is a moto S3 server holding the same files in a
 bucket, with IAM authentication on, so wrong credentials are refused as by AWS.
 """
 
