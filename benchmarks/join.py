@@ -144,7 +144,8 @@ def peer_copy_rate(src: int, dst: int, nbytes: int, repeats: int = 5) -> float:
         cupy.cuda.Device(dst).synchronize()
         cupy.cuda.Device(src).synchronize()
         best = min(best, time.perf_counter() - start)
-    ok = bool((b[-16:] == 1).all())
+    with cupy.cuda.Device(dst):
+        ok = bool((b[-16:] == 1).all())
     del a, b
     cupy.get_default_memory_pool().free_all_blocks()
     if not ok:

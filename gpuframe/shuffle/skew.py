@@ -1,9 +1,9 @@
 """Skew: find the keys too heavy for one worker from a sample of each side, and split them.
 
 A hash shuffle sends every row of one key to one worker, so a key that holds a large share of
-the rows (or of the output) overloads that worker. :func:`plan_skew` samples each partition where
-it lies (``gpuframe-sample-*`` tasks), estimates each sampled key's rows on both sides, and marks
-a key *heavy* when its rows on a side exceed ``threshold`` of one worker's share of that side. Of a
+the rows (or of the output) overloads that worker. :func:`profile_sides` samples each partition
+where it lies (``gpuframe-sample-*`` tasks); :func:`plan_skew` estimates each sampled key's rows on
+both sides from that, and marks a key *heavy* when its rows on a side exceed ``threshold`` of one worker's share of that side. Of a
 heavy key, the rows of one side (the *spread* side) go round robin to every worker and the other
 side's rows are copied to every worker, so each worker joins a slice of the spread rows with all
 of the matching rows: the union is the join, and its output is spread evenly.
@@ -16,9 +16,10 @@ That is only right when the copied side's rows can never be emitted unmatched, n
 - ``outer``: nothing is split (both sides' unmatched rows are emitted), so a heavy key still
   lands on one worker.
 
-A key heavy only on the side that must be copied (say, a left join whose right side is skewed)
-is not split either: spreading the few rows of the other side would not spread the output.
-Null keys are never split.
+A key is split only where the side to spread holds at least one row of it per worker; a key
+heavy only on the side that must be copied (say, a left join whose right side is skewed) still
+spreads the output, by the other side's rows, but at the price of copying its many rows to every
+worker. Null keys are never split.
 """
 
 from __future__ import annotations
@@ -59,10 +60,6 @@ class SkewPlan:
 
     def __bool__(self) -> bool:
         return bool(self.left or self.right)
-
-    @property
-    def heavy_keys(self) -> int:
-        return len(self.left.spread) + len(self.left.copied)
 
 
 @dataclass(frozen=True)
