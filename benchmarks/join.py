@@ -4,6 +4,8 @@ Shapes (--shapes, one or several):
   dask-cuda  dask-cuda's local_cudf_merge: equal sides of --rows-per-worker rows per worker,
              unique int64 keys on the left, --frac-match of the right's keys matching.
   seed       a left side 100x larger than the right, keys drawn from --keys distinct values.
+  zipf       the seed's sizes, left keys Zipf-distributed (--zipf-a; a=1.5 puts ~38% of the left
+             rows on one key), the right's keys distinct: how evenly the output lands matters.
 
 For each protocol in --protocols (clusters started one after the other) and each shape, both
 engines join the same persisted inputs on the same cluster: gpuframe's hash-shuffle join
@@ -41,11 +43,15 @@ GIB = 2**30
 
 
 def generate_chunk(i: int, rows: int, chunks: int, side: str, shape: str, frac_match: float,
-                   keys: int, backend: str):
+                   keys: int, backend: str, zipf_a: float = 1.5):
     """One partition of one side; built on the worker that will hold it."""
     rng = np.random.default_rng(1000 * i + (side == "right"))
     if shape == "seed":
         key = rng.integers(0, keys, rows, dtype="int64")
+    elif shape == "zipf" and side == "right":  # each of the first keys once: the heavy ones too
+        key = np.arange(rows * i, rows * (i + 1), dtype="int64") % keys
+    elif shape == "zipf":
+        key = (rng.zipf(zipf_a, rows) - 1) % keys
     elif side == "left":
         key = np.arange(rows * i, rows * (i + 1), dtype="int64")
     else:
@@ -67,13 +73,13 @@ def make_side(engine, side: str, shape: str, args: argparse.Namespace):
 
     chunks = len(engine.workers)
     rows = args.rows_per_worker
-    if shape == "seed" and side == "right":
+    if shape in ("seed", "zipf") and side == "right":
         rows = max(1, rows // 100)
     meta = generate_chunk(0, 2, 1, side, shape, 1.0, 2, engine.backend.name)
     collection = dd.from_map(
         generate_chunk, range(chunks), rows=rows, chunks=chunks, side=side, shape=shape,
         frac_match=args.frac_match, keys=args.keys, backend=engine.backend.name,
-        meta=meta, enforce_metadata=False,
+        zipf_a=args.zipf_a, meta=meta, enforce_metadata=False,
     )
     return collection.persist()
 
@@ -173,7 +179,8 @@ def dask_cuda_merge(protocol: str, args: argparse.Namespace) -> tuple[float | No
 
 # --- the run ------------------------------------------------------------------------------------
 
-def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: list) -> None:
+def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: list,
+                 balance: dict) -> None:
     import dask
     from distributed import wait
 
@@ -191,8 +198,10 @@ def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: 
             right_ddf = make_side(engine, "right", shape, args)
             left, right = gpuframe.from_dask(left_ddf), gpuframe.from_dask(right_ddf)
             nbytes = left.nbytes() + right.nbytes()
-            rows = len(gpuframe.merge(left, right, on="key", broadcast_bytes=0))
+            lengths = gpuframe.merge(left, right, on="key", broadcast_bytes=0).partition_lengths()
+            rows = sum(lengths)
             where = (protocol, shape, nbytes, rows)
+            balance[(protocol, shape)] = max(lengths) / max(rows / len(lengths), 1)
 
             def ours(**options):
                 result = gpuframe.merge(left, right, on="key", **options)
@@ -229,7 +238,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None, help="default: GPUs, or CPU cores")
     parser.add_argument("--devices", default="0,1", help="GPUs (as CUDA_VISIBLE_DEVICES)")
     parser.add_argument("--rows-per-worker", type=int, default=1_000_000)
-    parser.add_argument("--shapes", default="dask-cuda", help="comma-separated: dask-cuda, seed")
+    parser.add_argument("--shapes", default="dask-cuda",
+                        help="comma-separated: dask-cuda, seed, zipf")
+    parser.add_argument("--zipf-a", type=float, default=1.5, help="Zipf exponent (zipf shape)")
     parser.add_argument("--shape", dest="shapes", help="alias of --shapes")
     parser.add_argument("--frac-match", type=float, default=0.3)
     parser.add_argument("--keys", type=int, default=5_000_000, help="distinct keys (seed shape)")
@@ -253,8 +264,9 @@ def main() -> None:
 
     results: list = []
     links: list = []
+    balance: dict = {}
     for protocol in protocols:
-        run_protocol(protocol, args, results, links)
+        run_protocol(protocol, args, results, links, balance)
     baseline_commands = []
     if args.dask_cuda == "on" or (args.dask_cuda == "auto" and gpu):
         for protocol in protocols:
@@ -272,8 +284,8 @@ def main() -> None:
     for command in baseline_commands:
         print(f"dask-cuda baseline: python {command}")
     print("\n| protocol | shape | engine | GiB in | rows out | seconds | GiB/s | "
-          "gpuframe shuffle join speed-up |")
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+          "gpuframe shuffle join speed-up | output rows max/mean per worker |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     ours = {(p, s): nb / GIB / sec for p, s, nb, _, name, sec in results
             if name == "gpuframe shuffle join"}
     for protocol, shape, nbytes, rows, name, value in results:
@@ -284,8 +296,9 @@ def main() -> None:
             gib, out = f"{nbytes / GIB:.2f}", f"{rows:,}"
         mine = ours.get((protocol, shape))
         speedup = f"{mine / rate:.2f}x" if mine else ""
+        even = f"{balance[(protocol, shape)]:.2f}" if name == "gpuframe shuffle join" else ""
         print(f"| {protocol} | {shape} | {name} | {gib} | {out} | {seconds} | {rate:.2f} | "
-              f"{speedup} |")
+              f"{speedup} | {even} |")
     print("\nPer-link bytes of the last gpuframe shuffle join (from the workers' transfer logs):\n")
     print("| protocol | shape | link | GiB sent | link GiB/s (active span) | "
           "GiB/s over the whole join | share of peer copy rate |")
