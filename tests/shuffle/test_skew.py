@@ -135,3 +135,33 @@ def test_four_workers_each_get_at_most_twice_their_share(skewed):
             assert_same_rows(split.to_pandas(), expected_for(left, right, how, ["k"]))
     finally:
         engine.close()
+
+
+@pytest.mark.gpu
+def test_cudf_partitions_split_heavy_keys_like_pandas(skewed):
+    import cudf
+
+    from gpuframe.shuffle.exchange import partition_rows
+    from gpuframe.shuffle.skew import SideSkew, profile_partition
+
+    left = skewed[0].assign(s=lambda f: (f["k"] % 3).astype(str))
+    for keys, skew in ((["k"], SideSkew(pd.DataFrame({"k": [0]}), pd.DataFrame({"k": [5]}))),
+                       (["k", "s"], SideSkew(pd.DataFrame({"k": [0], "s": ["0"]}),
+                                             pd.DataFrame({"k": [5], "s": ["2"]})))):
+        cpu = partition_rows(left, keys, {}, 3, "pandas", skew, 1)
+        gpu = partition_rows(cudf.from_pandas(left), keys, {}, 3, "cudf", skew, 1)
+        for on_cpu, on_gpu in zip(cpu, gpu):
+            assert_same_rows(on_gpu.to_pandas(), on_cpu)
+    sample, length, nbytes = profile_partition(cudf.from_pandas(left), ["k"], {}, 500, 0, "cudf")
+    assert isinstance(sample, pd.DataFrame) and len(sample) == 500 and length == len(left)
+
+
+@pytest.mark.gpu
+def test_skewed_join_on_gpus_matches_pandas(skewed):
+    left, right = skewed
+    with gpuframe.start_cluster(protocol="tcp") as gpu_engine:
+        result = gpuframe.from_pandas(left, engine=gpu_engine).merge(
+            gpuframe.from_pandas(right, engine=gpu_engine), on="k", **SHUFFLE)
+        assert_same_rows(result.to_pandas(), left.merge(right, on="k"))
+        if len(gpu_engine.workers) > 1:
+            assert imbalance(result) < 1.3
