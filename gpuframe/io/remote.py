@@ -36,6 +36,8 @@ from .errors import (
 
 FOOTER_PROBE = 64 * 2**10
 BANDWIDTH_PROBE = 2**20
+PARALLEL_PROBES = 8
+"""Concurrent reads that measure what a store serves to many requests at once."""
 
 
 def _text(value: str) -> str:
@@ -477,9 +479,12 @@ def read_ranges(source: Source, ranges: Sequence[tuple[int, int]], max_in_flight
 class Concurrency:
     """Requests in flight and their size for one store, and the measurements behind them.
 
-    Little's law: bytes in flight = bandwidth x latency. One request of ``request_size`` bytes
-    spends ``latency`` waiting and ``request_size / bandwidth`` transferring, so
-    ``1 + latency * bandwidth / request_size`` requests keep the link busy.
+    Little's law: requests in flight = rate x time each spends in flight. The store serves
+    ``bandwidth / request_size`` requests a second (``bandwidth``: what many concurrent
+    requests get together); each spends ``latency`` waiting and ``request_size /
+    stream_bandwidth`` transferring (one request alone gets ``stream_bandwidth``). So
+    ``bandwidth / stream_bandwidth + latency * bandwidth / request_size`` requests keep the
+    store busy: more when one stream cannot fill the link, more when latency is long.
     """
 
     latency_s: float
@@ -487,6 +492,8 @@ class Concurrency:
     requests_in_flight: int
     request_size: int
     source: str = "measured"
+    stream_bandwidth: float = 0.0
+    """One request's transfer rate; 0: the same as :attr:`bandwidth`."""
 
     @property
     def bytes_in_flight(self) -> int:
@@ -496,9 +503,11 @@ class Concurrency:
         if self.source != "measured":
             return (f"<Concurrency {self.source}: {self.requests_in_flight} requests of "
                     f"{_human(self.request_size)} in flight>")
+        stream = self.stream_bandwidth or self.bandwidth
         return (f"<Concurrency measured: latency {self.latency_s * 1e6:.0f} us, "
-                f"bandwidth {self.bandwidth / 1e6:.1f} MB/s -> {self.requests_in_flight} "
-                f"requests of {_human(self.request_size)} in flight>")
+                f"bandwidth {self.bandwidth / 1e6:.1f} MB/s ({stream / 1e6:.1f} MB/s per "
+                f"request) -> {self.requests_in_flight} requests of "
+                f"{_human(self.request_size)} in flight>")
 
 
 def _human(nbytes: float) -> str:
@@ -510,18 +519,23 @@ def _human(nbytes: float) -> str:
 
 
 def littles_law(latency_s: float, bandwidth: float, request_size: int,
-                max_in_flight: int) -> tuple[int, int]:
-    """(requests in flight, request size) covering ``bandwidth * latency_s`` bytes in flight.
+                max_in_flight: int, stream_bandwidth: float | None = None) -> tuple[int, int]:
+    """(requests in flight, request size) that keep a store of ``bandwidth`` busy; see
+    :class:`Concurrency`. ``stream_bandwidth``: one request's rate (default ``bandwidth``).
 
-    When more than ``max_in_flight`` requests would be needed, requests grow instead.
+    When more than ``max_in_flight`` requests would be needed, requests grow instead, so the
+    bytes in flight still cover ``bandwidth * latency_s``.
     """
-    in_flight_bytes = max(0.0, latency_s) * max(0.0, bandwidth)
-    wanted = 1 + math.ceil(in_flight_bytes / request_size)
+    bandwidth = max(0.0, bandwidth)
+    stream = stream_bandwidth if stream_bandwidth and stream_bandwidth > 0 else bandwidth
+    streams = bandwidth / stream if stream > 0 else 1.0
+    in_flight_bytes = max(0.0, latency_s) * bandwidth
+    wanted = max(1, math.ceil(max(1.0, streams) + in_flight_bytes / request_size - 1e-9))
     if wanted <= max_in_flight:
         return wanted, request_size
     if max_in_flight == 1:
         return 1, request_size
-    return max_in_flight, math.ceil(in_flight_bytes / (max_in_flight - 1))
+    return max_in_flight, max(request_size, math.ceil(in_flight_bytes / (max_in_flight - 1)))
 
 
 _measured: dict[tuple[str, str, str | None], Concurrency] = {}
@@ -546,8 +560,9 @@ def measure_storage(source: Source, storage: StorageOptions | None = None,
                     probes: int = 3) -> Concurrency:
     """Requests in flight and their size for ``source``'s store, from a few first reads.
 
-    Latency is the fastest of ``probes`` 4 KiB reads; bandwidth comes from one read of
-    ``task_size`` bytes (at least 1 MiB, at most half the file), less that latency. The answer
+    Latency is the fastest of ``probes`` 4 KiB reads; one request's rate comes from one read
+    of ``task_size`` bytes (at least 1 MiB, at most half the file), less that latency; the
+    store's bandwidth from :data:`PARALLEL_PROBES` such reads at once. The answer
     is kept per store (scheme, host and S3 endpoint) for the life of the process, so only the
     first read of a store pays for it (:func:`forget_measurements` clears it). An explicit
     ``requests_in_flight`` option wins over the measurement.
@@ -569,18 +584,35 @@ def measure_storage(source: Source, storage: StorageOptions | None = None,
         latencies.append(time.perf_counter() - start)
     latency = min(latencies)
     length = min(max(storage.task_size, BANDWIDTH_PROBE), max(probe, size // 2))  # never whole
-    start = time.perf_counter()
-    source.read_range(0, length)
-    elapsed = time.perf_counter() - start
-    # Transfer time is what the large read took beyond one latency; when the two are too close
-    # to tell apart (tiny files, noise), count at least a tenth of it rather than divide by ~0.
-    bandwidth = length / max(elapsed - latency, elapsed / 10, 1e-9)
+    stream = _transfer_rate(source, [0], length, latency)
+    together = min(PARALLEL_PROBES, storage.max_requests_in_flight)
+    bandwidth = stream
+    if together > 1:
+        span = max(1, size - length + 1)
+        offsets = [(i * length) % span for i in range(together)]
+        bandwidth = max(stream, _transfer_rate(source, offsets, length, latency))
     count, request_size = littles_law(latency, bandwidth, storage.task_size,
-                                      storage.max_requests_in_flight)
-    chosen = Concurrency(latency, bandwidth, count, request_size)
+                                      storage.max_requests_in_flight, stream)
+    chosen = Concurrency(latency, bandwidth, count, request_size, stream_bandwidth=stream)
     with _measured_lock:
         _measured.setdefault(store, chosen)
     return chosen
+
+
+def _transfer_rate(source: Source, offsets: Sequence[int], length: int,
+                   latency: float) -> float:
+    """Bytes a second of reading ``length`` bytes at each offset, all at once.
+
+    Transfer time is what the reads took beyond one latency; when the two are too close to
+    tell apart (tiny files, noise), count at least a tenth of it rather than divide by ~0."""
+    start = time.perf_counter()
+    if len(offsets) == 1:
+        source.read_range(offsets[0], length)
+    else:
+        with ThreadPoolExecutor(len(offsets), thread_name_prefix="gpuframe-probe") as pool:
+            list(pool.map(lambda offset: source.read_range(offset, length), offsets))
+    elapsed = time.perf_counter() - start
+    return len(offsets) * length / max(elapsed - latency, elapsed / 10, 1e-9)
 
 
 def list_s3(url: str, storage: StorageOptions) -> list[str]:

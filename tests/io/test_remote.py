@@ -195,6 +195,9 @@ def test_littles_law():
     # 100 ms x 10 GB/s = 1 GB in flight needs more than 8 requests: they grow instead.
     count, size = littles_law(0.1, 1e10, 4 * 2**20, 8)
     assert count == 8 and size * (count - 1) >= 1e9
+    # One request gets a quarter of what the store serves: four streams before any latency.
+    assert littles_law(0.0, 1e9, 4 * 2**20, 64, stream_bandwidth=2.5e8) == (4, 4 * 2**20)
+    assert littles_law(0.010, 1e9, 4 * 2**20, 64, stream_bandwidth=2.5e8) == (7, 4 * 2**20)
 
 
 def test_measure_storage_over_http(http_server):
@@ -203,8 +206,10 @@ def test_measure_storage_over_http(http_server):
     assert isinstance(chosen, Concurrency) and chosen.source == "measured"
     assert chosen.latency_s > 0 and chosen.bandwidth > 0
     assert chosen.latency_s < 0.02, "loopback answers in well under 20 ms"
+    assert chosen.bandwidth >= chosen.stream_bandwidth > 0
     assert (chosen.requests_in_flight, chosen.request_size) == littles_law(
-        chosen.latency_s, chosen.bandwidth, 2**16, StorageOptions().max_requests_in_flight)
+        chosen.latency_s, chosen.bandwidth, 2**16, StorageOptions().max_requests_in_flight,
+        chosen.stream_bandwidth)
     assert f"{chosen.requests_in_flight} requests of" in repr(chosen)
     before = source.requests
     assert measure_storage(source, storage_options(task_size=2**16)) is chosen
