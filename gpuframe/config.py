@@ -79,8 +79,13 @@ class JoinOptions:
     broadcast_bytes: int = _option(
         64 * 2**20, _count,
         "broadcast the smaller side to every worker when it holds at most this many bytes "
-        "(measured on 2 CPU workers: broadcast wins or ties up to 64-128 MiB, loses at 256 MiB; "
-        "benchmarks/join_broadcast.py)",
+        "(and broadcast_ratio allows it); a cap on the copy every worker holds",
+    )
+    broadcast_ratio: float | None = _option(
+        1.0, float,
+        "broadcast only when the small side's bytes times the workers are at most this times "
+        "the large side's (measured on 2 CPU workers, benchmarks/join_broadcast.py: broadcast "
+        "wins up to about half the large side, loses at its size); None: bytes alone decide",
     )
     skew_threshold: float | None = _option(
         0.25, float,
@@ -89,6 +94,14 @@ class JoinOptions:
     )
     skew_sample_rows: int = _option(
         10_000, _count, "key rows sampled per partition to find heavy keys",
+    )
+    partitions_per_worker: int | None = _option(
+        None, _count,
+        "join tasks (output partitions) per worker; None: as many as keep one task's buckets "
+        "within join_memory_fraction of a worker's memory limit",
+    )
+    join_memory_fraction: float = _option(
+        0.25, float, "the share of a worker's memory limit one join task's buckets may take",
     )
 
 

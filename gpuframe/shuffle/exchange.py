@@ -22,15 +22,18 @@ from .skew import SideSkew, split_heavy
 
 def exchange(frame: DistributedFrame, keys: list[str], casts: dict[str, Any],
              destinations: list[str], side: str, token: str,
-             skew: SideSkew | None = None) -> list[list[Future]]:
-    """``buckets[j]``: for each partition of ``frame``, the future of its rows bound for
-    ``destinations[j]`` (the caller's one snapshot of the workers, so buckets and joins agree).
+             skew: SideSkew | None = None, per_destination: int = 1) -> list[list[Future]]:
+    """``buckets[b]``: for each partition of ``frame``, the future of its rows of bucket ``b``,
+    bound for ``destinations[b // per_destination]`` (the caller's one snapshot of the workers,
+    so buckets and joins agree). Several buckets per destination keep each join task's inputs a
+    fraction of a worker's memory.
 
     ``casts`` gives key columns their common join type first, so equal keys hash equally.
-    ``skew``'s heavy keys are dealt round robin or copied to every destination instead of hashed
+    ``skew``'s heavy keys are dealt round robin or copied to every bucket instead of hashed
     (see :mod:`~gpuframe.shuffle.skew`).
     """
-    client, backend, n = frame.engine.client, frame.engine.backend.name, len(destinations)
+    client, backend = frame.engine.client, frame.engine.backend.name
+    n = len(destinations) * per_destination
     skew = skew if skew else None
     buckets: list[list[Future]] = [[] for _ in range(n)]
     for i, (part, owner) in enumerate(zip(frame.futures, frame.owners)):

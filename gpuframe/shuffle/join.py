@@ -9,8 +9,10 @@ equally whatever their width; pairs of types that pandas would not join raise :c
 Memory: partitions, buckets and results are ordinary Dask keys, so the workers' spill buffers move
 them out of memory like any other data (to disk past distributed's ``memory_limit`` targets on
 the CPU; device to host past dask-cuda's ``device_memory_limit`` on GPUs): a join whose inputs and
-buckets exceed the workers' memory completes by spilling, more slowly. Only one worker's bucket
-group plus its output must fit at once.
+buckets exceed the workers' memory completes by spilling, more slowly. One join task's buckets and
+output must fit at once, and Dask refuses a task whose inputs exceed its worker's memory limit, so
+each worker gets as many join tasks (output partitions) as keep one task's buckets within
+``join_memory_fraction`` of the smallest worker limit (``partitions_per_worker`` overrides).
 
 Overlap: a destination fetches each bucket as soon as its source's partition task finishes, so
 transfers overlap the partitioning of later partitions, and both sides' partition tasks are ready
@@ -21,6 +23,7 @@ side's hash table once per bucket, and a CPU worker with one thread has no idle 
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import pandas as pd
@@ -30,7 +33,7 @@ from ..config import JoinOptions, resolve
 from ..errors import JoinError
 from ..frame import DistributedFrame, new_token
 from .exchange import cast_keys, exchange
-from .skew import can_split, plan_skew, profile_sides
+from .skew import SideProfile, can_split, plan_skew, profile_sides
 
 HOWS = ("inner", "left", "right", "outer", "leftsemi", "leftanti")
 BROADCAST_RIGHT = ("inner", "left", "leftsemi", "leftanti")
@@ -62,30 +65,53 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
     engine, workers = left.engine, left.engine.workers
     frames = {"left": left, "right": right}
     split = can_split(how, opts.skew_threshold, len(workers))
-    sampled = [side for side in frames
-               if split or how in (BROADCAST_RIGHT if side == "right" else BROADCAST_LEFT)]
-    profiles = profile_sides({side: frames[side] for side in sampled},
-                             {"left": left_keys, "right": right_keys},
+    profiles = profile_sides(frames, {"left": left_keys, "right": right_keys},
                              {"left": casts[0], "right": casts[1]},
                              opts.skew_sample_rows if split else 0, token)
 
-    if how in BROADCAST_RIGHT and profiles["right"].nbytes <= opts.broadcast_bytes:
+    sizes = {side: profile.nbytes for side, profile in profiles.items()}
+    if how in BROADCAST_RIGHT and broadcasts(sizes["right"], sizes["left"], len(workers), opts):
         return _broadcast(left, right, "right", casts, args, token, meta)
-    if how in BROADCAST_LEFT and profiles["left"].nbytes <= opts.broadcast_bytes:
+    if how in BROADCAST_LEFT and broadcasts(sizes["left"], sizes["right"], len(workers), opts):
         return _broadcast(right, left, "left", casts[::-1], args, token, meta)
 
     skew = plan_skew(profiles["left"], profiles["right"], how, left_keys, right_keys,
                      len(workers), opts.skew_threshold) if split else None
+    per_worker = opts.partitions_per_worker or tasks_per_worker(
+        profiles["left"], profiles["right"], len(workers), opts.join_memory_fraction)
     left_buckets = exchange(left, left_keys, casts[0], workers, "left", token,
-                            skew.left if skew else None)
+                            skew.left if skew else None, per_worker)
     right_buckets = exchange(right, right_keys, casts[1], workers, "right", token,
-                             skew.right if skew else None)
+                             skew.right if skew else None, per_worker)
+    owners = [worker for worker in workers for _ in range(per_worker)]
     futures = [
-        engine.client.submit(join_buckets, left_buckets[j], right_buckets[j], *args,
-                             key=f"gpuframe-join-{token}-{j}", workers=[worker])
-        for j, worker in enumerate(workers)
+        engine.client.submit(join_buckets, left_buckets[b], right_buckets[b], *args,
+                             key=f"gpuframe-join-{token}-{b}", workers=[worker])
+        for b, worker in enumerate(owners)
     ]
-    return DistributedFrame(engine, futures, meta, workers).persist()
+    return DistributedFrame(engine, futures, meta, owners).persist()
+
+
+def broadcasts(small: int, large: int, n_workers: int, opts: JoinOptions) -> bool:
+    """Whether copying the ``small`` side to every worker beats shuffling both: it must fit
+    ``broadcast_bytes``, and each worker's hash table of all of it must not outgrow its share
+    of the shuffle (``broadcast_ratio``)."""
+    if small > opts.broadcast_bytes:
+        return False
+    return opts.broadcast_ratio is None or small * n_workers <= opts.broadcast_ratio * large
+
+
+def tasks_per_worker(left: SideProfile, right: SideProfile, n_workers: int,
+                     fraction: float) -> int:
+    """Join tasks per worker such that one task's buckets (an even share of both sides) take at
+    most ``fraction`` of the smallest worker memory limit. Dask refuses to run a task whose
+    inputs exceed its worker's limit, spilling or not, so a join larger than the workers'
+    memory must be cut into several tasks per worker to complete by spilling."""
+    limits = [p.memory_limit for p in (left, right) if p.memory_limit]
+    if not limits:
+        return 1
+    share = (left.nbytes + right.nbytes) / n_workers
+    return max(1, math.ceil(share / (fraction * min(limits))))
 
 
 def join_keys(left: pd.DataFrame, right: pd.DataFrame, on: Any, left_on: Any,

@@ -70,6 +70,7 @@ class SideProfile:
     samples: list[pd.DataFrame]
     lengths: list[int]
     nbytes: int
+    memory_limit: int | None  # the smallest of the owners' (device memory's, on GPUs)
 
 
 def can_split(how: str, threshold: float | None, n_workers: int) -> bool:
@@ -93,16 +94,17 @@ def profile_sides(frames: dict[str, DistributedFrame], keys: dict[str, list[str]
     if not futures:
         return {}
     gathered = next(iter(frames.values())).engine.client.gather(futures)
-    return {side: SideProfile([s for s, _, _ in parts], [n for _, n, _ in parts],
-                              sum(b for _, _, b in parts))
+    return {side: SideProfile([p[0] for p in parts], [p[1] for p in parts],
+                              sum(p[2] for p in parts),
+                              min((p[3] for p in parts if p[3]), default=None))
             for side, parts in gathered.items()}
 
 
 def profile_partition(part: Any, keys: list[str], casts: dict[str, Any], rows: int, seed: int,
-                      backend: str) -> tuple[pd.DataFrame, int, int]:
+                      backend: str) -> tuple[pd.DataFrame, int, int, int | None]:
     """On the partition's owner: up to ``rows`` of its key tuples drawn at random (with
     replacement: drawing positions costs nothing, unlike a permutation), as pandas; its length;
-    its bytes."""
+    its bytes; the worker's memory limit (None: none, or not on a worker)."""
     frames = get_backend(backend)
     length = len(part)
     picked = part[keys]
@@ -111,7 +113,22 @@ def profile_partition(part: Any, keys: list[str], casts: dict[str, Any], rows: i
         picked = picked.iloc[positions]
     if casts:
         picked = picked.astype(casts)
-    return frames.to_pandas(picked), length, frames.nbytes(part)
+    return frames.to_pandas(picked), length, frames.nbytes(part), _memory_limit()
+
+
+def _memory_limit() -> int | None:
+    """This worker's memory limit: device memory's where a GPU worker holds one (dask-cuda),
+    else host memory's."""
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+    except ValueError:
+        return None
+    limits = [getattr(worker.data, "device_memory_limit", None),
+              getattr(worker.memory_manager, "memory_limit", None)]
+    limits = [int(limit) for limit in limits if isinstance(limit, (int, float)) and limit > 0]
+    return min(limits, default=None)
 
 
 def plan_skew(left: SideProfile, right: SideProfile, how: str, left_keys: list[str],

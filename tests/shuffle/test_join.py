@@ -9,7 +9,7 @@ from gpuframe.errors import JoinError
 from gpuframe.shuffle.join import HOWS
 
 SHUFFLE = {"broadcast_bytes": 0}
-BROADCAST = {"broadcast_bytes": 2**40}
+BROADCAST = {"broadcast_bytes": 2**40, "broadcast_ratio": None}
 
 
 def canonical(frame: pd.DataFrame) -> pd.DataFrame:
@@ -156,3 +156,24 @@ def test_join_stages_are_named_on_the_task_stream(engine, sides):
     names = {key_split(entry["key"]) for entry in stream.data}
     assert {"gpuframe-partition-left", "gpuframe-partition-right", "gpuframe-send-left",
             "gpuframe-send-right", "gpuframe-join"} <= names
+
+
+@pytest.mark.parametrize("how", ["inner", "outer", "leftanti"])
+def test_several_join_tasks_per_worker(engine, sides, how):
+    left, right = sides
+    result = gpuframe.from_pandas(left, npartitions=3).merge(
+        gpuframe.from_pandas(right), on="k", how=how, partitions_per_worker=3, **SHUFFLE)
+    assert result.owners == [w for w in engine.workers for _ in range(3)]
+    expected = semi_expected(left, right, ["k"], True) if how == "leftanti" else \
+        left.merge(right, on="k", how=how)
+    assert_same_rows(result.to_pandas(), expected)
+
+
+def test_default_broadcast_needs_a_side_small_against_the_other(engine):
+    big = gpuframe.from_pandas(pd.DataFrame({"k": np.arange(20_000), "a": 1.0}))
+    for rows, expected in ((2_000, "gpuframe-broadcast"), (20_000, "gpuframe-partition-right")):
+        small = gpuframe.from_pandas(pd.DataFrame({"k": np.arange(rows), "b": 2.0}))
+        with get_task_stream(client=engine.client) as stream:
+            result = big.merge(small, on="k")
+        assert expected in {key_split(entry["key"]) for entry in stream.data}
+        assert len(result) == rows

@@ -96,15 +96,15 @@ def test_key_heavy_on_both_sides_and_several_key_columns(engine):
             assert imbalance(result) < 1.3
 
 
-def test_sampling_shows_on_the_task_stream_and_outer_joins_skip_it(engine, skewed):
+def test_sampling_shows_on_the_task_stream_and_outer_joins_do_not_split(engine, skewed):
     left, right = (gpuframe.from_pandas(side) for side in skewed)
     with get_task_stream(client=engine.client) as stream:
         left.merge(right, on="k", **SHUFFLE)
     assert {"gpuframe-sample-left", "gpuframe-sample-right"} <= \
         {key_split(entry["key"]) for entry in stream.data}
-    with get_task_stream(client=engine.client) as stream:
-        left.merge(right, on="k", how="outer", **SHUFFLE)
-    assert not any(key_split(e["key"]).startswith("gpuframe-sample") for e in stream.data)
+    outer = left.merge(right, on="k", how="outer", **SHUFFLE)
+    assert imbalance(outer) > 1.5  # the heavy key stays on one worker
+    assert_same_rows(outer.to_pandas(), skewed[0].merge(skewed[1], on="k", how="outer"))
 
 
 def test_find_heavy_picks_the_side_to_spread():
@@ -152,7 +152,7 @@ def test_cudf_partitions_split_heavy_keys_like_pandas(skewed):
         gpu = partition_rows(cudf.from_pandas(left), keys, {}, 3, "cudf", skew, 1)
         for on_cpu, on_gpu in zip(cpu, gpu):
             assert_same_rows(on_gpu.to_pandas(), on_cpu)
-    sample, length, nbytes = profile_partition(cudf.from_pandas(left), ["k"], {}, 500, 0, "cudf")
+    sample, length, _, _ = profile_partition(cudf.from_pandas(left), ["k"], {}, 500, 0, "cudf")
     assert isinstance(sample, pd.DataFrame) and len(sample) == 500 and length == len(left)
 
 
