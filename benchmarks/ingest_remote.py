@@ -115,18 +115,23 @@ def start_s3(paths: list[Path], root: Path) -> tuple[subprocess.Popen, dict]:
     process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
                                 str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     endpoint = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            requests.get(endpoint, timeout=5)
-            break
-        except requests.RequestException:
-            time.sleep(0.1)
-    options = {"endpoint": endpoint, "key": "bench", "secret": "bench", "region": "us-east-1"}
-    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench",
-                      aws_secret_access_key="bench", region_name="us-east-1")
-    s3.create_bucket(Bucket="bench")
-    for path in paths:
-        s3.upload_file(str(path), "bench", path.relative_to(root).as_posix())
+    try:
+        for _ in range(100):
+            try:
+                requests.get(endpoint, timeout=5)
+                break
+            except requests.RequestException:
+                time.sleep(0.1)
+        options = {"endpoint": endpoint, "key": "bench", "secret": "bench",
+                   "region": "us-east-1"}
+        s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench",
+                          aws_secret_access_key="bench", region_name="us-east-1")
+        s3.create_bucket(Bucket="bench")
+        for path in paths:
+            s3.upload_file(str(path), "bench", path.relative_to(root).as_posix())
+    except BaseException:
+        process.terminate()  # a server that never came up must not outlive the script
+        raise
     return process, options
 
 
