@@ -3,8 +3,9 @@
 :class:`EngineMetrics` is a scheduler plugin. On every gpuframe task that finishes it keeps the
 task's stage (from its key), worker, compute interval and result size, and the transfers Dask
 timed for it; a transfer's bytes are those of the dependencies that were computed on another
-worker. Read tasks' ``gpuframe-read`` events add the bytes each read fetched. io and shuffle
-import nothing from here: they name their keys and Dask does the rest.
+worker. Read tasks' ``gpuframe-read`` events add the bytes each read fetched, and the client's
+``gpuframe-stage`` events the stages that run on the client, not as tasks (planning a read). io
+and shuffle import nothing from here: they name their keys and log events; Dask does the rest.
 
 A job is a run of gpuframe tasks with no idle gap longer than :data:`JOB_GAP` seconds between
 them. :meth:`EngineMetrics.summary` folds the records of a job, or of a
@@ -27,6 +28,8 @@ from .stages import STAGES, TRANSFER, stage_of
 
 PLUGIN_NAME = "gpuframe-metrics"
 READ_EVENT_TOPIC = "gpuframe-read"  # what gpuframe.io.read logs per fragment
+STAGE_EVENT_TOPIC = "gpuframe-stage"  # {"stage", "seconds"}: client-side work just ended
+CLIENT = "client"  # the worker column of client-side stages' records
 JOB_GAP = 2.0
 SUBMITTED = ("waiting", "queued", "no-worker", "processing")
 MAX_RECORDS = 200_000
@@ -86,20 +89,29 @@ class EngineMetrics(SchedulerPlugin):
             if finish == "memory":
                 self._finished(key, stage, kwargs)
         elif stage is not None and finish == "processing":
-            now = time()
-            if not self.jobs or (self.in_flight == 0 and now - self.jobs[-1][1] > JOB_GAP):
-                self.jobs.append([now, now])
-                self.job += 1
+            self._enter_job(time())
             self.in_flight += 1
         if finish in ("released", "forgotten"):
             self._origin.pop(key, None)
             self._moved.pop(key, None)
             self._read_bytes.pop(key, None)
 
+    def _enter_job(self, now: float) -> None:
+        """Start a new job at ``now`` unless work is in flight or ended less than JOB_GAP ago."""
+        if not self.jobs or (self.in_flight == 0 and now - self.jobs[-1][1] > JOB_GAP):
+            self.jobs.append([now, now])
+            self.job += 1
+
     def log_event(self, topic: Any, msg: Any) -> None:
         """A read task's own count of the bytes it fetched (it arrives before the task's end,
-        on the same stream from the worker)."""
-        if topic == READ_EVENT_TOPIC and isinstance(msg, dict) and "key" in msg:
+        on the same stream from the worker), or a client-side stage that just ended."""
+        if topic == STAGE_EVENT_TOPIC and isinstance(msg, dict) and "stage" in msg:
+            stop = time()
+            start = stop - float(msg.get("seconds", 0.0))
+            self._enter_job(start)
+            self.jobs[-1][1] = max(self.jobs[-1][1], stop)
+            self._record(TaskRecord(str(msg["stage"]), CLIENT, start, stop, 0, job=self.job))
+        elif topic == READ_EVENT_TOPIC and isinstance(msg, dict) and "key" in msg:
             task = self.scheduler.tasks.get(msg["key"]) if self.scheduler is not None else None
             if task is not None and task.state == "processing":
                 self._read_bytes[msg["key"]] = int(msg.get("bytes_read", 0))

@@ -1,4 +1,5 @@
-"""The engine's stages, named from task keys alone.
+"""The engine's stages, named from task keys (and, for planning, which runs on the client, from
+its ``gpuframe-stage`` event).
 
 Every gpuframe task key starts ``gpuframe-<stage>-``, so the dashboard, the metrics and the
 progress bars can all tell the stages apart without io or shuffle importing anything from here.
@@ -10,6 +11,7 @@ from typing import Any
 
 # Key prefix -> stage, in the order data flows; the first prefix that matches wins.
 STAGE_PREFIXES = (
+    ("gpuframe-plan-", "plan"),
     ("gpuframe-read-", "read"),
     ("gpuframe-from-pandas-", "load"),
     ("gpuframe-from-dask-", "load"),
@@ -25,7 +27,7 @@ STAGE_PREFIXES = (
 TRANSFER = "transfer"
 # Small bookkeeping tasks (row counts, sizes) of any other gpuframe key.
 OTHER = "other"
-STAGES = ("read", "load", "sample", "partition", "send", TRANSFER, "broadcast", "join", "gather",
+STAGES = ("plan", "read", "load", "sample", "partition", "send", TRANSFER, "broadcast", "join", "gather",
           OTHER)
 
 

@@ -40,6 +40,7 @@ from .remote import RangeFile, StorageOptions, open_source, read_ranges, scheme_
 logger = logging.getLogger("gpuframe")
 
 EVENT_TOPIC = "gpuframe-read"
+STAGE_EVENT_TOPIC = "gpuframe-stage"  # client-side stages: {"stage": ..., "seconds": ...}
 _ROW = "__gpuframe_row__"
 
 
@@ -338,9 +339,13 @@ def read_with_report(source: Any, format: str | FileFormat = "parquet",
     from ..cluster.engine import current_engine
 
     engine = current_engine(engine)
+    started = time.perf_counter()
     plan = plan_fragments(source, columns, filters, partition_bytes,
                           storage_options(storage, **storage_overrides), engine.workers,
                           format=format, device_memory=worker_device_memory(engine))
+    # Planning runs here, not as a task: say so, for the dashboard's stage timings.
+    engine.client.log_event(STAGE_EVENT_TOPIC, {"stage": "plan",
+                                                "seconds": time.perf_counter() - started})
     logger.info("read plan: %r", plan)
     return read_plan(plan, engine)
 

@@ -84,3 +84,15 @@ def test_ingest_per_worker_is_the_bytes_the_reads_fetched(engine, tmp_path):
     assert sum(w["bytes"] for w in metrics.ingest.values()) == read.bytes_read
     assert set(metrics.ingest) <= set(engine.workers)
     assert all(w["rate"] > 0 for w in metrics.ingest.values())
+
+
+def test_planning_a_read_is_a_stage_of_the_same_job(engine, tmp_path):
+    pq.write_table(pa.table({"id": np.arange(40_000)}), tmp_path / "one.parquet",
+                   row_group_size=10_000)
+    time.sleep(JOB_GAP + 0.5)
+    assert len(gpuframe.read_parquet(str(tmp_path))) == 40_000
+    current = gpuframe.job_metrics()
+    assert {"plan", "read"} <= set(current.stages)
+    assert current.stages["plan"]["tasks"] == 1
+    assert current.stages["plan"]["wall_seconds"] > 0
+    assert current.start <= current.stop

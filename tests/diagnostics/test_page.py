@@ -1,3 +1,5 @@
+import time
+
 import pytest
 import requests
 from chromium import page_state
@@ -5,6 +7,7 @@ from chromium import page_state
 import gpuframe
 from gpuframe.cluster.hardware import list_gpus
 from gpuframe.diagnostics.figures import short
+from gpuframe.diagnostics.metrics import JOB_GAP
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -26,7 +29,10 @@ def test_dashboard_listens_on_loopback_by_default(cpu_engine):
 
 
 def test_engine_page_renders_the_job_in_chromium(shuffle_join, cpu_engine, chromium, artifacts):
-    gpuframe.job_metrics(engine=cpu_engine)  # the page shows the latest job: this join's
+    time.sleep(JOB_GAP + 0.5)  # the page shows the latest job: make this join a job of its own
+    left, right = (gpuframe.from_pandas(shuffle_join[side]) for side in ("orders", "people"))
+    assert len(left.merge(right, on="customer_id", broadcast_bytes=0)) == len(
+        shuffle_join["result"])
     state, png = chromium.render(dashboard(cpu_engine) + "/gpuframe",
                                  page_state("hardware limit"))
     (artifacts / "engine-page.png").write_bytes(png)
