@@ -17,6 +17,18 @@ def test_pandas_backend_round_trips_through_arrow():
                                   check_dtype=False)
 
 
+def test_pandas_backend_keeps_decimals_arrow_backed():
+    from decimal import Decimal
+
+    table = pa.table({"price": pa.array([Decimal("1.25"), None, Decimal("-3.50")],
+                                        pa.decimal128(10, 2)), "n": [1, 2, 3]})
+    frame = get_backend("pandas").from_arrow(table)
+    assert frame["price"].dtype == pd.ArrowDtype(pa.decimal128(10, 2))
+    assert frame["price"].tolist()[::2] == [Decimal("1.25"), Decimal("-3.50")]
+    assert frame["price"].isna().tolist() == [False, True, False]
+    assert frame["n"].dtype == "int64"
+
+
 def test_concat_and_nbytes():
     backend = get_backend("pandas")
     both = backend.concat([FRAME, FRAME])
