@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# On a 2-GPU device machine with the stack staged and gpuframe built (benchmarks/device_checks.sh
+# first): the benchmarks behind the issues' GPU goals, one group per argument, so that each group
+# fits one device call. Output goes to stdout and, when $OUT is set, to $OUT/<group>.log.
+#   bash benchmarks/device_benchmarks.sh partition join-ucx join-tcp ingest
+set -uo pipefail
+export PYTHONPATH=/tmp/gpustack/site PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 UCX_WARN_UNUSED_ENV_VARS=n
+rows=${ROWS_PER_GPU:-200000000}
+run() { echo "\$ $*"; "$@"; }
+for group in "$@"; do
+  {
+    echo "## $group: $(date -u +%F' '%H:%M) UTC on $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
+    case "$group" in
+      partition)  # issue #5: one GPU, 100M rows x 4 columns
+        for d in 8 64; do
+          run python3 benchmarks/partition.py --device gpu --rows 100000000 --destinations "$d" --phases
+        done ;;
+      join-ucx)  # issue #4: dask-cuda's shape and the seed's, with dask-cuda's own benchmark
+        run python3 benchmarks/join.py --device gpu --protocols ucx --rows-per-worker "$rows" \
+          --shapes dask-cuda,seed,zipf --baselines "" --repeats 3 --dask-cuda on ;;
+      join-tcp)
+        run python3 benchmarks/join.py --device gpu --protocols tcp --rows-per-worker "$rows" \
+          --shapes dask-cuda --baselines "" --repeats 2 --dask-cuda on ;;
+      ingest)  # issue #3: 4 GiB of Parquet per dataset, cold and warm, against dask_cudf
+        run python3 benchmarks/ingest.py --device gpu --protocol ucx --bytes 4GiB --files 32 \
+          --types int,string --run-lengths 1 --cardinalities 0 --compressions snappy \
+          --repeats 3 --dir /tmp/ingest4g ;;
+      *) echo "unknown group: $group (partition, join-ucx, join-tcp, ingest)"; exit 2 ;;
+    esac
+  } 2>&1 | tee "${OUT:-/tmp}/$group.log"
+done
