@@ -6,8 +6,8 @@ servers on 127.0.0.1, each in its own process: an HTTP server that answers Range
 it reads the dataset onto the workers with
 
   untuned   gpuframe's default: requests in flight and their size by Little's law, measured
-            on the store's first reads (the measurement is made once per process, in the
-            untimed warm-up)
+            by the workers on the store's first reads (once per store and client process,
+            when the script plans, before anything is timed)
   T x S     each fixed setting of --threads (requests in flight per fragment) and --task-sizes
   raw       the same byte ranges (every column chunk the plan reads) fetched by --raw-threads
             threads in this process with no decoding: the store's limit for these bytes
@@ -152,14 +152,22 @@ def raw_ranges(urls: list[str], ranges: dict[str, list[tuple[int, int]]], storag
     return total
 
 
-def timed(run, repeats: int) -> float:
-    run()  # warm-up: connections, imports on the workers, the Little's-law measurement
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+def timed(runs: dict, repeats: int, statistic: str) -> dict[str, float]:
+    """Seconds of each of ``runs`` (name: callable): a warm-up of each (connections, imports
+    on the workers), then ``repeats`` rounds that run every setting once each, each round
+    starting one setting later, so a machine that others share slows all settings alike
+    rather than whichever ran during a busy spell or after a particular neighbour."""
+    for run in runs.values():
         run()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    names = list(runs)
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for round_ in range(repeats):
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+            start = time.perf_counter()
+            runs[name]()
+            times[name].append(time.perf_counter() - start)
+    pick = np.median if statistic == "median" else np.min
+    return {name: float(pick(seconds)) for name, seconds in times.items()}
 
 
 def main() -> None:
@@ -181,13 +189,17 @@ def main() -> None:
     parser.add_argument("--threads", default="1,4,16,64", help="requests in flight per task")
     parser.add_argument("--task-sizes", default="256KiB,1MiB,4MiB,16MiB")
     parser.add_argument("--raw-threads", default="16,64")
-    parser.add_argument("--repeats", type=int, default=3, help="median of this many")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="rounds over every setting; each setting's median (or min)")
+    parser.add_argument("--statistic", choices=["median", "min"], default="median",
+                        help="min suits a machine that others share")
     parser.add_argument("--dir", default=None, help="where the dataset is written (kept)")
     args = parser.parse_args()
 
     import gpuframe
     from gpuframe.io.formats import column_chunk_ranges
     from gpuframe.io.plan import plan_fragments
+    from gpuframe.io.read import measure_on_workers
 
     root = Path(args.dir or os.path.join(tempfile.gettempdir(), "gpuframe-ingest-remote"))
     backend = "cudf" if args.device == "gpu" else "pandas"
@@ -196,7 +208,8 @@ def main() -> None:
         with gpuframe.start_cluster(backend=backend, protocol=args.protocol,
                                     n_workers=args.workers) as engine:
             print(f"\n{engine.backend.name} backend, {len(engine.workers)} workers over "
-                  f"{engine.protocol}; median of {args.repeats} after a warm-up\n")
+                  f"{engine.protocol}; {args.statistic} of {args.repeats} rounds over all "
+                  "settings after a warm-up of each\n")
             for store in args.stores.split(","):
                 nbytes = args.bytes if store == "http" or args.s3_bytes is None else args.s3_bytes
                 name = f"remote-{nbytes}"
@@ -211,7 +224,9 @@ def main() -> None:
                     process, storage = start_s3(paths, root / name)
                     urls = [f"s3://bench/{r.as_posix()}" for r in relative]
                 processes.append(process)
-                plan = plan_fragments(urls, storage=storage, workers=engine.workers)
+                plan = plan_fragments(urls, storage=storage, workers=engine.workers,
+                                      measure=lambda path, options, fragment_bytes:
+                                      measure_on_workers(engine, path, options, fragment_bytes))
                 ranges = {url: [] for url in urls}
                 for fragment in plan.fragments:
                     ranges[fragment.path].extend(column_chunk_ranges(
@@ -222,17 +237,17 @@ def main() -> None:
                     frame = gpuframe.read_parquet(urls, engine=engine, **storage, **options)
                     del frame
 
-                results = [("gpuframe untuned", timed(read, args.repeats))]
+                runs = {"gpuframe untuned": read}
                 chosen = plan.concurrency
                 for threads, size in product(args.threads.split(","),
                                              args.task_sizes.split(",")):
-                    seconds = timed(lambda: read(requests_in_flight=int(threads),
-                                                 task_size=parse_bytes(size)), args.repeats)
-                    results.append((f"gpuframe {threads} x {size}", seconds))
+                    runs[f"gpuframe {threads} x {size}"] = (
+                        lambda t=int(threads), s=parse_bytes(size):
+                        read(requests_in_flight=t, task_size=s))
                 for threads in args.raw_threads.split(","):
-                    seconds = timed(lambda: raw_ranges(urls, ranges, storage, int(threads),
-                                                       4 * 2**20), args.repeats)
-                    results.append((f"raw range reads, {threads} threads x 4MiB", seconds))
+                    runs[f"raw range reads, {threads} threads x 4MiB"] = (
+                        lambda t=int(threads): raw_ranges(urls, ranges, storage, t, 4 * 2**20))
+                results = list(timed(runs, args.repeats, args.statistic).items())
                 untuned = results[0][1]
                 best_fixed = min(s for n, s in results if n.startswith("gpuframe ") and
                                  "untuned" not in n)

@@ -27,7 +27,7 @@ import heapq
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -143,7 +143,9 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
                    storage: StorageOptions | Mapping[str, Any] | None = None,
                    workers: Sequence[str] | None = None,
                    format: str | FileFormat = "parquet",
-                   device_memory: Sequence[int] = ()) -> ReadPlan:
+                   device_memory: Sequence[int] = (),
+                   measure: Callable[[str, StorageOptions, int], Concurrency] | None = None,
+                   ) -> ReadPlan:
     """Plan reading a dataset; see the module docstring for the steps.
 
     ``filters`` take pandas/pyarrow's DNF form: a list of ``(column, op, value)`` tuples (all
@@ -152,6 +154,9 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     step applies the filters to rows. ``workers=None`` leaves fragments without owners.
     ``format``: 'parquet', 'orc', 'csv' or a :class:`~gpuframe.io.formats.FileFormat`.
     ``partition_bytes=None`` takes :func:`default_partition_bytes` of ``device_memory``.
+    ``measure(first file, storage, partition_bytes)``: the store's :class:`Concurrency`,
+    measured where the reads will run (``gpuframe.io.read.measure_on_workers``); None measures
+    here, on the first file's footer read (:func:`measure_storage`).
     """
     fmt = format_for(format)
     storage = storage_options(storage)
@@ -165,7 +170,10 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     partition_schema = _partition_schema(partitions)
     # The first file's metadata gives the schema to check columns and filters against; then
     # files whose hive values fail the filters are dropped before their metadata is read.
-    footers, concurrency = read_footers(paths[:1], storage, fmt, partition_bytes)
+    footers, concurrency = read_footers(paths[:1], storage, fmt, partition_bytes,
+                                        measure=measure is None)
+    if measure is not None:
+        concurrency = measure(paths[0], storage, partition_bytes)
     first_schema = fmt.resolve_schema(fmt.arrow_schema(paths[0], footers[paths[0]]))
     _check_no_collision(first_schema, partition_schema, paths[0])
     full = pa.schema(list(first_schema) + list(partition_schema), first_schema.metadata)
@@ -360,7 +368,8 @@ def read_footers(paths: Sequence[str], storage: StorageOptions, format: FileForm
         index, path = index_path
         with open_source(path, storage) as source:
             metadata = format.read_metadata(source, partition_bytes)
-            chosen = measure_storage(source, storage) if measure and index == 0 else None
+            chosen = (measure_storage(source, storage, fragment_bytes=partition_bytes)
+                      if measure and index == 0 else None)
             return metadata, chosen
 
     with ThreadPoolExecutor(max(1, min(threads, len(paths))),

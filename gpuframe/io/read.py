@@ -3,7 +3,9 @@
 :func:`read_parquet`, :func:`read_orc` and :func:`read_csv` plan on the client
 (:func:`gpuframe.io.plan.plan_fragments`) and run one ``gpuframe-read-<format>-<token>-<i>``
 task per fragment on the worker that owns it, so the task stream shows the reads and later
-stages know where each partition lives. Each task receives its file's metadata from the plan and
+stages know where each partition lives. A remote store's first read is measured on the workers
+too (:func:`measure_on_workers`, ``gpuframe-plan-measure-<token>-<i>`` tasks), since their
+processes, not the client's, make the requests. Each task receives its file's metadata from the plan and
 reads only the planned units and columns; what differs between formats is asked of the plan's
 :class:`~gpuframe.io.formats.FileFormat`:
 
@@ -35,7 +37,20 @@ import pyarrow.parquet as pq
 from ..backend import get_backend
 from .formats import FileFormat, format_for
 from .plan import ReadPlan, plan_fragments
-from .remote import RangeFile, StorageOptions, open_source, read_ranges, scheme_of, storage_options
+from .remote import (
+    DEFAULT_REQUEST_SIZE,
+    Concurrency,
+    RangeFile,
+    StorageOptions,
+    choose_concurrency,
+    measure_storage,
+    open_source,
+    probe_store,
+    read_ranges,
+    remembered_concurrency,
+    scheme_of,
+    storage_options,
+)
 
 logger = logging.getLogger("gpuframe")
 
@@ -342,12 +357,45 @@ def read_with_report(source: Any, format: str | FileFormat = "parquet",
     started = time.perf_counter()
     plan = plan_fragments(source, columns, filters, partition_bytes,
                           storage_options(storage, **storage_overrides), engine.workers,
-                          format=format, device_memory=worker_device_memory(engine))
+                          format=format, device_memory=worker_device_memory(engine),
+                          measure=lambda path, options, fragment_bytes: measure_on_workers(
+                              engine, path, options, fragment_bytes))
     # Planning runs here, not as a task: say so, for the dashboard's stage timings.
     engine.client.log_event(STAGE_EVENT_TOPIC, {"stage": "plan",
                                                 "seconds": time.perf_counter() - started})
     logger.info("read plan: %r", plan)
     return read_plan(plan, engine)
+
+
+def measure_on_workers(engine: Any, path: str, storage: StorageOptions,
+                       fragment_bytes: int | None = None) -> Concurrency:
+    """The store's :class:`Concurrency`, measured where the reads run: one
+    ``gpuframe-plan-measure-<token>-<i>`` task per worker, all at once, each probing ``path``
+    (:func:`~gpuframe.io.remote.probe_store`), so each sees the store shared as during the
+    read and its own process's limits, not the client's. Every worker thread reads a fragment
+    at a time, so the store's bandwidth is shared by that many readers. Remembered per store
+    like :func:`~gpuframe.io.remote.measure_storage`. Local files are measured here: a
+    round trip to the workers would cost more than the measurement.
+    """
+    from ..frame import new_token
+
+    if scheme_of(path) == "file":
+        with open_source(path, storage) as source:
+            return measure_storage(source, storage, fragment_bytes=fragment_bytes)
+
+    def measure() -> Concurrency:
+        threads = engine.client.nthreads()
+        workers = sorted(threads)
+        token = new_token()
+        futures = [engine.client.submit(probe_store, path, storage, workers=[worker],
+                                        allow_other_workers=False, pure=False,
+                                        key=f"gpuframe-plan-measure-{token}-{i}")
+                   for i, worker in enumerate(workers)]
+        probes = engine.client.gather(futures)
+        return choose_concurrency(probes, storage, readers=sum(threads.values()),
+                                  fragment_bytes=fragment_bytes)
+
+    return remembered_concurrency(path, storage, measure)
 
 
 def worker_device_memory(engine: Any) -> list[int]:
@@ -369,7 +417,8 @@ def fragment_tasks(plan: ReadPlan, prefix: str) -> list[FragmentTask]:
     """The task of each fragment of ``plan``, keyed ``<prefix>-<i>``."""
     concurrency = plan.concurrency
     in_flight = concurrency.requests_in_flight if concurrency else 1
-    request_size = concurrency.request_size if concurrency else plan.storage.task_size
+    request_size = (concurrency.request_size if concurrency
+                    else plan.storage.task_size or DEFAULT_REQUEST_SIZE)
     read_schema = pa.schema([plan.file_schema.field(c) for c in plan.columns_read])
     return [FragmentTask(f"{prefix}-{i}", f.path, plan.format, f.units, plan.footers[f.path],
                          tuple(plan.columns_read), read_schema, plan.schema, f.partition,

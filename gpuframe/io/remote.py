@@ -4,8 +4,9 @@ Every file of a dataset is a :class:`Source`: something with a size that answers
 ``read_range(offset, length)``. Planning reads footers through it (one suffix request for the
 last 64 KiB of a remote file), and the read step fetches the column chunks it needs with
 :func:`read_ranges`, many requests in flight, never the whole file. How many requests, and of
-what size, follows Little's law (:func:`measure_storage`): enough bytes in flight to cover the
-store's bandwidth times its latency.
+what size, follows Little's law (:func:`choose_concurrency`, from what :func:`probe_storage`
+measured where the reads run): requests large enough that latency is a small part of each, and
+enough of them in flight to cover the store's bandwidth times its latency.
 
 Options live in :class:`StorageOptions`, resolved by :func:`storage_options` from defaults, then
 ``GPUFRAME_<FIELD>`` environment variables, then the call's keywords.
@@ -35,9 +36,19 @@ from .errors import (
 )
 
 FOOTER_PROBE = 64 * 2**10
-BANDWIDTH_PROBE = 2**20
+BANDWIDTH_PROBE = 4 * 2**20
+"""Bytes of each bandwidth probe (at most half the file): long enough that transfer, not
+latency, dominates on a fast store."""
 PARALLEL_PROBES = 8
 """Concurrent reads that measure what a store serves to many requests at once."""
+DEFAULT_REQUEST_SIZE = 4 * 2**20
+"""Request size where nothing was measured (``requests_in_flight`` set, no ``task_size``)."""
+MIN_REQUEST_SIZE = 2**20
+MAX_REQUEST_SIZE = 64 * 2**20
+LATENCY_SHARE = 1 / 16
+"""The part of each request's time that may go to latency (the per-request cost): requests
+are made ``(1 - share) / share`` times latency x one request's rate long, so that fewer,
+larger requests amortise it."""
 
 
 def _text(value: str) -> str:
@@ -79,8 +90,9 @@ class StorageOptions:
     requests_in_flight: int | None = _option(
         None, _count, "concurrent range requests per file; None: chosen by Little's law"
     )
-    task_size: int = _option(
-        4 * 2**20, _count, "bytes per range request; larger ranges are split into these"
+    task_size: int | None = _option(
+        None, _count, "bytes per range request, larger ranges are split into these; None: "
+        "chosen from the measured latency and bandwidth"
     )
     max_requests_in_flight: int = _option(
         64, _count, "upper bound on the requests in flight Little's law may choose"
@@ -88,9 +100,11 @@ class StorageOptions:
     timeout: float = _option(30.0, _seconds, "seconds to connect or wait for a response")
 
     def __post_init__(self) -> None:
-        for name in ("task_size", "max_requests_in_flight"):
-            if getattr(self, name) < 1:
-                raise OptionError(f"{name}={getattr(self, name)} must be at least 1")
+        if self.max_requests_in_flight < 1:
+            raise OptionError(f"max_requests_in_flight={self.max_requests_in_flight} must be "
+                              "at least 1")
+        if self.task_size is not None and self.task_size < 1:
+            raise OptionError(f"task_size={self.task_size} must be at least 1")
         if self.requests_in_flight is not None and self.requests_in_flight < 1:
             raise OptionError(f"requests_in_flight={self.requests_in_flight} must be at least 1")
 
@@ -284,7 +298,7 @@ class HttpSource(Source):
                 "whole files"
             )
         total = _total_from(response.headers.get("Content-Range"), self.path)
-        return _release(response), total
+        return _body(response), total
 
     def _read(self, offset: int, length: int) -> bytes:
         data, total = self._ranged(offset, length)
@@ -302,6 +316,14 @@ def _release(response: Any) -> bytes:
     """Read the (small or wanted) body so the connection goes back to the keep-alive pool;
     closing a streamed response would drop the connection instead."""
     return response.content
+
+
+def _body(response: Any) -> bytes:
+    """A wanted body in one read: ``response.content`` joins 10 KiB chunks in a Python loop,
+    which holds the GIL and caps one process near 200 MB/s; one read of the whole length fills
+    the buffer from the socket with the GIL released. Reading to the end returns the
+    connection to the keep-alive pool."""
+    return response.raw.read(decode_content=True)
 
 
 def _total_from(content_range: str | None, url: str) -> int:
@@ -476,15 +498,28 @@ def read_ranges(source: Source, ranges: Sequence[tuple[int, int]], max_in_flight
 
 
 @dataclass(frozen=True)
+class StoreProbe:
+    """What one process measured of a store: the time to first byte of a small read
+    (``latency_s``), one request's transfer rate (``stream_bandwidth``) and what
+    :data:`PARALLEL_PROBES` requests at once got together (``bandwidth``), all in bytes/s."""
+
+    latency_s: float
+    stream_bandwidth: float
+    bandwidth: float
+
+
+@dataclass(frozen=True)
 class Concurrency:
     """Requests in flight and their size for one store, and the measurements behind them.
 
-    Little's law: requests in flight = rate x time each spends in flight. The store serves
-    ``bandwidth / request_size`` requests a second (``bandwidth``: what many concurrent
-    requests get together); each spends ``latency`` waiting and ``request_size /
-    stream_bandwidth`` transferring (one request alone gets ``stream_bandwidth``). So
-    ``bandwidth / stream_bandwidth + latency * bandwidth / request_size`` requests keep the
-    store busy: more when one stream cannot fill the link, more when latency is long.
+    Little's law: requests in flight = rate x time each spends in flight. ``readers`` tasks
+    read at once (every worker thread) and share the store's ``bandwidth``, so each task's
+    share serves ``share / request_size`` requests a second; each request spends ``latency``
+    waiting and ``request_size / stream_bandwidth`` transferring (one request alone gets
+    ``stream_bandwidth``). So ``share / stream_bandwidth + latency * share / request_size``
+    requests keep a task's share busy: more when one stream cannot fill it, more when latency
+    is long. The request size itself is chosen first, so that latency is at most
+    :data:`LATENCY_SHARE` of each request's time (:func:`choose_request_size`).
     """
 
     latency_s: float
@@ -494,19 +529,28 @@ class Concurrency:
     source: str = "measured"
     stream_bandwidth: float = 0.0
     """One request's transfer rate; 0: the same as :attr:`bandwidth`."""
+    readers: int = 1
+    """Tasks reading at once, each with :attr:`requests_in_flight` requests; they share
+    :attr:`bandwidth`."""
 
     @property
     def bytes_in_flight(self) -> int:
         return self.requests_in_flight * self.request_size
+
+    @property
+    def share(self) -> float:
+        """The bandwidth one reading task can count on."""
+        return self.bandwidth / max(1, self.readers)
 
     def __repr__(self) -> str:
         if self.source != "measured":
             return (f"<Concurrency {self.source}: {self.requests_in_flight} requests of "
                     f"{_human(self.request_size)} in flight>")
         stream = self.stream_bandwidth or self.bandwidth
+        readers = f" over {self.readers} readers" if self.readers > 1 else ""
         return (f"<Concurrency measured: latency {self.latency_s * 1e6:.0f} us, "
-                f"bandwidth {self.bandwidth / 1e6:.1f} MB/s ({stream / 1e6:.1f} MB/s per "
-                f"request) -> {self.requests_in_flight} requests of "
+                f"bandwidth {self.bandwidth / 1e6:.1f} MB/s{readers} ({stream / 1e6:.1f} MB/s "
+                f"per request) -> {self.requests_in_flight} requests of "
                 f"{_human(self.request_size)} in flight>")
 
 
@@ -538,6 +582,60 @@ def littles_law(latency_s: float, bandwidth: float, request_size: int,
     return max_in_flight, max(request_size, math.ceil(in_flight_bytes / (max_in_flight - 1)))
 
 
+def choose_request_size(latency_s: float, stream_bandwidth: float, streams: float = 1.0,
+                        fragment_bytes: int | None = None) -> int:
+    """Bytes per request such that latency is at most :data:`LATENCY_SHARE` of its time.
+
+    A request costs ``latency_s`` (time to first byte, with the client's and server's
+    per-request work) plus ``size / stream_bandwidth``; so ``size = (1 - share) / share x
+    latency x stream_bandwidth``, rounded up to a power of two within
+    [:data:`MIN_REQUEST_SIZE`, :data:`MAX_REQUEST_SIZE`]. A fragment of ``fragment_bytes``
+    must still split into ``streams`` requests (the concurrent streams the store needs), so
+    the size is at most ``fragment_bytes / streams``.
+    """
+    wanted = (1 - LATENCY_SHARE) / LATENCY_SHARE * max(0.0, latency_s) * max(0.0,
+                                                                              stream_bandwidth)
+    size = MIN_REQUEST_SIZE
+    while size < wanted and size < MAX_REQUEST_SIZE:
+        size *= 2
+    if fragment_bytes:
+        while size > MIN_REQUEST_SIZE and size * max(1.0, streams) > fragment_bytes:
+            size //= 2
+    return size
+
+
+def choose_concurrency(probes: Sequence[StoreProbe], storage: StorageOptions,
+                       readers: int | None = None,
+                       fragment_bytes: int | None = None) -> Concurrency:
+    """Requests in flight and their size from probes made at once by each reading process.
+
+    The probes ran concurrently (one per worker), so each saw the store shared as it will be
+    during the read: the store's bandwidth is their sum, and latency and one request's rate
+    are their medians. ``readers``: the tasks that will read at once (default: one per
+    probe); each gets ``bandwidth / readers``. A ``task_size`` option fixes the request size.
+    """
+    if not probes:
+        raise OptionError("choose_concurrency needs at least one probe")
+    latency = _median([p.latency_s for p in probes])
+    stream = _median([p.stream_bandwidth for p in probes])
+    bandwidth = sum(p.bandwidth for p in probes)
+    readers = max(1, readers or len(probes))
+    share = bandwidth / readers
+    stream = min(stream, share) if share > 0 else stream
+    size = storage.task_size or choose_request_size(latency, stream, share / stream
+                                                    if stream > 0 else 1.0, fragment_bytes)
+    count, request_size = littles_law(latency, share, size, storage.max_requests_in_flight,
+                                      stream)
+    return Concurrency(latency, bandwidth, count, request_size, stream_bandwidth=stream,
+                       readers=readers)
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 _measured: dict[tuple[str, str, str | None], Concurrency] = {}
 _measured_lock = threading.Lock()
 
@@ -556,25 +654,47 @@ def forget_measurements() -> None:
         _measured.clear()
 
 
-def measure_storage(source: Source, storage: StorageOptions | None = None,
-                    probes: int = 3) -> Concurrency:
-    """Requests in flight and their size for ``source``'s store, from a few first reads.
+def remembered_concurrency(path: str, storage: StorageOptions,
+                           measure: Callable[[], Concurrency]) -> Concurrency:
+    """The concurrency for ``path``'s store: configured, already measured, or ``measure()``.
 
-    Latency is the fastest of ``probes`` 4 KiB reads; one request's rate comes from one read
-    of ``task_size`` bytes (at least 1 MiB, at most half the file), less that latency; the
-    store's bandwidth from :data:`PARALLEL_PROBES` such reads at once. The answer
-    is kept per store (scheme, host and S3 endpoint) for the life of the process, so only the
-    first read of a store pays for it (:func:`forget_measurements` clears it). An explicit
-    ``requests_in_flight`` option wins over the measurement.
-    """
-    storage = storage or storage_options()
+    An explicit ``requests_in_flight`` option wins over any measurement. A measurement is kept
+    per store (scheme, host and S3 endpoint) for the life of the process, so only the first
+    read of a store pays for it (:func:`forget_measurements` clears it)."""
     if storage.requests_in_flight is not None:
-        return Concurrency(0.0, 0.0, storage.requests_in_flight, storage.task_size, "configured")
-    store = _store_of(source.path, storage)
+        return Concurrency(0.0, 0.0, storage.requests_in_flight,
+                           storage.task_size or DEFAULT_REQUEST_SIZE, "configured")
+    store = _store_of(path, storage)
     with _measured_lock:
         known = _measured.get(store)
     if known is not None:
         return known
+    chosen = measure()
+    with _measured_lock:
+        return _measured.setdefault(store, chosen)
+
+
+def measure_storage(source: Source, storage: StorageOptions | None = None, probes: int = 3,
+                    fragment_bytes: int | None = None) -> Concurrency:
+    """Requests in flight and their size for ``source``'s store, measured in this process
+    (:func:`probe_storage`, then :func:`choose_concurrency` for one reader); remembered per
+    store (:func:`remembered_concurrency`). A read on a cluster measures on its workers
+    instead (``gpuframe.io.read.measure_on_workers``)."""
+    storage = storage or storage_options()
+    return remembered_concurrency(
+        source.path, storage,
+        lambda: choose_concurrency([probe_storage(source, storage, probes)], storage,
+                                   fragment_bytes=fragment_bytes))
+
+
+def probe_storage(source: Source, storage: StorageOptions | None = None,
+                  probes: int = 3) -> StoreProbe:
+    """Latency and bandwidth of ``source``'s store, from a few first reads in this process.
+
+    Latency is the fastest of ``probes`` 4 KiB reads; one request's rate comes from one read
+    of :data:`BANDWIDTH_PROBE` bytes (at least ``task_size``, at most half the file), less that
+    latency; the store's bandwidth from :data:`PARALLEL_PROBES` such reads at once."""
+    storage = storage or storage_options()
     size = source.size()
     probe = min(4096, size)
     latencies = []
@@ -583,7 +703,7 @@ def measure_storage(source: Source, storage: StorageOptions | None = None,
         source.read_range(min(i * probe, max(0, size - probe)), probe)
         latencies.append(time.perf_counter() - start)
     latency = min(latencies)
-    length = min(max(storage.task_size, BANDWIDTH_PROBE), max(probe, size // 2))  # never whole
+    length = min(max(storage.task_size or 0, BANDWIDTH_PROBE), max(probe, size // 2))
     stream = _transfer_rate(source, [0], length, latency)
     together = min(PARALLEL_PROBES, storage.max_requests_in_flight)
     bandwidth = stream
@@ -591,12 +711,13 @@ def measure_storage(source: Source, storage: StorageOptions | None = None,
         span = max(1, size - length + 1)
         offsets = [(i * length) % span for i in range(together)]
         bandwidth = max(stream, _transfer_rate(source, offsets, length, latency))
-    count, request_size = littles_law(latency, bandwidth, storage.task_size,
-                                      storage.max_requests_in_flight, stream)
-    chosen = Concurrency(latency, bandwidth, count, request_size, stream_bandwidth=stream)
-    with _measured_lock:
-        _measured.setdefault(store, chosen)
-    return chosen
+    return StoreProbe(latency, stream, bandwidth)
+
+
+def probe_store(path: str, storage: StorageOptions) -> StoreProbe:
+    """:func:`probe_storage` of the file at ``path``: the measuring task run on a worker."""
+    with open_source(path, storage) as source:
+        return probe_storage(source, storage)
 
 
 def _transfer_rate(source: Source, offsets: Sequence[int], length: int,

@@ -3,7 +3,9 @@
 ``dataset_dir`` holds Parquet files written by pyarrow (several row groups with statistics,
 several files, hive folders, and broken files), and the same rows as ORC (stripes of
 ``ROWS_PER_GROUP`` rows) and CSV files, with broken ones of each; ``http_server`` serves that
-folder with Range support and logs every request; ``s3_server`` is a moto S3 server holding the same files in a
+folder with Range support and logs every request (and, under ``/shaped-<ms>ms-<MB>MBps/``, adds
+that latency and throttles each response to that rate: a store with known numbers for the
+Little's-law tests); ``s3_server`` is a moto S3 server holding the same files in a
 bucket, with IAM authentication on, so wrong credentials are refused as by AWS.
 """
 
@@ -13,6 +15,7 @@ import os
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,6 +31,8 @@ from gpuframe.io import remote
 
 ROWS_PER_GROUP = 1000
 GROUPS_PER_FILE = 4
+BLOB_BYTES = 2 * 2**20
+"""blob/2mib.bin: random bytes, large enough to time transfers (HTTP only, not in S3)."""
 
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
@@ -69,6 +74,9 @@ def write_dataset(root: Path) -> None:
     (bad / "not_parquet.parquet").write_bytes(b"id,x\n1,2\n" * 10)
     (bad / "empty.parquet").write_bytes(b"")
     write_orc_and_csv(root)
+    blob = root / "blob"
+    blob.mkdir()
+    (blob / "2mib.bin").write_bytes(np.random.default_rng(0).bytes(BLOB_BYTES))
 
 
 def write_orc_and_csv(root: Path) -> None:
@@ -140,7 +148,8 @@ class HttpServer:
 
 
 class _RangeHandler(BaseHTTPRequestHandler):
-    """Static files with Range support; '/norange/...' ignores Range, '/forbidden/...' is 403."""
+    """Static files with Range support; '/norange/...' ignores Range, '/forbidden/...' is 403,
+    '/shaped-<ms>ms-<MB>MBps/...' waits <ms> before answering and sends at <MB> MB/s."""
 
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body are two writes: avoid 40 ms ACK stalls
@@ -162,6 +171,12 @@ class _RangeHandler(BaseHTTPRequestHandler):
 
     def _serve(self, body: bool) -> None:
         path = self.path.split("?", 1)[0]
+        shaped = re.match(r"^/shaped-(\d+)ms-(\d+)MBps(/.*)$", path)
+        self._shape = None
+        if shaped:
+            self._shape = (int(shaped.group(1)) / 1e3, int(shaped.group(2)) * 1e6)
+            path = shaped.group(3)
+            time.sleep(self._shape[0])
         honour_range = not path.startswith("/norange/")
         target = (self.state.root / re.sub(r"^/(norange|forbidden)/", "/", path).lstrip("/"))
         if path.startswith("/forbidden/"):
@@ -197,7 +212,15 @@ class _RangeHandler(BaseHTTPRequestHandler):
             self.state.log.append(ServedRequest(self.command, self.path, self.headers.get("Range"),
                                                 status, len(data) if body else 0))
         self.end_headers()
-        if body:
+        if body and self._shape:
+            step = max(1, int(self._shape[1] / 100))  # 10 ms of data at a time
+            start = time.perf_counter()
+            for offset in range(0, len(data), step):
+                self.wfile.write(data[offset:offset + step])
+                ahead = (offset + step) / self._shape[1] - (time.perf_counter() - start)
+                if ahead > 0:
+                    time.sleep(ahead)
+        elif body:
             self.wfile.write(data)
 
 
@@ -256,7 +279,7 @@ def s3_server(dataset_dir):
         s3 = session.client("s3", endpoint_url=endpoint)
         s3.create_bucket(Bucket="data")
         for path in sorted(dataset_dir.rglob("*")):
-            if path.is_file():
+            if path.is_file() and path.parent.name != "blob":
                 s3.put_object(Bucket="data", Key=path.relative_to(dataset_dir).as_posix(),
                               Body=path.read_bytes())
         # From here on every request must be signed with the IAM user's key.

@@ -18,6 +18,7 @@ from gpuframe.io.errors import (
 from gpuframe.io.remote import (
     Concurrency,
     StorageOptions,
+    choose_request_size,
     littles_law,
     measure_storage,
     open_file,
@@ -39,7 +40,7 @@ def test_storage_options_layers(monkeypatch):
     assert "hidden" not in repr(chosen)
     assert storage_options(chosen, task_size=7).task_size == 7
     monkeypatch.delenv("GPUFRAME_TASK_SIZE")
-    assert storage_options().task_size == StorageOptions().task_size == 4 * 2**20
+    assert storage_options().task_size is StorageOptions().task_size is None  # measured
 
 
 def test_storage_options_errors(monkeypatch):
@@ -216,3 +217,54 @@ def test_measure_storage_over_http(http_server):
     assert source.requests == before
     configured = measure_storage(source, storage_options(requests_in_flight=5))
     assert (configured.requests_in_flight, configured.source) == (5, "configured")
+
+
+def test_request_size_amortises_latency():
+    # 1 ms x 1 GB/s: a 15 MB request spends 1/16 of its time waiting; rounded up to 16 MiB.
+    assert choose_request_size(0.001, 1e9) == 16 * 2**20
+    assert choose_request_size(0.0, 1e9) == remote.MIN_REQUEST_SIZE
+    assert choose_request_size(1.0, 1e10) == remote.MAX_REQUEST_SIZE
+    # A 16 MiB fragment must still split into the 4 streams the store needs.
+    assert choose_request_size(0.001, 1e9, streams=4, fragment_bytes=16 * 2**20) == 4 * 2**20
+
+
+def _measured_through(http_server, shape: str) -> Concurrency:
+    remote.forget_measurements()
+    with open_source(f"{http_server.url}/{shape}/blob/2mib.bin") as source:
+        return measure_storage(source, storage_options())
+
+
+def test_choice_follows_the_stores_latency_and_bandwidth(http_server):
+    """A server that adds 40 ms before each answer gets larger requests (so latency stays a
+    small part of each) than the same 10 MB/s-per-request server without the delay; both get
+    as many requests in flight as the streams it serves at once, plus latency x bandwidth."""
+    fast = _measured_through(http_server, "shaped-0ms-10MBps")
+    slow = _measured_through(http_server, "shaped-40ms-10MBps")
+    assert slow.latency_s >= 0.04 > fast.latency_s
+    for chosen in (fast, slow):
+        assert 0.4 * 10e6 < chosen.stream_bandwidth < 1.5 * 10e6, chosen
+        assert chosen.bandwidth > 2 * chosen.stream_bandwidth, "the server serves many at once"
+        assert chosen.requests_in_flight >= chosen.bandwidth / chosen.stream_bandwidth
+        assert chosen.bytes_in_flight >= chosen.latency_s * chosen.bandwidth
+        assert chosen.request_size == choose_request_size(
+            chosen.latency_s, chosen.stream_bandwidth,
+            chosen.bandwidth / chosen.stream_bandwidth)
+    assert slow.request_size > fast.request_size
+    assert slow.request_size >= 15 * 0.04 * slow.stream_bandwidth
+    assert "requests of" in repr(slow) and "latency" in repr(slow)
+
+
+def test_read_measures_on_every_worker_at_once(engine, http_server):
+    from distributed import get_task_stream
+
+    from gpuframe.io.read import measure_on_workers
+
+    url = f"{http_server.url}/blob/2mib.bin"
+    with get_task_stream(engine.client) as stream:
+        chosen = measure_on_workers(engine, url, storage_options())
+    keys = [task["key"] for task in stream.data]
+    assert len([k for k in keys if k.startswith("gpuframe-plan-measure-")]) == len(engine.workers)
+    readers = sum(engine.client.nthreads().values())
+    assert chosen.readers == readers and chosen.source == "measured"
+    assert (readers == 1) or f"over {readers} readers" in repr(chosen)
+    assert measure_on_workers(engine, url, storage_options()) is chosen, "remembered per store"
