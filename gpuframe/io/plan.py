@@ -39,6 +39,7 @@ from .formats import FileFormat, format_for
 from .remote import (
     Concurrency,
     StorageOptions,
+    fit_to_ranges,
     list_s3,
     measure_storage,
     open_source,
@@ -212,6 +213,11 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
         if chosen:
             fragments.append(Fragment(len(fragments), path, tuple(chosen), rows, size,
                                       tuple(values.items())))
+    if concurrency is not None:
+        concurrency = fit_to_ranges(concurrency, [
+            length for f in fragments
+            for _, length in fmt.ranges(footers[f.path], f.units, columns_read)],
+            storage.max_requests_in_flight)
     if workers is not None:
         owners = assign_owners([f.bytes for f in fragments], workers)
         fragments = [Fragment(f.index, f.path, f.units, f.rows, f.bytes, f.partition, o)

@@ -298,7 +298,14 @@ class HttpSource(Source):
                 "whole files"
             )
         total = _total_from(response.headers.get("Content-Range"), self.path)
-        return _body(response), total
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return _body(response), total
+        except (HTTPError, OSError) as exc:
+            response.close()
+            raise RemoteError(f"{self.path}: the response to 'Range: {spec}' broke off: "
+                              f"{exc}") from exc
 
     def _read(self, offset: int, length: int) -> bytes:
         data, total = self._ranged(offset, length)
@@ -532,6 +539,9 @@ class Concurrency:
     readers: int = 1
     """Tasks reading at once, each with :attr:`requests_in_flight` requests; they share
     :attr:`bandwidth`."""
+    mean_request: int = 0
+    """The mean request a plan makes, when its ranges are shorter than :attr:`request_size`
+    (:func:`fit_to_ranges`); 0: not fitted."""
 
     @property
     def bytes_in_flight(self) -> int:
@@ -548,10 +558,12 @@ class Concurrency:
                     f"{_human(self.request_size)} in flight>")
         stream = self.stream_bandwidth or self.bandwidth
         readers = f" over {self.readers} readers" if self.readers > 1 else ""
+        mean = (f" ({_human(self.mean_request)} on average for this plan)"
+                if self.mean_request else "")
         return (f"<Concurrency measured: latency {self.latency_s * 1e6:.0f} us, "
                 f"bandwidth {self.bandwidth / 1e6:.1f} MB/s{readers} ({stream / 1e6:.1f} MB/s "
                 f"per request) -> {self.requests_in_flight} requests of "
-                f"{_human(self.request_size)} in flight>")
+                f"{_human(self.request_size)}{mean} in flight>")
 
 
 def _human(nbytes: float) -> str:
@@ -628,6 +640,25 @@ def choose_concurrency(probes: Sequence[StoreProbe], storage: StorageOptions,
                                       stream)
     return Concurrency(latency, bandwidth, count, request_size, stream_bandwidth=stream,
                        readers=readers)
+
+
+def fit_to_ranges(concurrency: Concurrency, lengths: Sequence[int],
+                  max_in_flight: int) -> Concurrency:
+    """``concurrency`` for the requests a plan will make: ranges (column chunks) shorter than
+    the request size are one request each, and more of them must be in flight to cover the
+    same bandwidth x latency. Little's law again, with the plan's mean request; never fewer
+    requests in flight than chosen before. Configured concurrency is returned as is."""
+    lengths = [n for n in lengths if n > 0]
+    if concurrency.source != "measured" or not lengths:
+        return concurrency
+    size = concurrency.request_size
+    mean = math.ceil(sum(lengths) / sum(math.ceil(n / size) for n in lengths))
+    if mean >= size:
+        return concurrency
+    count, _ = littles_law(concurrency.latency_s, concurrency.share, mean, max_in_flight,
+                           concurrency.stream_bandwidth)
+    return dataclasses.replace(concurrency, mean_request=mean,
+                               requests_in_flight=max(count, concurrency.requests_in_flight))
 
 
 def _median(values: Sequence[float]) -> float:

@@ -19,6 +19,7 @@ from gpuframe.io.remote import (
     Concurrency,
     StorageOptions,
     choose_request_size,
+    fit_to_ranges,
     littles_law,
     measure_storage,
     open_file,
@@ -226,6 +227,19 @@ def test_request_size_amortises_latency():
     assert choose_request_size(1.0, 1e10) == remote.MAX_REQUEST_SIZE
     # A 16 MiB fragment must still split into the 4 streams the store needs.
     assert choose_request_size(0.001, 1e9, streams=4, fragment_bytes=16 * 2**20) == 4 * 2**20
+
+
+def test_fit_to_ranges_keeps_small_chunks_covered():
+    # 10 ms x 200 MB/s = 2 MB in flight: with 32 MiB requests 2 suffice, but a plan of 1 MiB
+    # column chunks makes 1 MiB requests, so 1 stream + 2 MB / 1 MiB = 3 are needed.
+    chosen = Concurrency(0.010, 200e6, 2, 32 * 2**20, stream_bandwidth=200e6)
+    fitted = fit_to_ranges(chosen, [2**20] * 8, 64)
+    assert (fitted.requests_in_flight, fitted.request_size, fitted.mean_request) == (
+        3, 32 * 2**20, 2**20)
+    assert "1.0 MiB on average" in repr(fitted)
+    assert fit_to_ranges(chosen, [64 * 2**20], 64) is chosen  # split into full requests
+    configured = Concurrency(0.0, 0.0, 5, 2**20, "configured")
+    assert fit_to_ranges(configured, [100] * 4, 64) is configured
 
 
 def _measured_through(http_server, shape: str) -> Concurrency:
