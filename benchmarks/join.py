@@ -131,18 +131,14 @@ def peer_copy_rate(src: int, dst: int, nbytes: int, repeats: int = 5) -> float:
     """GiB/s of cudaMemcpyPeer from device ``src`` to ``dst`` (CuPy), best of ``repeats``."""
     import cupy
 
+    from gpuframe.diagnostics.limits import enable_peer_access
+
     runtime = cupy.cuda.runtime
     with cupy.cuda.Device(src):
         a = cupy.ones(nbytes, dtype=cupy.uint8)
     with cupy.cuda.Device(dst):
         b = cupy.empty(nbytes, dtype=cupy.uint8)
-    for here, there in ((src, dst), (dst, src)):
-        with cupy.cuda.Device(here):
-            if runtime.deviceCanAccessPeer(here, there):
-                try:
-                    runtime.deviceEnablePeerAccess(there)
-                except cupy.cuda.runtime.CUDARuntimeError:
-                    pass  # already enabled
+    enable_peer_access(cupy, src, dst)
     best = float("inf")
     for _ in range(repeats + 1):  # the first is a warm-up
         cupy.cuda.Device(src).synchronize()

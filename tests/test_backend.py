@@ -49,3 +49,12 @@ def test_cudf_backend_round_trips():
     assert type(gpu_frame).__module__.startswith("cudf")
     pd.testing.assert_frame_equal(backend.to_pandas(gpu_frame), FRAME, check_dtype=False)
     assert backend.to_arrow(gpu_frame).num_rows == 3
+
+
+@pytest.mark.gpu
+def test_dask_sizes_cudf_frames_by_their_device_bytes():
+    from dask.sizeof import sizeof
+
+    gpu_frame = get_backend("cudf").from_pandas(pd.DataFrame({"k": range(100_000)}))
+    assert 800_000 <= sizeof(gpu_frame) < 1_000_000
+    assert 800_000 <= sizeof(gpu_frame["k"]) < 1_000_000

@@ -96,3 +96,24 @@ def test_planning_a_read_is_a_stage_of_the_same_job(engine, tmp_path):
     assert current.stages["plan"]["tasks"] == 1
     assert current.stages["plan"]["wall_seconds"] > 0
     assert current.start <= current.stop
+
+
+@pytest.mark.gpu
+def test_gpu_join_records_the_bytes_each_pair_moved():
+    """Bucket sizes come from dask.sizeof of cuDF frames on the workers: without a rule for
+    them every pair logged ~0 bytes."""
+    from .conftest import orders_and_customers
+
+    if len(list_gpus()) < 2:
+        pytest.skip("needs two GPUs")
+    orders, people = orders_and_customers(rows=2_000_000)
+    with gpuframe.start_cluster(backend="cudf", protocol="tcp") as gpu_engine:
+        left = gpuframe.from_pandas(orders, engine=gpu_engine)
+        right = gpuframe.from_pandas(people, engine=gpu_engine)
+        bookmark = mark(gpu_engine)
+        assert len(left.merge(right, on="customer_id", broadcast_bytes=0)) == len(orders)
+        metrics = metrics_since(gpu_engine, bookmark)
+    moved = sum(p["bytes"] for p in metrics.pairs)
+    # about half of each side's buckets cross to the other GPU
+    assert 0.3 < moved / metrics.stages["send"]["bytes"] < 0.7
+    assert 0.3 < moved / orders.memory_usage(index=False).sum() < 0.8
