@@ -17,8 +17,8 @@ over each protocol, run after gpuframe's cluster is closed.
 
 Throughput counts the bytes of both inputs, as dask-cuda's benchmark does. Per-link bytes come from
 the workers' transfer logs (the bytes of gpuframe-send-* keys each worker fetched from each
-peer during the last timed join); a link's bandwidth is its bytes over the span from its first
-transfer's start to its last one's end, and its share is that over the peer copy rate.
+peer during the last timed join); a link's bandwidth is its bytes over the time it was busy (the
+union of its transfers' intervals), and its share is that over the peer copy rate.
 
   python benchmarks/join.py --device cpu --rows-per-worker 1000000
   python benchmarks/join.py --device gpu --protocols ucx,tcp --devices 0,1 \\
@@ -113,16 +113,19 @@ def send_transfers(dask_worker, since: float) -> list[dict]:
 
 
 def link_stats(client, since: float, names: dict[str, str]) -> list[tuple[str, int, float]]:
-    """(source -> destination, bytes, GiB/s over the link's active span) per worker pair."""
-    spans: dict[str, list] = defaultdict(lambda: [0, float("inf"), 0.0])
+    """(source -> destination, bytes, GiB/s while the link was busy) per worker pair: bytes over
+    the union of its transfers' intervals, so the gaps between the two sides' buckets (each
+    side's partitioning finishes at its own time) do not count as a slow link."""
+    from gpuframe.diagnostics.metrics import union_seconds
+
+    links: dict[str, list] = defaultdict(lambda: [0, []])
     for destination, entries in client.run(send_transfers, since=since).items():
         for entry in entries:
-            link = spans[f"{names.get(entry['who'], entry['who'])} -> {names[destination]}"]
+            link = links[f"{names.get(entry['who'], entry['who'])} -> {names[destination]}"]
             link[0] += entry["bytes"]
-            link[1] = min(link[1], entry["start"])
-            link[2] = max(link[2], entry["stop"])
-    return [(link, nbytes, nbytes / GIB / max(stop - start, 1e-9))
-            for link, (nbytes, start, stop) in sorted(spans.items())]
+            link[1].append((entry["start"], entry["stop"]))
+    return [(link, nbytes, nbytes / GIB / max(union_seconds(spans), 1e-9))
+            for link, (nbytes, spans) in sorted(links.items())]
 
 
 # --- GPU-only measurements ----------------------------------------------------------------------
@@ -300,7 +303,7 @@ def main() -> None:
         print(f"| {protocol} | {shape} | {name} | {gib} | {out} | {seconds} | {rate:.2f} | "
               f"{speedup} | {even} |")
     print("\nPer-link bytes of the last gpuframe shuffle join (from the workers' transfer logs):\n")
-    print("| protocol | shape | link | GiB sent | link GiB/s (active span) | "
+    print("| protocol | shape | link | GiB sent | link GiB/s (while busy) | "
           "GiB/s over the whole join | share of peer copy rate |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
     for protocol, shape, link, nbytes, active, seconds in links:

@@ -202,7 +202,7 @@ def _protocol(scheduler: Any) -> str:
     return scheduler.address.split("://", 1)[0] if scheduler is not None else "unknown"
 
 
-def _union_seconds(intervals: list[tuple[float, float]]) -> float:
+def union_seconds(intervals: list[tuple[float, float]]) -> float:
     """Wall time covered by possibly overlapping intervals (tasks run side by side)."""
     total, end = 0.0, float("-inf")
     for start, stop in sorted(intervals):
@@ -223,7 +223,7 @@ def _stages(records: list[TaskRecord]) -> dict[str, dict[str, float]]:
         chosen = by_stage[stage]
         result[stage] = {
             "tasks": len(chosen),
-            "wall_seconds": _union_seconds([(r.start, r.stop) for r in chosen]),
+            "wall_seconds": union_seconds([(r.start, r.stop) for r in chosen]),
             "task_seconds": sum(r.stop - r.start for r in chosen),
             "bytes": moved if stage == TRANSFER else sum(r.nbytes for r in chosen),
         }
@@ -236,7 +236,7 @@ def _ingest(records: Any) -> dict[str, dict[str, float]]:
         by_worker.setdefault(record.worker, []).append(record)
     result = {}
     for worker, chosen in by_worker.items():
-        seconds = _union_seconds([(r.start, r.stop) for r in chosen])
+        seconds = union_seconds([(r.start, r.stop) for r in chosen])
         nbytes = sum(r.nbytes for r in chosen)
         result[worker] = {"bytes": nbytes, "seconds": seconds,
                           "rate": nbytes / seconds if seconds > 0 else 0.0}

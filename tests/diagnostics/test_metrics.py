@@ -11,13 +11,13 @@ from distributed import get_task_stream
 import gpuframe
 from gpuframe.cluster.hardware import list_gpus
 from gpuframe.diagnostics.jobs import mark, metrics_since
-from gpuframe.diagnostics.metrics import JOB_GAP, _union_seconds
+from gpuframe.diagnostics.metrics import JOB_GAP, union_seconds
 from gpuframe.errors import OptionError
 
 
 def test_wall_time_counts_overlapping_tasks_once():
-    assert _union_seconds([(0, 2), (1, 3), (5, 6), (5.5, 5.7)]) == pytest.approx(4.0)
-    assert _union_seconds([]) == 0
+    assert union_seconds([(0, 2), (1, 3), (5, 6), (5.5, 5.7)]) == pytest.approx(4.0)
+    assert union_seconds([]) == 0
 
 
 def test_task_stream_lists_the_stage_names_after_a_join(engine):
@@ -102,11 +102,12 @@ def test_planning_a_read_is_a_stage_of_the_same_job(engine, tmp_path):
 def test_gpu_join_records_the_bytes_each_pair_moved():
     """Bucket sizes come from dask.sizeof of cuDF frames on the workers: without a rule for
     them every pair logged ~0 bytes."""
-    from .conftest import orders_and_customers
-
     if len(list_gpus()) < 2:
         pytest.skip("needs two GPUs")
-    orders, people = orders_and_customers(rows=2_000_000)
+    rng = np.random.default_rng(3)
+    orders = pd.DataFrame({"customer_id": rng.integers(0, 5_000, 2_000_000),
+                           "amount": rng.random(2_000_000)})
+    people = pd.DataFrame({"customer_id": np.arange(5_000), "segment": np.arange(5_000) % 5})
     with gpuframe.start_cluster(backend="cudf", protocol="tcp") as gpu_engine:
         left = gpuframe.from_pandas(orders, engine=gpu_engine)
         right = gpuframe.from_pandas(people, engine=gpu_engine)
