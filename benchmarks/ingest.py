@@ -175,6 +175,8 @@ def main() -> None:
     from distributed import wait
 
     import gpuframe
+    from gpuframe.io.plan import plan_fragments
+    from gpuframe.io.read import worker_device_memory
 
     root = Path(args.dir or os.path.join(tempfile.gettempdir(), "gpuframe-ingest"))
     engines = [e for e in args.engines.split(",") if e != "dask_cudf" or args.device == "gpu"]
@@ -216,6 +218,8 @@ def main() -> None:
             paths = write_dataset(root / name, kind, run_length, cardinality, compression,
                                   args.bytes, args.files, args.columns)
             nbytes = sum(p.stat().st_size for p in paths)
+            plan = plan_fragments(str(root / name), workers=engine.workers,
+                                  device_memory=worker_device_memory(engine))
             rows = []
             for mode in args.modes.split(","):
                 how = "page cache kept"
@@ -242,7 +246,8 @@ def main() -> None:
                     if times:
                         results[engine_name] = float(np.median(times))
                 rows.append((mode, how, results))
-            print(f"### {name}: {nbytes / 2**20:.0f} MiB in {len(paths)} files\n")
+            print(f"### {name}: {nbytes / 2**20:.0f} MiB in {len(paths)} files\n\n"
+                  f"gpuframe's plan (untuned): {plan!r}\n")
             print("| mode | engine | seconds | GiB/s | gpuframe speed-up | gpuframe / raw |")
             print("| --- | --- | --- | --- | --- | --- |")
             for mode, how, results in rows:

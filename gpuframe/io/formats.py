@@ -90,9 +90,13 @@ class FileFormat:
         ``fetcher`` (:class:`gpuframe.io.read.Fetcher`) fetches byte ranges and counts them."""
         raise NotImplementedError
 
-    def read_cudf(self, task: Any) -> Any:
-        """The task's units and file columns of a local file as a cuDF frame, read by cuDF."""
+    def read_cudf(self, tasks: Sequence[Any]) -> tuple[Any, list[int]]:
+        """The file columns of the tasks' units (local files) as one cuDF frame, read by cuDF
+        in as few calls as the format allows, and the rows each task gave, in order."""
         raise NotImplementedError
+
+    def _planned_rows(self, tasks: Sequence[Any]) -> list[int]:
+        return [sum(self.unit_rows(task.metadata, u) for u in task.units) for task in tasks]
 
     def resolve_schema(self, schema: pa.Schema) -> pa.Schema:
         """The dataset's file schema, once every file agreed on it."""
@@ -163,11 +167,13 @@ class ParquetFormat(FileFormat):
         parquet = pq.ParquetFile(handle, metadata=task.metadata)
         return parquet.read_row_groups(list(units), columns=list(columns), use_threads=False)
 
-    def read_cudf(self, task: Any) -> Any:
+    def read_cudf(self, tasks: Sequence[Any]) -> tuple[Any, list[int]]:
         import cudf
 
-        return cudf.read_parquet(task.path, columns=list(task.file_columns),
-                                 row_groups=[list(task.units)])
+        frame = cudf.read_parquet([task.path for task in tasks],
+                                  columns=list(tasks[0].file_columns),
+                                  row_groups=[list(task.units) for task in tasks])
+        return frame, self._planned_rows(tasks)
 
 
 def read_footer(source: Source) -> pq.FileMetaData:
@@ -364,11 +370,12 @@ class OrcFormat(FileFormat):
                    for i in units]
         return pa.Table.from_batches(batches, schema=schema)
 
-    def read_cudf(self, task: Any) -> Any:
+    def read_cudf(self, tasks: Sequence[Any]) -> tuple[Any, list[int]]:
         import cudf
 
-        return cudf.read_orc(task.path, columns=list(task.file_columns),
-                             stripes=[list(task.units)])
+        frame = cudf.read_orc([task.path for task in tasks], columns=list(tasks[0].file_columns),
+                              stripes=[list(task.units) for task in tasks])
+        return frame, self._planned_rows(tasks)
 
 
 def _varint(data: bytes, position: int) -> tuple[int, int]:
@@ -519,21 +526,27 @@ class CsvFormat(FileFormat):
                 f"{task.path} bytes {first}-{last}: {exc} (the types were inferred from the "
                 "file's first MiB; give them with schema=)") from exc
 
-    def read_cudf(self, task: Any) -> Any:
+    def read_cudf(self, tasks: Sequence[Any]) -> tuple[Any, list[int]]:
+        """One cuDF call per byte range: cuDF's CSV reader takes one range of one file."""
         import cudf
 
-        columns = list(task.file_columns)
-        dtypes = {c: _cudf_dtype(task.read_schema.field(c).type) for c in columns}
-        frames = []
-        for start, end in (task.metadata.ranges[i] for i in task.units):
-            # cuDF reads the rows that start inside the range; from the newline that ends
-            # the previous line, the first of them is the line at ``start``.
-            offset = start - 1 if start > 0 else 0
-            frames.append(cudf.read_csv(task.path, names=list(task.metadata.names), header=None,
-                                        usecols=columns, dtype=dtypes, sep=self.delimiter,
-                                        byte_range=(offset, end - offset - (start > 0))))
-        return cudf.concat(frames, ignore_index=True) if frames else cudf.DataFrame(
+        columns = list(tasks[0].file_columns)
+        dtypes = {c: _cudf_dtype(tasks[0].read_schema.field(c).type) for c in columns}
+        frames, rows = [], []
+        for task in tasks:
+            rows.append(0)
+            for start, end in (task.metadata.ranges[i] for i in task.units):
+                # cuDF reads the rows that start inside the range; from the newline that ends
+                # the previous line, the first of them is the line at ``start``.
+                offset = start - 1 if start > 0 else 0
+                frames.append(cudf.read_csv(
+                    task.path, names=list(task.metadata.names), header=None, usecols=columns,
+                    dtype=dtypes, sep=self.delimiter,
+                    byte_range=(offset, end - offset - (start > 0))))
+                rows[-1] += len(frames[-1])
+        frame = cudf.concat(frames, ignore_index=True) if frames else cudf.DataFrame(
             {c: cudf.Series([], dtype=d) for c, d in dtypes.items()})
+        return frame, rows
 
     def _read_options(self, names: Sequence[str] | None) -> Any:
         import pyarrow.csv as csv

@@ -118,6 +118,23 @@ class ReadPlan:
         counts = [f.rows for f in self.fragments]
         return None if None in counts else sum(counts)
 
+    def partitions(self) -> list[list[int]]:
+        """The fragments (indices) read together, as one partition: runs of consecutive
+        fragments with the same owner, packed while their bytes stay within
+        :attr:`partition_bytes` (a larger fragment is a partition alone), so the frame keeps
+        the files' row order. Few large reads: cuDF decodes one call's files together, four
+        times faster than file by file (measured on an H200)."""
+        groups: list[list[int]] = []
+        size = 0
+        for i, fragment in enumerate(self.fragments):
+            if (not groups or fragment.owner != self.fragments[i - 1].owner
+                    or size + fragment.bytes > self.partition_bytes):
+                groups.append([])
+                size = 0
+            groups[-1].append(i)
+            size += fragment.bytes
+        return groups
+
     def bytes_by_worker(self) -> dict[str, int]:
         loads: dict[str, int] = {}
         for fragment in self.fragments:
@@ -127,7 +144,7 @@ class ReadPlan:
     def __repr__(self) -> str:
         loads = ", ".join(f"{w}: {_mib(b)}" for w, b in sorted(self.bytes_by_worker().items()))
         return (f"<ReadPlan {self.format.name}: {len(self.files)}/{self.files_total} files, "
-                f"{len(self.fragments)} fragments, "
+                f"{len(self.fragments)} fragments in {len(self.partitions())} partitions, "
                 f"{self.format.unit_name} {self.units_kept}/{self.units_total} kept, "
                 f"{_mib(self.total_bytes)} to read for {_mib(self.result_bytes)} of result "
                 f"columns, by worker {{{loads}}}, {self.concurrency!r}>")
@@ -428,16 +445,19 @@ def _select_columns(schema: pa.Schema, columns: Sequence[str] | None, path: str)
 
 
 def assign_owners(sizes: Sequence[int], workers: Sequence[str]) -> list[str]:
-    """An owner per fragment: largest first onto the least-loaded worker (ties: worker order).
-
-    Deterministic for the same sizes and workers, so a re-planned read lands where it did.
+    """An owner per fragment: contiguous runs of about equal bytes, in worker order, so each
+    worker's fragments are neighbours in the files' order and read as few partitions
+    (:meth:`ReadPlan.partitions`). A fragment goes to the worker whose share holds its middle
+    byte: loads differ by at most about one fragment. Deterministic for the same sizes and
+    workers, so a re-planned read lands where it did.
     """
     if not workers:
         raise OptionError("workers= is empty: there is no worker to read on")
-    heap = [(0, position) for position in range(len(workers))]
-    owners = [""] * len(sizes)
-    for index in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
-        load, position = heapq.heappop(heap)
-        owners[index] = workers[position]
-        heapq.heappush(heap, (load + sizes[index], position))
+    total = sum(sizes)
+    owners, before = [], 0
+    for size in sizes:
+        middle = before + size / 2
+        position = int(middle * len(workers) // total) if total else 0
+        owners.append(workers[min(position, len(workers) - 1)])
+        before += size
     return owners

@@ -29,7 +29,7 @@ FIXED = {"requests_in_flight": 3}
 
 def read_all(plan) -> tuple[pd.DataFrame, list]:
     """Every fragment of ``plan`` read by the pandas backend's reader, in plan order."""
-    results = [READERS["pandas"]().read(task) for task in fragment_tasks(plan, "test")]
+    results = [READERS["pandas"]().read("test", [task]) for task in fragment_tasks(plan)]
     tables = [table for table, _ in results] or [plan.schema.empty_table()]
     return pa.concat_tables(tables).to_pandas(), [stats for _, stats in results]
 

@@ -84,6 +84,24 @@ def test_fragments_pack_row_groups_by_bytes(dataset_dir):
     assert "row groups 8/8 kept" in repr(plan) and "requests of" in repr(plan)
 
 
+def test_partitions_pack_each_owners_fragments_within_the_budget(dataset_dir):
+    flat = dataset_dir / "flat"
+    group_bytes = compressed(str(flat / "part-0.parquet"), row_groups=[0])
+    whole = plan_fragments(str(flat), partition_bytes=2**40, storage=FIXED)
+    assert whole.partitions() == [[0, 1]]  # both files in one read
+    plan = plan_fragments(str(flat), partition_bytes=4 * group_bytes + 4000,
+                          workers=["a"], storage=FIXED)  # one file's 4 row groups fit
+    assert plan.partitions() == [[0], [1]]
+    two = plan_fragments(str(flat), partition_bytes=1, workers=WORKERS, storage=FIXED)
+    assert sorted(i for group in two.partitions() for i in group) == list(range(8))
+    assert all(len(group) == 1 for group in two.partitions())  # each beyond the budget alone
+    spread = plan_fragments(str(flat), partition_bytes=2 * group_bytes + 1000,
+                            workers=WORKERS, storage=FIXED)
+    for group in spread.partitions():
+        assert len({spread.fragments[i].owner for i in group}) == 1
+    assert "in 4 partitions" in repr(spread)
+
+
 def test_owners_balance_bytes_and_are_deterministic(dataset_dir):
     plan = plan_fragments(str(dataset_dir / "flat"), partition_bytes=1, workers=WORKERS,
                           storage=FIXED)
@@ -93,8 +111,10 @@ def test_owners_balance_bytes_and_are_deterministic(dataset_dir):
     again = plan_fragments(str(dataset_dir / "flat"), partition_bytes=1, workers=WORKERS,
                            storage=FIXED)
     assert [f.owner for f in again.fragments] == [f.owner for f in plan.fragments]
-    assert assign_owners([10, 9, 8, 1], ["a", "b"]) == ["a", "b", "b", "a"]
+    assert assign_owners([10, 9, 8, 1], ["a", "b"]) == ["a", "b", "b", "b"]
     assert assign_owners([5, 5, 5], ["a", "b", "c"]) == ["a", "b", "c"]
+    assert assign_owners([1] * 6, ["a", "b"]) == ["a"] * 3 + ["b"] * 3  # runs, in order
+    assert assign_owners([0, 0], ["a", "b"]) == ["a", "a"]
     with pytest.raises(OptionError, match="workers"):
         assign_owners([1], [])
 

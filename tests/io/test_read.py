@@ -173,9 +173,11 @@ def test_failed_csv_fragment_fails_the_read(engine, tmp_path):
 def test_cudf_reader_matches_arrow_reader_for_orc_and_csv(dataset_dir, kind):
     plan = plan_fragments(str(dataset_dir / kind), columns=["id", "name"],
                           filters=[("id", ">", 1500)], format=kind, partition_bytes=30_000)
-    for task in fragment_tasks(plan, "gpu-test"):
-        expected, _ = READERS["pandas"]().read(task)
-        got, stats = READERS["cudf"]().read(task)
+    tasks = fragment_tasks(plan)
+    assert len(tasks) > 2
+    for group in ([tasks[0]], tasks):  # one fragment; every file's fragments in one read
+        expected, _ = READERS["pandas"]().read("k", group)
+        got, stats = READERS["cudf"]().read("k", group)
         pd.testing.assert_frame_equal(got.to_pandas().reset_index(drop=True),
                                       expected.to_pandas(), check_dtype=False)
         assert stats.rows == expected.num_rows
@@ -185,9 +187,10 @@ def test_cudf_reader_matches_arrow_reader_for_orc_and_csv(dataset_dir, kind):
 @pytest.mark.parametrize("filters", [None, [("year", "==", 2023), ("id", ">", 1500)]])
 def test_cudf_reader_matches_arrow_reader(dataset_dir, filters):
     plan = plan_fragments(str(dataset_dir / "hive"), filters=filters)
-    for task in fragment_tasks(plan, "gpu-test"):
-        expected, _ = READERS["pandas"]().read(task)
-        got, stats = READERS["cudf"]().read(task)
+    tasks = fragment_tasks(plan)
+    for group in ([tasks[0]], tasks):  # every file in one read: hive values per file
+        expected, _ = READERS["pandas"]().read("k", group)
+        got, stats = READERS["cudf"]().read("k", group)
         pd.testing.assert_frame_equal(got.to_pandas().reset_index(drop=True),
                                       expected.to_pandas())
         assert stats.rows == expected.num_rows
@@ -199,9 +202,9 @@ def test_cudf_reader_reads_remote_files_by_ranges(dataset_dir, http_server):
     local = plan_fragments(str(dataset_dir / name), storage={"requests_in_flight": 2})
     http_server.reset()
     remote = plan_fragments(f"{http_server.url}/{name}", storage={"requests_in_flight": 2})
-    for task, remote_task in zip(fragment_tasks(local, "l"), fragment_tasks(remote, "r")):
-        expected, _ = READERS["pandas"]().read(task)
-        got, _ = READERS["cudf"]().read(remote_task)
+    for task, remote_task in zip(fragment_tasks(local), fragment_tasks(remote)):
+        expected, _ = READERS["pandas"]().read("k", [task])
+        got, _ = READERS["cudf"]().read("k", [remote_task])
         pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
     assert http_server.whole_file_gets() == 0
     assert http_server.bytes_served() < 2 * (dataset_dir / name).stat().st_size
