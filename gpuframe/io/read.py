@@ -156,7 +156,9 @@ class CudfReader:
             return cudf.DataFrame.from_arrow(table), stats
         start = time.perf_counter()
         first = tasks[0]
-        kvikio.defaults.set({"num_threads": first.requests_in_flight,
+        # One call reads every file's chunks at once: a thread per file at least keeps each
+        # file's reads going (16 files: 13 GiB/s with 4 threads, 22 GiB/s with 16, H200).
+        kvikio.defaults.set({"num_threads": max(first.requests_in_flight, len(tasks)),
                              "task_size": first.request_size})
         frame, rows = first.format.read_cudf(tasks)
         for name in first.partition_schema.names:
@@ -417,18 +419,18 @@ def measure_on_workers(engine: Any, path: str, storage: StorageOptions,
 
 
 def worker_device_memory(engine: Any) -> list[int]:
-    """Bytes of each worker's GPU, as the workers told the scheduler when they started
-    (distributed's NVML startup information); [] on a cluster without GPUs."""
-    info = engine.client.sync(engine.client.scheduler.identity, n_workers=-1)["workers"]
-    memory = []
-    for worker in info.values():
-        gpu = worker.get("gpu")
-        total = gpu.get("memory-total") if isinstance(gpu, dict) else None
-        if isinstance(total, (list, tuple)):
-            total = min(total) if total else None
-        if total:
-            memory.append(int(total))
-    return memory
+    """Bytes of each worker's GPU, asked of the workers; [] on a cluster without GPUs. (The
+    scheduler's NVML startup information is absent where pynvml is: seen on an H200 host,
+    where every GPU read then planned the CPU's 128 MiB partitions.)"""
+    if engine.backend.name != "cudf":
+        return []
+    return sorted(engine.client.run(_device_memory).values())
+
+
+def _device_memory() -> int:
+    import cupy
+
+    return int(cupy.cuda.Device().mem_info[1])
 
 
 def fragment_tasks(plan: ReadPlan) -> list[FragmentTask]:

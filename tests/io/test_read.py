@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import gpuframe
 from gpuframe.errors import PartitionError
 from gpuframe.io.plan import plan_fragments
 from gpuframe.io.read import (
@@ -208,3 +209,13 @@ def test_cudf_reader_reads_remote_files_by_ranges(dataset_dir, http_server):
         pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
     assert http_server.whole_file_gets() == 0
     assert http_server.bytes_served() < 2 * (dataset_dir / name).stat().st_size
+
+
+@pytest.mark.gpu
+def test_gpu_workers_report_their_device_memory_for_the_budget(dataset_dir):
+    with gpuframe.start_cluster(backend="cudf", protocol="tcp") as gpu_engine:
+        memory = worker_device_memory(gpu_engine)
+        assert len(memory) == len(gpu_engine.workers) and min(memory) > 2**30
+        plan = plan_fragments(str(dataset_dir / "flat"), workers=gpu_engine.workers,
+                              device_memory=memory)
+        assert plan.partition_bytes == min(memory) // 32
