@@ -137,7 +137,6 @@ def test_failed_fragment_fails_the_read(engine, dataset_dir, tmp_path):
 
 
 def test_orc_and_csv_reads_on_the_cluster(engine, dataset_dir):
-
     columns, filters = ["name", "id"], [("id", ">=", 2500), ("name", "!=", "name-1")]
     want = pd.read_parquet(dataset_dir / "flat", columns=columns, filters=filters)
     orc_frame = gpuframe.read_orc(str(dataset_dir / "orc"), columns, filters, partition_bytes=1)
