@@ -82,20 +82,23 @@ class EngineFigures:
         self.stages.text(x="seconds", y="factor", text="label", text_baseline="middle",
                          text_font_size="8pt", source=self.stage_source)
         self.stages.xaxis.axis_label = "seconds"
+        self.stages.yaxis.group_label_orientation = "horizontal"
         self.stages.x_range.start = 0
+        self.stages.x_range.range_padding = 0.2  # room for the labels
 
         self.table_source = ColumnDataSource(
             {name: [] for name in ("stage", "tasks", "wall", "task", "size", "rate", "limit")},
             name="gpuframe-stage-table")
         self.table = DataTable(source=self.table_source, width=width // 2, height=360,
                                index_position=None, columns=[
-                                   TableColumn(field="stage", title="stage"),
-                                   TableColumn(field="tasks", title="tasks"),
-                                   TableColumn(field="wall", title="wall s"),
-                                   TableColumn(field="task", title="task s"),
-                                   TableColumn(field="size", title="MB"),
-                                   TableColumn(field="rate", title="achieved"),
-                                   TableColumn(field="limit", title="hardware limit"),
+                                   TableColumn(field="stage", title="stage", width=70),
+                                   TableColumn(field="tasks", title="tasks", width=40),
+                                   TableColumn(field="wall", title="wall s", width=55),
+                                   TableColumn(field="task", title="task s", width=55),
+                                   TableColumn(field="size", title="MB", width=55),
+                                   TableColumn(field="rate", title="achieved", width=80),
+                                   TableColumn(field="limit", title="hardware limit",
+                                               width=150),
                                ])
         self.layout = column(self.header, row(self.ingest, self.pairs),
                              row(self.stages, self.table), name="gpuframe-engine")
@@ -161,6 +164,7 @@ class EngineFigures:
                     data["color"].append(color)
                     data["label"].append(f" {seconds:.3f} s")
         self.stages.y_range.factors = data["factor"]
+        self.stages.height = max(200, 60 + 24 * len(data["factor"]))  # a readable row each
         self.stage_source.data = data
         table: dict[str, list] = {k: [] for k in self.table_source.data}
         for stage, figures in current.get("stages", {}).items():
