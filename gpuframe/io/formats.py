@@ -59,6 +59,9 @@ class FileFormat:
     unit_name = "units"
     selective = False
     """Units can be read a few columns at a time, with known rows (filter columns first)."""
+    sparse_copies = False
+    """A remote file's planned ranges and the plan's bytes make a copy cuDF can open
+    (:meth:`sparse_layout`)."""
 
     def read_metadata(self, source: Source, partition_bytes: int) -> Any:
         raise NotImplementedError
@@ -90,10 +93,18 @@ class FileFormat:
         ``fetcher`` (:class:`gpuframe.io.read.Fetcher`) fetches byte ranges and counts them."""
         raise NotImplementedError
 
-    def read_cudf(self, tasks: Sequence[Any]) -> tuple[Any, list[int]]:
-        """The file columns of the tasks' units (local files) as one cuDF frame, read by cuDF
-        in as few calls as the format allows, and the rows each task gave, in order."""
+    def read_cudf(self, tasks: Sequence[Any], sources: Sequence[Any] | None = None
+                  ) -> tuple[Any, list[int]]:
+        """The file columns of the tasks' units as one cuDF frame, read by cuDF in as few calls
+        as the format allows, and the rows each task gave, in order. ``sources``: a file object
+        per task (:meth:`sparse_layout` copies of remote files), else the tasks' local paths."""
         raise NotImplementedError
+
+    def sparse_layout(self, metadata: Any, size: int) -> tuple[int, dict[int, bytes]] | None:
+        """How to lay out a sparse copy of a remote file that cuDF can open: (its length, the
+        bytes the plan already holds by offset: magic numbers, footer), the planned ranges
+        going at their own offsets. None where a reader needs more than those (CSV)."""
+        return None
 
     def _planned_rows(self, tasks: Sequence[Any]) -> list[int]:
         return [sum(self.unit_rows(task.metadata, u) for u in task.units) for task in tasks]
@@ -127,6 +138,7 @@ class ParquetFormat(FileFormat):
     name = "parquet"
     unit_name = "row groups"
     selective = True
+    sparse_copies = True
 
     def read_metadata(self, source: Source, partition_bytes: int) -> pq.FileMetaData:
         return read_footer(source)
@@ -167,10 +179,20 @@ class ParquetFormat(FileFormat):
         parquet = pq.ParquetFile(handle, metadata=task.metadata)
         return parquet.read_row_groups(list(units), columns=list(columns), use_threads=False)
 
-    def read_cudf(self, tasks: Sequence[Any]) -> tuple[Any, list[int]]:
+    def sparse_layout(self, metadata: pq.FileMetaData, size: int
+                      ) -> tuple[int, dict[int, bytes]]:
+        # The footer, serialized again, goes after the file's bytes: a reader finds it by the
+        # last 8 bytes, and it cannot overlap the data however long it serializes.
+        sink = pa.BufferOutputStream()
+        metadata.write_metadata_file(sink)  # b"PAR1", footer, its length, b"PAR1"
+        footer = sink.getvalue().to_pybytes()[len(MAGIC):]
+        return size + len(footer), {0: MAGIC, size: footer}
+
+    def read_cudf(self, tasks: Sequence[Any], sources: Sequence[Any] | None = None
+                  ) -> tuple[Any, list[int]]:
         import cudf
 
-        frame = cudf.read_parquet([task.path for task in tasks],
+        frame = cudf.read_parquet(list(sources) if sources else [task.path for task in tasks],
                                   columns=list(tasks[0].file_columns),
                                   row_groups=[list(task.units) for task in tasks])
         return frame, self._planned_rows(tasks)
@@ -307,6 +329,7 @@ class OrcFormat(FileFormat):
 
     name = "orc"
     unit_name = "stripes"
+    sparse_copies = True
 
     def read_metadata(self, source: Source, partition_bytes: int) -> OrcMetadata:
         import pyarrow.orc as orc
@@ -370,10 +393,16 @@ class OrcFormat(FileFormat):
                    for i in units]
         return pa.Table.from_batches(batches, schema=schema)
 
-    def read_cudf(self, tasks: Sequence[Any]) -> tuple[Any, list[int]]:
+    def sparse_layout(self, metadata: OrcMetadata, size: int
+                      ) -> tuple[int, dict[int, bytes]]:
+        return size, {0: ORC_MAGIC, size - len(metadata.tail): metadata.tail}
+
+    def read_cudf(self, tasks: Sequence[Any], sources: Sequence[Any] | None = None
+                  ) -> tuple[Any, list[int]]:
         import cudf
 
-        frame = cudf.read_orc([task.path for task in tasks], columns=list(tasks[0].file_columns),
+        frame = cudf.read_orc(list(sources) if sources else [task.path for task in tasks],
+                              columns=list(tasks[0].file_columns),
                               stripes=[list(task.units) for task in tasks])
         return frame, self._planned_rows(tasks)
 
@@ -526,8 +555,10 @@ class CsvFormat(FileFormat):
                 f"{task.path} bytes {first}-{last}: {exc} (the types were inferred from the "
                 "file's first MiB; give them with schema=)") from exc
 
-    def read_cudf(self, tasks: Sequence[Any]) -> tuple[Any, list[int]]:
-        """One cuDF call per byte range: cuDF's CSV reader takes one range of one file."""
+    def read_cudf(self, tasks: Sequence[Any], sources: Sequence[Any] | None = None
+                  ) -> tuple[Any, list[int]]:
+        """One cuDF call per byte range of a local file: cuDF's CSV reader takes one range of
+        one file (remote CSV has no sparse layout: its ranges need the bytes around them)."""
         import cudf
 
         columns = list(tasks[0].file_columns)

@@ -26,6 +26,7 @@ them into a :class:`ReadReport`: bytes read against bytes of the result's column
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 from dataclasses import dataclass
@@ -142,25 +143,42 @@ class CudfReader:
     KvikIO, which uses GPUDirect Storage where the host has it and its bounce buffers where not
     (``compat_mode`` auto). One call matters: on an H200, 16 warm Parquet files read one by one
     ran at 5.7 GiB/s, in one call at 22 GiB/s (cuDF decodes the files' pages together).
-    Remote files: the planned bytes are fetched by :class:`ArrowReader`'s concurrent range
-    reads and the table is moved to the GPU; cuDF 26.10's reader fetched whole files over HTTP
-    (seen on an H200: three full GETs for one fragment), which a read must never do.
+    Remote Parquet and ORC: the planned ranges are fetched concurrently (Little's law's
+    requests in flight) into a :func:`sparse_copy` of each file, and cuDF decodes them all in
+    one call on the GPU; cuDF 26.10's own remote reader fetched whole files over HTTP (seen on
+    an H200: three full GETs for one fragment), which a read must never do. Remote CSV goes
+    through :class:`ArrowReader` and is moved to the GPU.
     """
 
     def read(self, key: str, tasks: Sequence[FragmentTask]) -> tuple[Any, ReadStats]:
         import cudf
-        import kvikio.defaults
 
-        if any(scheme_of(task.path) != "file" for task in tasks):
+        first = tasks[0]
+        local = all(scheme_of(task.path) == "file" for task in tasks)
+        if not local and not first.format.sparse_copies:
             table, stats = ArrowReader().read(key, tasks)
             return cudf.DataFrame.from_arrow(table), stats
         start = time.perf_counter()
-        first = tasks[0]
-        # One call reads every file's chunks at once: a thread per file at least keeps each
-        # file's reads going (16 files: 13 GiB/s with 4 threads, 22 GiB/s with 16, H200).
-        kvikio.defaults.set({"num_threads": max(first.requests_in_flight, len(tasks)),
-                             "task_size": first.request_size})
-        frame, rows = first.format.read_cudf(tasks)
+        if local:
+            import kvikio.defaults
+
+            # One call reads every file's chunks at once: a thread per file at least keeps
+            # each file's reads going (16 files: 13 GiB/s with 4 threads, 22 with 16, H200).
+            kvikio.defaults.set({"num_threads": max(first.requests_in_flight, len(tasks)),
+                                 "task_size": first.request_size})
+            frame, rows = first.format.read_cudf(tasks)
+            fetched = sum(n for task in tasks
+                          for _, n in task.format.ranges(task.metadata, task.units,
+                                                         task.file_columns))
+            requests = 0
+        else:
+            sources, fetched, requests = [], 0, 0
+            for task in tasks:
+                with Fetcher(task) as fetcher:
+                    sources.append(sparse_copy(task, fetcher))
+                    fetched += fetcher.bytes_read
+                    requests += fetcher.requests
+            frame, rows = first.format.read_cudf(tasks, sources)
         for name in first.partition_schema.names:
             column = pa.chunked_array(
                 [_constant(dict(task.partition)[name], first.partition_schema.field(name).type,
@@ -171,12 +189,25 @@ class CudfReader:
             table = frame.to_arrow().filter(pq.filters_to_expression(first.filters))
             frame = cudf.DataFrame.from_arrow(table)
         frame = frame[first.schema.names].reset_index(drop=True)
-        planned = sum(n for task in tasks
-                      for _, n in task.format.ranges(task.metadata, task.units,
-                                                     task.file_columns))
         units = sum(len(task.units) for task in tasks)
-        return frame, ReadStats(key, first.path, planned, 0, units, len(frame),
+        return frame, ReadStats(key, first.path, fetched, requests, units, len(frame),
                                 time.perf_counter() - start)
+
+
+def sparse_copy(task: FragmentTask, fetcher: Fetcher) -> io.BytesIO:
+    """A copy of a remote file holding only what the task reads: its planned ranges, fetched
+    concurrently, at their offsets, and what the plan knows (magic numbers, footer), laid out
+    by the format (:meth:`~gpuframe.io.formats.FileFormat.sparse_layout`); the rest is zeros
+    never read. cuDF opens it like the file and decodes on the GPU."""
+    length, known = task.format.sparse_layout(task.metadata, fetcher.source.size())
+    buffer = bytearray(length)
+    ranges = task.format.ranges(task.metadata, task.units, task.file_columns)
+    for (offset, _), data in zip(ranges, fetcher.bytes(ranges)):
+        buffer[offset:offset + len(data)] = data
+    for offset, data in known.items():
+        buffer[offset:offset + len(data)] = data
+    fetcher.units_read = len(task.units)
+    return io.BytesIO(buffer)
 
 
 READERS = {"pandas": ArrowReader, "cudf": CudfReader}

@@ -7,6 +7,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
 
@@ -15,6 +16,7 @@ from gpuframe.errors import PartitionError
 from gpuframe.io.plan import plan_fragments
 from gpuframe.io.read import (
     READERS,
+    Fetcher,
     fragment_tasks,
     read_csv,
     read_orc,
@@ -22,6 +24,7 @@ from gpuframe.io.read import (
     read_parquet_with_report,
     read_plan,
     read_with_report,
+    sparse_copy,
     worker_device_memory,
 )
 
@@ -217,3 +220,30 @@ def test_gpu_workers_report_their_device_memory_for_the_budget(dataset_dir):
         plan = plan_fragments(str(dataset_dir / "flat"), workers=gpu_engine.workers,
                               device_memory=memory)
         assert plan.partition_bytes == min(memory) // 32
+
+
+@pytest.mark.parametrize("name", ["flat/part-0.parquet", "orc/part-0.orc"])
+def test_sparse_copy_of_a_remote_file_reads_like_the_file(dataset_dir, http_server, name):
+    """What the GPU reader hands cuDF for a remote file: only the planned ranges are fetched,
+    and a reader opening the copy gets the units' rows as from the file itself."""
+    kind = name.split("/")[0].replace("flat", "parquet")
+    columns = ["name", "id"]
+    local = plan_fragments(str(dataset_dir / name), columns, format=kind, partition_bytes=1)
+    remote = plan_fragments(f"{http_server.url}/{name}", columns, format=kind,
+                            partition_bytes=1, storage={"requests_in_flight": 2})
+    http_server.reset()
+    for task, remote_task in zip(fragment_tasks(local), fragment_tasks(remote), strict=True):
+        with Fetcher(remote_task) as fetcher:
+            copy = sparse_copy(remote_task, fetcher)
+            planned = remote_task.format.ranges(remote_task.metadata, remote_task.units,
+                                                remote_task.file_columns)
+            assert fetcher.bytes_read == sum(n for _, n in planned)
+        expected, _ = READERS["pandas"]().read("k", [task])
+        if kind == "parquet":
+            got = pq.ParquetFile(copy).read_row_groups(list(task.units), columns=columns)
+        else:
+            opened = orc.ORCFile(copy)
+            got = pa.Table.from_batches([opened.read_stripe(i, columns=columns)
+                                         for i in task.units])
+        pd.testing.assert_frame_equal(got.to_pandas()[columns], expected.to_pandas())
+    assert http_server.whole_file_gets() == 0
