@@ -2,7 +2,8 @@
 # On a 2-GPU device machine with the stack staged and gpuframe built (benchmarks/device_checks.sh
 # first): the benchmarks behind the issues' GPU goals, one group per argument, so that each group
 # fits one device call. Output goes to stdout and, when $OUT is set, to $OUT/<group>.log.
-#   bash benchmarks/device_benchmarks.sh partition join-ucx join-tcp ingest
+#   bash benchmarks/device_benchmarks.sh partition join-ucx join-tcp ingest ingest-remote
+# (ingest: ENGINES=raw,gpuframe,pyarrow,dask,dask_cudf adds the CPU readers, minutes more)
 set -uo pipefail
 export PYTHONPATH=/tmp/gpustack/site PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 UCX_WARN_UNUSED_ENV_VARS=n
 rows=${ROWS_PER_GPU:-200000000}
@@ -21,11 +22,15 @@ for group in "$@"; do
       join-tcp)
         run python3 benchmarks/join.py --device gpu --protocols tcp --rows-per-worker "$rows" \
           --shapes dask-cuda --baselines "" --repeats 2 --dask-cuda on ;;
-      ingest)  # issue #3: 4 GiB of Parquet per dataset, cold and warm, against dask_cudf
-        run python3 benchmarks/ingest.py --device gpu --protocol ucx --bytes 4GiB --files 32 \
-          --types int,string --run-lengths 1 --cardinalities 0 --compressions snappy \
-          --repeats 3 --dir /tmp/ingest4g ;;
-      *) echo "unknown group: $group (partition, join-ucx, join-tcp, ingest)"; exit 2 ;;
+      ingest)  # issue #3: 4 GiB of Parquet per dataset (2 GiB a GPU), cold and warm
+        gpus=$(nvidia-smi -L | wc -l)
+        run python3 benchmarks/ingest.py --device gpu --protocol ucx --bytes "$((2 * gpus))GiB" \
+          --files "$((16 * gpus))" --types int,string --run-lengths 1 --cardinalities 0 \
+          --compressions snappy --repeats 3 --dir /tmp/ingest --engines "${ENGINES:-raw,gpuframe,dask_cudf}" ;;
+      ingest-remote)  # issue #3: HTTP and S3 servers on loopback, untuned against fixed settings
+        run python3 benchmarks/ingest_remote.py --device gpu --bytes 2GiB --s3-bytes 512MiB \
+          --files 16 --threads 4,16,64 --task-sizes 1MiB,16MiB --raw-threads 16,64 --repeats 3 ;;
+      *) echo "unknown group: $group (partition, join-ucx, join-tcp, ingest, ingest-remote)"; exit 2 ;;
     esac
   } 2>&1 | tee "${OUT:-/tmp}/$group.log"
 done
