@@ -146,8 +146,9 @@ class CudfReader:
     Remote Parquet and ORC: the planned ranges are fetched concurrently (Little's law's
     requests in flight) into a :func:`sparse_copy` of each file, and cuDF decodes them all in
     one call on the GPU; cuDF 26.10's own remote reader fetched whole files over HTTP (seen on
-    an H200: three full GETs for one fragment), which a read must never do. Remote CSV goes
-    through :class:`ArrowReader` and is moved to the GPU.
+    an H200: three full GETs for one fragment), which a read must never do. Remote CSV, and
+    remote reads with filters (selective: the filter columns first), go through
+    :class:`ArrowReader` and are moved to the GPU.
     """
 
     def read(self, key: str, tasks: Sequence[FragmentTask]) -> tuple[Any, ReadStats]:
@@ -155,7 +156,10 @@ class CudfReader:
 
         first = tasks[0]
         local = all(scheme_of(task.path) == "file" for task in tasks)
-        if not local and not first.format.sparse_copies:
+        if not local and (not first.format.sparse_copies
+                          or (first.filters and first.format.selective)):
+            # selective reads fetch the other columns only where rows survive: fewer bytes
+            # over the wire is worth decoding on the CPU
             table, stats = ArrowReader().read(key, tasks)
             return cudf.DataFrame.from_arrow(table), stats
         start = time.perf_counter()
