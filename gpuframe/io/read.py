@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import io
 import logging
+import mmap
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -42,13 +43,13 @@ from .plan import ReadPlan, plan_fragments
 from .remote import (
     DEFAULT_REQUEST_SIZE,
     Concurrency,
-    RangeFile,
     StorageOptions,
     choose_concurrency,
     measure_storage,
     open_source,
     probe_store,
     read_ranges,
+    read_ranges_into,
     remembered_concurrency,
     scheme_of,
     storage_options,
@@ -200,18 +201,22 @@ class CudfReader:
 
 def sparse_copy(task: FragmentTask, fetcher: Fetcher) -> io.BytesIO:
     """A copy of a remote file holding only what the task reads: its planned ranges, fetched
-    concurrently, at their offsets, and what the plan knows (magic numbers, footer), laid out
-    by the format (:meth:`~gpuframe.io.formats.FileFormat.sparse_layout`); the rest is zeros
-    never read. cuDF opens it like the file and decodes on the GPU."""
+    concurrently straight into place, and what the plan knows (magic numbers, footer), laid
+    out by the format (:meth:`~gpuframe.io.formats.FileFormat.sparse_layout`); the rest is
+    zeros never read. cuDF opens it like the file (without copying it) and decodes on the
+    GPU."""
     length, known = task.format.sparse_layout(task.metadata, fetcher.source.size())
-    buffer = bytearray(length)
-    ranges = task.format.ranges(task.metadata, task.units, task.file_columns)
-    for (offset, _), data in zip(ranges, fetcher.bytes(ranges)):
-        buffer[offset:offset + len(data)] = data
-    for offset, data in known.items():
-        buffer[offset:offset + len(data)] = data
+    copy = io.BytesIO()
+    copy.seek(length - 1)
+    copy.write(b"\0")  # ``length`` zero bytes, the copy's own buffer
+    with copy.getbuffer() as view:
+        fetcher.bytes_into(task.format.ranges(task.metadata, task.units, task.file_columns),
+                           view)
+        for offset, data in known.items():
+            view[offset:offset + len(data)] = data
+    copy.seek(0)
     fetcher.units_read = len(task.units)
-    return io.BytesIO(buffer)
+    return copy
 
 
 READERS = {"pandas": ArrowReader, "cudf": CudfReader}
@@ -244,19 +249,29 @@ class Fetcher:
 
     def file(self, ranges: Sequence[tuple[int, int]],
              known: dict[int, bytes] | None = None) -> Any:
-        """``known``: bytes the plan already holds (by offset), served without a request."""
+        """``known``: bytes the plan already holds (by offset), served without a request.
+
+        A remote file becomes an anonymous memory map of the file's size holding the ranges
+        at their offsets, fetched straight into it: pages never written cost no memory, and
+        Arrow reads it natively (a Python file object would hold the GIL on every read)."""
         if self.local:
             self._local_bytes += sum(n for _, n in ranges)
             self._local_requests += len(ranges)
             return self.task.path
-        fetched = self.bytes(ranges)
-        prefetched = {**(known or {}),
-                      **{offset: data for (offset, _), data in zip(ranges, fetched)}}
-        return pa.PythonFile(RangeFile(self.source, prefetched), mode="r")
+        mapped = mmap.mmap(-1, max(1, self.source.size()))
+        with memoryview(mapped) as view:
+            self.bytes_into(ranges, view)
+            for offset, data in (known or {}).items():
+                view[offset:offset + len(data)] = data
+        return pa.BufferReader(pa.py_buffer(mapped))
 
     def bytes(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         return read_ranges(self.source, ranges, self.task.requests_in_flight,
                            self.task.request_size)
+
+    def bytes_into(self, ranges: Sequence[tuple[int, int]], buffer: memoryview) -> None:
+        read_ranges_into(self.source, ranges, buffer, self.task.requests_in_flight,
+                         self.task.request_size)
 
     def read(self, units: Sequence[int], columns: Sequence[str]) -> pa.Table:
         self.units_read = max(self.units_read, len(units))

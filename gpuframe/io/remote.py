@@ -162,6 +162,15 @@ class Source:
         self._count(len(data))
         return data
 
+    def read_range_into(self, offset: int, view: memoryview) -> int:
+        """The bytes at ``offset`` into ``view`` (as many as it holds, up to the file's end);
+        how many arrived. Stores that can write into memory do so without a copy."""
+        if len(view) == 0:
+            return 0
+        count = self._read_into(offset, view)
+        self._count(count)
+        return count
+
     def read_tail(self, length: int) -> tuple[int, bytes]:
         """(file size, its last ``length`` bytes); one request on stores that allow it."""
         size = self.size()
@@ -181,6 +190,11 @@ class Source:
 
     def _read(self, offset: int, length: int) -> bytes:
         raise NotImplementedError
+
+    def _read_into(self, offset: int, view: memoryview) -> int:
+        data = self._read(offset, len(view))
+        view[:len(data)] = data
+        return len(data)
 
     def __enter__(self) -> Source:
         return self
@@ -211,14 +225,17 @@ class LocalSource(Source):
         return os.fstat(self._fd).st_size
 
     def _read(self, offset: int, length: int) -> bytes:
-        chunks, end = [], offset + length
-        while offset < end:
-            chunk = os.pread(self._fd, end - offset, offset)
-            if not chunk:
+        buffer = bytearray(length)
+        return bytes(buffer[:self._read_into(offset, memoryview(buffer))])
+
+    def _read_into(self, offset: int, view: memoryview) -> int:
+        done = 0
+        while done < len(view):
+            count = os.preadv(self._fd, [view[done:]], offset + done)
+            if not count:
                 break
-            chunks.append(chunk)
-            offset += len(chunk)
-        return b"".join(chunks)
+            done += count
+        return done
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -283,20 +300,27 @@ class HttpSource(Source):
         _, size = self._ranged(0, 1)
         return size
 
-    def _ranged(self, offset: int | None, length: int) -> tuple[bytes, int]:
-        """(body, total size) of a Range GET; ``offset=None`` asks for the last ``length``."""
-        spec = f"bytes=-{length}" if offset is None else f"bytes={offset}-{offset + length - 1}"
+    def _ranged_response(self, spec: str) -> Any:
+        """The streamed answer to a Range GET: 206, or 416 past the end; else an error."""
         response = self._get({"Range": spec, "Accept-Encoding": "identity"})
-        if response.status_code == 416:
-            _release(response)
-            return b"", _total_from(response.headers.get("Content-Range"), self.path)
-        if response.status_code != 206:
+        if response.status_code not in (206, 416):
             response.close()
             raise RangeNotSupportedError(
                 f"{self.path}: the server ignored 'Range: {spec}' (HTTP "
                 f"{response.status_code}); gpuframe reads byte ranges and will not download "
                 "whole files"
             )
+        if response.status_code == 206:
+            self._size = _total_from(response.headers.get("Content-Range"), self.path)
+        return response
+
+    def _ranged(self, offset: int | None, length: int) -> tuple[bytes, int]:
+        """(body, total size) of a Range GET; ``offset=None`` asks for the last ``length``."""
+        spec = f"bytes=-{length}" if offset is None else f"bytes={offset}-{offset + length - 1}"
+        response = self._ranged_response(spec)
+        if response.status_code == 416:
+            _release(response)
+            return b"", _total_from(response.headers.get("Content-Range"), self.path)
         total = _total_from(response.headers.get("Content-Range"), self.path)
         from urllib3.exceptions import HTTPError
 
@@ -311,6 +335,28 @@ class HttpSource(Source):
         data, total = self._ranged(offset, length)
         self._size = total
         return data
+
+    def _read_into(self, offset: int, view: memoryview) -> int:
+        spec = f"bytes={offset}-{offset + len(view) - 1}"
+        response = self._ranged_response(spec)
+        if response.status_code == 416:
+            _release(response)
+            return 0
+        from urllib3.exceptions import HTTPError
+
+        done = 0
+        try:
+            while done < len(view):
+                count = response.raw.readinto(view[done:])
+                if not count:
+                    break
+                done += count
+            _release(response)  # the (empty) rest: the connection goes back to the pool
+        except (HTTPError, OSError) as exc:
+            response.close()
+            raise RemoteError(f"{self.path}: the response to 'Range: {spec}' broke off: "
+                              f"{exc}") from exc
+        return done
 
     def read_tail(self, length: int) -> tuple[int, bytes]:
         data, total = self._ranged(None, length)
@@ -485,6 +531,31 @@ def read_ranges(source: Source, ranges: Sequence[tuple[int, int]], max_in_flight
     so one large column chunk is fetched in parallel too. The first failed request's error is
     raised; nothing partial is returned.
     """
+    pieces = _pieces(ranges, max_in_flight, request_size)
+    fetched = _run(pieces, max_in_flight, lambda p: source.read_range(p[1], p[2]))
+    joined: list[list[bytes]] = [[] for _ in ranges]
+    for (index, _, _), data in zip(pieces, fetched):
+        joined[index].append(data)
+    return [b"".join(parts) for parts in joined]
+
+
+def read_ranges_into(source: Source, ranges: Sequence[tuple[int, int]], buffer: memoryview,
+                     max_in_flight: int, request_size: int | None = None) -> None:
+    """:func:`read_ranges`, each range's bytes landing at its own offset of ``buffer`` (as
+    long as the file at least): no copies of the bytes. A short answer is a
+    :class:`RemoteError` naming the file and the range."""
+    pieces = _pieces(ranges, max_in_flight, request_size)
+    counts = _run(pieces, max_in_flight,
+                  lambda p: source.read_range_into(p[1], buffer[p[1]:p[1] + p[2]]))
+    for (_, start, length), count in zip(pieces, counts):
+        if count != length:
+            raise RemoteError(f"{source.path}: bytes {start}-{start + length} ended after "
+                              f"{count} bytes; the file is shorter than its footer says")
+
+
+def _pieces(ranges: Sequence[tuple[int, int]], max_in_flight: int,
+            request_size: int | None) -> list[tuple[int, int, int]]:
+    """(range index, offset, length) of each request: ranges cut at ``request_size``."""
     if max_in_flight < 1:
         raise OptionError(f"max_in_flight={max_in_flight} must be at least 1")
     pieces: list[tuple[int, int, int]] = []
@@ -492,16 +563,15 @@ def read_ranges(source: Source, ranges: Sequence[tuple[int, int]], max_in_flight
         step = request_size or max(length, 1)
         pieces.extend((index, start, min(step, offset + length - start))
                       for start in range(offset, offset + length, step))
+    return pieces
+
+
+def _run(pieces: list[tuple[int, int, int]], max_in_flight: int, fetch: Any) -> list[Any]:
     if len(pieces) <= 1 or max_in_flight == 1:
-        fetched = [source.read_range(start, length) for _, start, length in pieces]
-    else:
-        with ThreadPoolExecutor(min(max_in_flight, len(pieces)),
-                                thread_name_prefix="gpuframe-range") as pool:
-            fetched = list(pool.map(lambda p: source.read_range(p[1], p[2]), pieces))
-    joined: list[list[bytes]] = [[] for _ in ranges]
-    for (index, _, _), data in zip(pieces, fetched):
-        joined[index].append(data)
-    return [b"".join(parts) for parts in joined]
+        return [fetch(piece) for piece in pieces]
+    with ThreadPoolExecutor(min(max_in_flight, len(pieces)),
+                            thread_name_prefix="gpuframe-range") as pool:
+        return list(pool.map(fetch, pieces))
 
 
 @dataclass(frozen=True)
