@@ -11,6 +11,7 @@ from gpuframe.errors import GpuframeError, OptionError
 from gpuframe.io import remote
 from gpuframe.io.errors import (
     AccessDeniedError,
+    RemoteError,
     RangeNotSupportedError,
     SourceNotFoundError,
     UnreachableError,
@@ -25,6 +26,7 @@ from gpuframe.io.remote import (
     open_file,
     open_source,
     read_ranges,
+    read_ranges_into,
     storage_options,
 )
 
@@ -121,6 +123,26 @@ def test_read_ranges_fetches_only_the_ranges(dataset_dir, http_server):
     assert http_server.bytes_served() == sum(n for _, n in ranges)
     assert len([r for r in http_server.log if r.method == "GET"]) == 1 + 3 + 1
     assert source.requests == 5 and source.bytes_read == sum(n for _, n in ranges)
+
+
+@pytest.mark.parametrize("store", ["local", "http", "s3"])
+def test_read_ranges_into_places_each_range_at_its_offset(dataset_dir, http_server, s3_server,
+                                                          store):
+    data = (dataset_dir / PART).read_bytes()
+    where = {"local": str(dataset_dir / PART), "http": f"{http_server.url}/{PART}",
+             "s3": s3_server.url(PART)}[store]
+    options = storage_options(s3_server.options() if store == "s3" else None)
+    source = open_source(where, options)
+    ranges = [(0, 4), (1000, 3000), (len(data) - 8, 8)]
+    buffer = bytearray(b"x" * len(data))
+    read_ranges_into(source, ranges, memoryview(buffer), max_in_flight=3, request_size=1024)
+    for offset, length in ranges:
+        assert buffer[offset:offset + length] == data[offset:offset + length]
+    assert buffer[4:1000] == b"x" * 996  # nothing else was written
+    assert source.bytes_read == sum(n for _, n in ranges)
+    longer = memoryview(bytearray(len(data) + 100))
+    with pytest.raises(RemoteError, match=r"part-0.parquet: bytes .* ended after 8 bytes"):
+        read_ranges_into(source, [(len(data) - 8, 108)], longer, max_in_flight=1)
 
 
 class _SlowSource(remote.Source):
