@@ -539,18 +539,23 @@ def read_ranges(source: Source, ranges: Sequence[tuple[int, int]], max_in_flight
     return [b"".join(parts) for parts in joined]
 
 
-def read_ranges_into(source: Source, ranges: Sequence[tuple[int, int]], buffer: memoryview,
+def read_ranges_into(jobs: Sequence[tuple[Source, Sequence[tuple[int, int]], memoryview]],
                      max_in_flight: int, request_size: int | None = None) -> None:
-    """:func:`read_ranges`, each range's bytes landing at its own offset of ``buffer`` (as
-    long as the file at least): no copies of the bytes. A short answer is a
-    :class:`RemoteError` naming the file and the range."""
-    pieces = _pieces(ranges, max_in_flight, request_size)
-    counts = _run(pieces, max_in_flight,
-                  lambda p: source.read_range_into(p[1], buffer[p[1]:p[1] + p[2]]))
-    for (_, start, length), count in zip(pieces, counts):
+    """:func:`read_ranges` for several files at once, each job's ranges landing at their own
+    offsets of its buffer (as long as its file at least): no copies of the bytes, and one pool
+    of ``max_in_flight`` requests over all the files, so no file waits for another's last
+    request. A short answer is a :class:`RemoteError` naming the file and the range."""
+    pieces = [(job, start, length) for job, (_, ranges, _) in enumerate(jobs)
+              for _, start, length in _pieces(ranges, max_in_flight, request_size)]
+
+    def fetch(piece: tuple[int, int, int]) -> int:
+        source, _, buffer = jobs[piece[0]]
+        return source.read_range_into(piece[1], buffer[piece[1]:piece[1] + piece[2]])
+
+    for (job, start, length), count in zip(pieces, _run(pieces, max_in_flight, fetch)):
         if count != length:
-            raise RemoteError(f"{source.path}: bytes {start}-{start + length} ended after "
-                              f"{count} bytes; the file is shorter than its footer says")
+            raise RemoteError(f"{jobs[job][0].path}: bytes {start}-{start + length} ended "
+                              f"after {count} bytes; the file is shorter than its footer says")
 
 
 def _pieces(ranges: Sequence[tuple[int, int]], max_in_flight: int,

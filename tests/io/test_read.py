@@ -24,7 +24,7 @@ from gpuframe.io.read import (
     read_parquet_with_report,
     read_plan,
     read_with_report,
-    sparse_copy,
+    sparse_copies,
     worker_device_memory,
 )
 
@@ -232,12 +232,14 @@ def test_sparse_copy_of_a_remote_file_reads_like_the_file(dataset_dir, http_serv
     remote = plan_fragments(f"{http_server.url}/{name}", columns, format=kind,
                             partition_bytes=1, storage={"requests_in_flight": 2})
     http_server.reset()
-    for task, remote_task in zip(fragment_tasks(local), fragment_tasks(remote), strict=True):
-        with Fetcher(remote_task) as fetcher:
-            copy = sparse_copy(remote_task, fetcher)
-            planned = remote_task.format.ranges(remote_task.metadata, remote_task.units,
-                                                remote_task.file_columns)
-            assert fetcher.bytes_read == sum(n for _, n in planned)
+    remote_tasks = fragment_tasks(remote)
+    fetchers = [Fetcher(task) for task in remote_tasks]
+    copies = sparse_copies(remote_tasks, fetchers)  # every fragment's copy in one go
+    for fetcher, task in zip(fetchers, remote_tasks):
+        planned = task.format.ranges(task.metadata, task.units, task.file_columns)
+        assert fetcher.bytes_read == sum(n for _, n in planned)
+        fetcher.source.close()
+    for task, copy in zip(fragment_tasks(local), copies, strict=True):
         expected, _ = READERS["pandas"]().read("k", [task])
         if kind == "parquet":
             got = pq.ParquetFile(copy).read_row_groups(list(task.units), columns=columns)

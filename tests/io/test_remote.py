@@ -135,14 +135,14 @@ def test_read_ranges_into_places_each_range_at_its_offset(dataset_dir, http_serv
     source = open_source(where, options)
     ranges = [(0, 4), (1000, 3000), (len(data) - 8, 8)]
     buffer = bytearray(b"x" * len(data))
-    read_ranges_into(source, ranges, memoryview(buffer), max_in_flight=3, request_size=1024)
+    read_ranges_into([(source, ranges, memoryview(buffer))], max_in_flight=3, request_size=1024)
     for offset, length in ranges:
         assert buffer[offset:offset + length] == data[offset:offset + length]
     assert buffer[4:1000] == b"x" * 996  # nothing else was written
     assert source.bytes_read == sum(n for _, n in ranges)
     longer = memoryview(bytearray(len(data) + 100))
     with pytest.raises(RemoteError, match=r"part-0.parquet: bytes .* ended after 8 bytes"):
-        read_ranges_into(source, [(len(data) - 8, 108)], longer, max_in_flight=1)
+        read_ranges_into([(source, [(len(data) - 8, 108)], longer)], max_in_flight=1)
 
 
 class _SlowSource(remote.Source):
