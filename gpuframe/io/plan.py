@@ -32,7 +32,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from ..errors import OptionError
+from ..errors import GpuframeError, OptionError
 from .errors import ColumnNotFoundError, SchemaMismatchError, SourceNotFoundError
 from .filters import Term, normalize_filters, partition_may_match
 from .formats import FileFormat, format_for
@@ -163,6 +163,7 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
                    format: str | FileFormat = "parquet",
                    device_memory: Sequence[int] = (),
                    measure: Callable[[str, StorageOptions, int], Concurrency] | None = None,
+                   read_metadata: Callable[..., list[Any]] | None = None,
                    ) -> ReadPlan:
     """Plan reading a dataset; see the module docstring for the steps.
 
@@ -174,10 +175,13 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     ``partition_bytes=None`` takes :func:`default_partition_bytes` of ``device_memory``.
     ``measure(first file, storage, partition_bytes)``: the store's :class:`Concurrency`,
     measured where the reads will run (``gpuframe.io.read.measure_on_workers``); None measures
-    here, on the first file's footer read (:func:`measure_storage`).
+    here (:func:`measure_here`). ``read_metadata(paths, storage, format, partition_bytes)``:
+    each file's metadata or error, as :func:`read_metadata_each` (the default, here) gives
+    them; ``gpuframe.io.read.metadata_on_workers`` reads them on the workers instead.
     """
     fmt = format_for(format)
     storage = storage_options(storage)
+    read_metadata = read_metadata or read_metadata_each
     if partition_bytes is None:
         partition_bytes = default_partition_bytes(device_memory)
     if partition_bytes < 1:
@@ -188,10 +192,8 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     partition_schema = _partition_schema(partitions)
     # The first file's metadata gives the schema to check columns and filters against; then
     # files whose hive values fail the filters are dropped before their metadata is read.
-    footers, concurrency = read_footers(paths[:1], storage, fmt, partition_bytes,
-                                        measure=measure is None)
-    if measure is not None:
-        concurrency = measure(paths[0], storage, partition_bytes)
+    footers = _footers(paths[:1], read_metadata, storage, fmt, partition_bytes)
+    concurrency = (measure or measure_here)(paths[0], storage, partition_bytes)
     first_schema = fmt.resolve_schema(fmt.arrow_schema(paths[0], footers[paths[0]]))
     _check_no_collision(first_schema, partition_schema, paths[0])
     full = pa.schema(list(first_schema) + list(partition_schema), first_schema.metadata)
@@ -199,7 +201,7 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     dnf = normalize_filters(filters, full, paths[0])
     kept_paths = [p for p in paths if partition_may_match(partitions.get(p, {}), dnf)]
     others = [p for p in kept_paths if p != paths[0]]
-    footers.update(read_footers(others, storage, fmt, partition_bytes, measure=False)[0])
+    footers.update(_footers(others, read_metadata, storage, fmt, partition_bytes))
     file_schema = fmt.resolve_schema(common_schema(paths[:1] + others, footers, fmt))
     filter_columns = [t[0] for conj in dnf or () for t in conj]
     names = output.names + [c for c in dict.fromkeys(filter_columns) if c not in output.names]
@@ -379,26 +381,37 @@ def _check_no_collision(file_schema: pa.Schema, partition_schema: pa.Schema, pat
 
 
 
-def read_footers(paths: Sequence[str], storage: StorageOptions, format: FileFormat,
-                 partition_bytes: int, threads: int = FOOTER_THREADS,
-                 measure: bool = True) -> tuple[dict[str, Any], Concurrency | None]:
-    """Every file's metadata, read in parallel; and (``measure``) the store's concurrency,
-    measured on the first file. An error names the first failing file in ``paths`` order."""
+def read_metadata_each(paths: Sequence[str], storage: StorageOptions, format: FileFormat,
+                       partition_bytes: int, threads: int = FOOTER_THREADS) -> list[Any]:
+    """Each file's metadata, read in parallel, or the :class:`GpuframeError` that names what
+    is wrong with it, in ``paths`` order (the caller raises the first)."""
+    def one(path: str) -> Any:
+        try:
+            with open_source(path, storage) as source:
+                return format.read_metadata(source, partition_bytes)
+        except GpuframeError as exc:
+            return exc
+
     if not paths:
-        return {}, None
-
-    def one(index_path: tuple[int, str]) -> tuple[Any, Concurrency | None]:
-        index, path = index_path
-        with open_source(path, storage) as source:
-            metadata = format.read_metadata(source, partition_bytes)
-            chosen = (measure_storage(source, storage, fragment_bytes=partition_bytes)
-                      if measure and index == 0 else None)
-            return metadata, chosen
-
+        return []
     with ThreadPoolExecutor(max(1, min(threads, len(paths))),
                             thread_name_prefix="gpuframe-footer") as pool:
-        results = list(pool.map(one, enumerate(paths)))
-    return {p: r[0] for p, r in zip(paths, results)}, results[0][1]
+        return list(pool.map(one, paths))
+
+
+def measure_here(path: str, storage: StorageOptions, partition_bytes: int) -> Concurrency:
+    """The store's :class:`Concurrency`, measured from this process on ``path``."""
+    with open_source(path, storage) as source:
+        return measure_storage(source, storage, fragment_bytes=partition_bytes)
+
+
+def _footers(paths: Sequence[str], read: Callable[..., list[Any]], storage: StorageOptions,
+             format: FileFormat, partition_bytes: int) -> dict[str, Any]:
+    results = read(list(paths), storage, format, partition_bytes) if paths else []
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return dict(zip(paths, results))
 
 
 def common_schema(paths: Sequence[str], footers: Mapping[str, Any],

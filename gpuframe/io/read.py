@@ -40,13 +40,12 @@ import pyarrow.parquet as pq
 
 from ..backend import get_backend
 from .formats import FileFormat, format_for
-from .plan import ReadPlan, plan_fragments
+from .plan import ReadPlan, measure_here, plan_fragments, read_metadata_each
 from .remote import (
     DEFAULT_REQUEST_SIZE,
     Concurrency,
     StorageOptions,
     choose_concurrency,
-    measure_storage,
     open_source,
     probe_store,
     read_ranges,
@@ -442,7 +441,8 @@ def read_with_report(source: Any, format: str | FileFormat = "parquet",
                           storage_options(storage, **storage_overrides), engine.workers,
                           format=format, device_memory=worker_device_memory(engine),
                           measure=lambda path, options, fragment_bytes: measure_on_workers(
-                              engine, path, options, fragment_bytes))
+                              engine, path, options, fragment_bytes),
+                          read_metadata=lambda *args: metadata_on_workers(engine, *args))
     # Planning runs here, not as a task: say so, for the dashboard's stage timings.
     engine.client.log_event(STAGE_EVENT_TOPIC, {"stage": "plan",
                                                 "seconds": time.perf_counter() - started})
@@ -463,8 +463,7 @@ def measure_on_workers(engine: Any, path: str, storage: StorageOptions,
     from ..frame import new_token
 
     if scheme_of(path) == "file":
-        with open_source(path, storage) as source:
-            return measure_storage(source, storage, fragment_bytes=fragment_bytes)
+        return measure_here(path, storage, fragment_bytes)
 
     def measure() -> Concurrency:
         threads = engine.client.nthreads()
@@ -479,6 +478,27 @@ def measure_on_workers(engine: Any, path: str, storage: StorageOptions,
                                   fragment_bytes=fragment_bytes)
 
     return remembered_concurrency(path, storage, measure)
+
+
+def metadata_on_workers(engine: Any, paths: Sequence[str], storage: StorageOptions,
+                        format: FileFormat, partition_bytes: int) -> list[Any]:
+    """Each file's metadata or error (:func:`~gpuframe.io.plan.read_metadata_each`), read on
+    the workers: ``gpuframe-plan-metadata-<token>-<i>`` tasks, the files dealt round robin. So
+    planning shows on the task stream, and a worker reads files where it will read their data
+    (on several hosts, paths the client may not see)."""
+    from ..frame import new_token
+
+    workers = engine.workers
+    token = new_token()
+    shares = [list(paths[i::len(workers)]) for i in range(len(workers))]
+    futures = [engine.client.submit(read_metadata_each, share, storage, format,
+                                    partition_bytes, key=f"gpuframe-plan-metadata-{token}-{i}",
+                                    workers=[worker], pure=False)
+               for i, (share, worker) in enumerate(zip(shares, workers)) if share]
+    results: list[Any] = [None] * len(paths)
+    for i, share_results in enumerate(engine.client.gather(futures)):
+        results[i::len(workers)] = share_results
+    return results
 
 
 def worker_device_memory(engine: Any) -> list[int]:

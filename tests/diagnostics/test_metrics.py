@@ -89,11 +89,17 @@ def test_ingest_per_worker_is_the_bytes_the_reads_fetched(engine, tmp_path):
 def test_planning_a_read_is_a_stage_of_the_same_job(engine, tmp_path):
     pq.write_table(pa.table({"id": np.arange(40_000)}), tmp_path / "one.parquet",
                    row_group_size=10_000)
+    pq.write_table(pa.table({"id": np.arange(10)}), tmp_path / "two.parquet")
     time.sleep(JOB_GAP + 0.5)
-    assert len(gpuframe.read_parquet(str(tmp_path))) == 40_000
+    with get_task_stream(client=engine.client) as stream:
+        assert len(gpuframe.read_parquet(str(tmp_path))) == 40_010
+    # the files' metadata is read on the workers: the plan shows on the task stream
+    assert {"gpuframe-plan-metadata", "gpuframe-read-parquet"} <= {
+        key_split(task["key"]) for task in stream.data}
     current = gpuframe.job_metrics()
     assert {"plan", "read"} <= set(current.stages)
-    assert current.stages["plan"]["tasks"] == 1
+    # the first file's metadata, the other's, and the client's own planning
+    assert current.stages["plan"]["tasks"] == 3
     assert current.stages["plan"]["wall_seconds"] > 0
     assert current.start <= current.stop
 

@@ -13,6 +13,7 @@ import pytest
 
 import gpuframe
 from gpuframe.errors import PartitionError
+from gpuframe.io.errors import SchemaMismatchError, TruncatedFileError
 from gpuframe.io.plan import plan_fragments
 from gpuframe.io.read import (
     READERS,
@@ -249,3 +250,13 @@ def test_sparse_copy_of_a_remote_file_reads_like_the_file(dataset_dir, http_serv
                                          for i in task.units])
         pd.testing.assert_frame_equal(got.to_pandas()[columns], expected.to_pandas())
     assert http_server.whole_file_gets() == 0
+
+
+def test_a_bad_file_among_many_is_named_when_workers_read_the_metadata(engine, dataset_dir):
+    good, bad = str(dataset_dir / "flat" / "part-0.parquet"), dataset_dir / "bad"
+    # two workers: the corrupt file is the first worker's, the truncated one the second's
+    sources = [good, str(bad / "truncated.parquet"), str(bad / "corrupt_footer.parquet")]
+    with pytest.raises(TruncatedFileError, match="truncated.parquet"):
+        read_parquet(sources)  # the first bad file in the list's order, whichever worker
+    with pytest.raises(SchemaMismatchError, match="a.parquet and .*b.parquet"):
+        read_parquet(str(bad / "mismatch"))
