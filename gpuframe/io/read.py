@@ -11,14 +11,16 @@ files' metadata from the plan and reads only the planned units and columns; what
 between formats is asked of the plan's :class:`~gpuframe.io.formats.FileFormat`:
 
 - pandas backend (:class:`ArrowReader`): local Parquet and ORC files through Arrow's own reader;
-  remote files, and CSV byte ranges everywhere, by fetching exactly the planned bytes with
-  :func:`gpuframe.io.remote.read_ranges` (requests in flight and their size from the plan's
-  Little's-law numbers), then decoding them with Arrow from memory. With ``filters=``, where the
-  format reads columns of a unit separately (Parquet, ORC), the filter columns are read first
-  and the other columns only for the units where some row survived.
+  remote files, and CSV byte ranges everywhere, by fetching exactly the planned bytes
+  (:func:`~gpuframe.io.remote.read_ranges_into`, CSV :func:`~gpuframe.io.remote.read_ranges`;
+  requests in flight and their size from the plan's Little's-law numbers), then decoding them
+  with Arrow from memory. With ``filters=``, where the format reads columns of a unit
+  separately (Parquet, ORC), the filter columns are read first and the other columns only for
+  the units where some row survived.
 - cudf backend (:class:`CudfReader`): cuDF's reader (``read_parquet``, ``read_orc``,
-  ``read_csv`` with ``byte_range``) with KvikIO's thread count and task size set from the same
-  numbers; cuDF is imported only on the workers that run it.
+  ``read_csv`` with ``byte_range``), one call per partition, with KvikIO's thread count and
+  task size set from the same numbers; remote Parquet and ORC as :func:`sparse_copies`; cuDF
+  is imported only on the workers that run it.
 
 Every worker reports what it fetched as a Dask event (topic ``gpuframe-read``); the client folds
 them into a :class:`ReadReport`: bytes read against bytes of the result's columns.
@@ -443,7 +445,8 @@ def read_with_report(source: Any, format: str | FileFormat = "parquet",
                           measure=lambda path, options, fragment_bytes: measure_on_workers(
                               engine, path, options, fragment_bytes),
                           read_metadata=lambda *args: metadata_on_workers(engine, *args))
-    # Planning runs here, not as a task: say so, for the dashboard's stage timings.
+    # The client's own share of planning (pruning, packing, placing) is no task: say so, for
+    # the dashboard's stage timings.
     engine.client.log_event(STAGE_EVENT_TOPIC, {"stage": "plan",
                                                 "seconds": time.perf_counter() - started})
     logger.info("read plan: %r", plan)
