@@ -18,7 +18,8 @@ for group in "$@"; do
         done ;;
       join-ucx)  # issue #4: dask-cuda's shape and the seed's, with dask-cuda's own benchmark
         run python3 benchmarks/join.py --device gpu --protocols ucx --rows-per-worker "$rows" \
-          --shapes dask-cuda,seed,zipf --baselines "" --repeats 3 --dask-cuda on ;;
+          --shapes dask-cuda,seed,zipf --baselines "" --repeats 3 --dask-cuda on \
+          --partitions-per-worker 2,4 ;;
       join-tcp)
         run python3 benchmarks/join.py --device gpu --protocols tcp --rows-per-worker "$rows" \
           --shapes dask-cuda --baselines "" --repeats 2 --dask-cuda on ;;

@@ -215,6 +215,11 @@ def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: 
                          for link in link_stats(engine.client, starts[-1], names))
             results.append((*where, "gpuframe merge (default options)",
                             timed(ours, args.repeats, args.statistic)))
+            for tasks in filter(None, args.partitions_per_worker.split(",")):
+                results.append((*where, f"gpuframe shuffle join, {tasks} join tasks per worker",
+                                timed(lambda k=int(tasks): ours(broadcast_bytes=0,
+                                                                partitions_per_worker=k),
+                                      args.repeats, args.statistic)))
             for method in filter(None, args.baselines.split(",")):
                 def baseline(method=method):
                     with dask.config.set({"dataframe.shuffle.method": method}):
@@ -253,6 +258,9 @@ def main() -> None:
                         help="extra arguments for local_cudf_merge, e.g. '--rmm-pool-size 100GB'")
     parser.add_argument("--peer-copy-mib", type=int, default=1024,
                         help="bytes per peer copy when measuring the device-to-device rate")
+    parser.add_argument("--partitions-per-worker", default="",
+                        help="comma-separated join tasks per worker to run the shuffle join "
+                             "with too (more tasks: transfers overlap earlier tasks' joins)")
     parser.add_argument("--statistic", choices=sorted(STATISTICS), default="median",
                         help="of the repeats' times; min resists a machine others share")
     args = parser.parse_args()
