@@ -12,7 +12,7 @@ STAMP := $(VENV)/.gpuframe-installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find gpuframe_cpp -type f 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: demo test info cpu-build clean
+.PHONY: demo test test-ucx info cpu-build clean
 
 $(STAMP): $(SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The suite again with distributed-ucxx, in a venv of its own: its joins' UCX tests run, and
+# everything runs on the dask that distributed-ucxx pins (what GPU hosts get).
+test-ucx:
+	$(MAKE) test VENV=.venv-ucx EXTRAS=ucx PYTEST_ARGS="$(PYTEST_ARGS)"
 
 info: $(STAMP)
 	$(BIN)/gpuframe info

@@ -32,13 +32,15 @@ def test_cudf_asked_for_without_gpu_is_an_error():
 
 def test_protocol_choice(monkeypatch):
     monkeypatch.setattr("gpuframe.cluster.local.ucx_available", lambda: False)
-    assert choose_protocol(None) == "tcp"
+    assert choose_protocol(None, "cudf") == "tcp"
     with pytest.raises(ProtocolError, match="protocol='ucx' needs distributed-ucxx"):
-        choose_protocol("ucx")
+        choose_protocol("ucx", "cudf")
     with pytest.raises(ProtocolError, match="unknown protocol 'mpi'"):
-        choose_protocol("mpi")
+        choose_protocol("mpi", "pandas")
     monkeypatch.setattr("gpuframe.cluster.local.ucx_available", lambda: True)
-    assert choose_protocol(None) == "ucx"
+    assert choose_protocol(None, "cudf") == "ucx"
+    assert choose_protocol(None, "pandas") == "tcp"  # UCX on CPU workers only when asked
+    assert choose_protocol("ucx", "pandas") == "ucx"
 
 
 def test_devices_are_checked_against_the_host(monkeypatch):
