@@ -278,7 +278,8 @@ def test_choice_follows_the_stores_latency_and_bandwidth(http_server):
     slow = _measured_through(http_server, "shaped-40ms-10MBps")
     assert slow.latency_s >= 0.04 > fast.latency_s
     for chosen in (fast, slow):
-        assert 0.4 * 10e6 < chosen.stream_bandwidth < 1.5 * 10e6, chosen
+        # a one-request timing: on a loaded 2-core CI machine it once came out at 0.37x
+        assert 0.25 * 10e6 < chosen.stream_bandwidth < 1.5 * 10e6, chosen
         assert chosen.bandwidth > 2 * chosen.stream_bandwidth, "the server serves many at once"
         assert chosen.requests_in_flight >= chosen.bandwidth / chosen.stream_bandwidth
         assert chosen.bytes_in_flight >= chosen.latency_s * chosen.bandwidth
