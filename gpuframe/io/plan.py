@@ -23,7 +23,6 @@ memory, which the read step learns from the scheduler; planning asks no hardware
 from __future__ import annotations
 
 import glob as globbing
-import heapq
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field

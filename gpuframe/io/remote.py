@@ -518,11 +518,6 @@ class RangeFile(io.RawIOBase):
         return None
 
 
-def open_file(path: str, storage: StorageOptions | None = None) -> io.BufferedReader:
-    """A buffered, seekable, read-only file object over any supported path or URL."""
-    return io.BufferedReader(RangeFile(open_source(path, storage)), buffer_size=2**14)
-
-
 def read_ranges(source: Source, ranges: Sequence[tuple[int, int]], max_in_flight: int,
                 request_size: int | None = None) -> list[bytes]:
     """The bytes of each (offset, length), fetched by up to ``max_in_flight`` threads.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 
@@ -18,12 +19,12 @@ from gpuframe.io.errors import (
 )
 from gpuframe.io.remote import (
     Concurrency,
+    RangeFile,
     StorageOptions,
     choose_request_size,
     fit_to_ranges,
     littles_law,
     measure_storage,
-    open_file,
     open_source,
     read_ranges,
     read_ranges_into,
@@ -70,10 +71,14 @@ def test_local_source(dataset_dir):
         open_source(str(missing))
 
 
+def open_range_file(url: str) -> io.BufferedReader:
+    return io.BufferedReader(RangeFile(open_source(url)), buffer_size=2**14)
+
+
 def test_http_file_object_reads_ranges_over_keep_alive(dataset_dir, http_server):
     data = (dataset_dir / PART).read_bytes()
     http_server.reset()
-    with open_file(f"{http_server.url}/{PART}") as handle:
+    with open_range_file(f"{http_server.url}/{PART}") as handle:
         assert handle.seekable()
         handle.seek(-12, 2)
         assert handle.read() == data[-12:]
@@ -84,7 +89,7 @@ def test_http_file_object_reads_ranges_over_keep_alive(dataset_dir, http_server)
     assert http_server.bytes_served() < len(data) and http_server.whole_file_gets() == 0
     assert http_server.connections <= 1  # 0 when an earlier test's connection is still open
     opened = http_server.connections
-    with open_file(f"{http_server.url}/{PART}") as handle:
+    with open_range_file(f"{http_server.url}/{PART}") as handle:
         handle.seek(10)
         assert handle.read(10) == data[10:20]
     assert http_server.connections == opened, "a later read must reuse the open connection"
