@@ -149,6 +149,7 @@ class HttpServer:
 
 class _RangeHandler(BaseHTTPRequestHandler):
     """Static files with Range support; '/norange/...' ignores Range, '/forbidden/...' is 403,
+    '/brokenoff/...' sends half the body it announced and closes the connection,
     '/shaped-<ms>ms-<MB>MBps/...' waits <ms> before answering and sends at <MB> MB/s."""
 
     protocol_version = "HTTP/1.1"
@@ -178,7 +179,9 @@ class _RangeHandler(BaseHTTPRequestHandler):
             path = shaped.group(3)
             time.sleep(self._shape[0])
         honour_range = not path.startswith("/norange/")
-        target = (self.state.root / re.sub(r"^/(norange|forbidden)/", "/", path).lstrip("/"))
+        self._broken_off = path.startswith("/brokenoff/")
+        target = (self.state.root
+                  / re.sub(r"^/(norange|forbidden|brokenoff)/", "/", path).lstrip("/"))
         if path.startswith("/forbidden/"):
             return self._reply(403, b"forbidden", body)
         if self.state.root.resolve() not in target.resolve().parents or not target.is_file():
@@ -220,6 +223,11 @@ class _RangeHandler(BaseHTTPRequestHandler):
                 ahead = (offset + step) / self._shape[1] - (time.perf_counter() - start)
                 if ahead > 0:
                     time.sleep(ahead)
+        elif body and self._broken_off:
+            self.wfile.write(data[:len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
         elif body:
             self.wfile.write(data)
 

@@ -150,6 +150,15 @@ def test_read_ranges_into_places_each_range_at_its_offset(dataset_dir, http_serv
         read_ranges_into([(source, [(len(data) - 8, 108)], longer)], max_in_flight=1)
 
 
+def test_a_body_that_breaks_off_names_the_range(http_server):
+    url = f"{http_server.url}/brokenoff/{PART}"
+    with pytest.raises(RemoteError, match=r"brokenoff/flat/part-0.parquet: the response to "
+                                          r"'Range: bytes=100-4195' broke off"):
+        open_source(url).read_range(100, 4096)
+    with pytest.raises(RemoteError, match=r"'Range: bytes=100-4195' broke off"):
+        open_source(url).read_range_into(100, memoryview(bytearray(4096)))
+
+
 class _SlowSource(remote.Source):
     """Counts how many reads overlap in time."""
 
