@@ -297,11 +297,12 @@ class HttpSource(Source):
         _release(response)
         if "Content-Length" in response.headers:
             return int(response.headers["Content-Length"])
-        _, size = self._ranged(0, 1)
-        return size
+        self._ranged("bytes=0-0")
+        return self._size
 
     def _ranged_response(self, spec: str) -> Any:
-        """The streamed answer to a Range GET: 206, or 416 past the end; else an error."""
+        """The streamed answer to a Range GET: 206 (the file's size noted from it), or 416 past
+        the end; else an error."""
         response = self._get({"Range": spec, "Accept-Encoding": "identity"})
         if response.status_code not in (206, 416):
             response.close()
@@ -314,27 +315,29 @@ class HttpSource(Source):
             self._size = _total_from(response.headers.get("Content-Range"), self.path)
         return response
 
-    def _ranged(self, offset: int | None, length: int) -> tuple[bytes, int]:
-        """(body, total size) of a Range GET; ``offset=None`` asks for the last ``length``."""
-        spec = f"bytes=-{length}" if offset is None else f"bytes={offset}-{offset + length - 1}"
-        response = self._ranged_response(spec)
-        if response.status_code == 416:
-            _release(response)
-            return b"", _total_from(response.headers.get("Content-Range"), self.path)
-        total = _total_from(response.headers.get("Content-Range"), self.path)
+    def _received(self, response: Any, spec: str, read: Callable[[Any], Any]) -> Any:
+        """``read(response)``: a body that breaks off is a :class:`RemoteError` naming the
+        range."""
         from urllib3.exceptions import HTTPError
 
         try:
-            return _body(response), total
+            return read(response)
         except (HTTPError, OSError) as exc:
             response.close()
             raise RemoteError(f"{self.path}: the response to 'Range: {spec}' broke off: "
                               f"{exc}") from exc
 
+    def _ranged(self, spec: str) -> bytes:
+        """The body of a Range GET (empty past the end, the size then noted from the 416)."""
+        response = self._ranged_response(spec)
+        if response.status_code == 416:
+            _release(response)
+            self._size = _total_from(response.headers.get("Content-Range"), self.path)
+            return b""
+        return self._received(response, spec, _body)
+
     def _read(self, offset: int, length: int) -> bytes:
-        data, total = self._ranged(offset, length)
-        self._size = total
-        return data
+        return self._ranged(f"bytes={offset}-{offset + length - 1}")
 
     def _read_into(self, offset: int, view: memoryview) -> int:
         spec = f"bytes={offset}-{offset + len(view) - 1}"
@@ -342,27 +345,12 @@ class HttpSource(Source):
         if response.status_code == 416:
             _release(response)
             return 0
-        from urllib3.exceptions import HTTPError
-
-        done = 0
-        try:
-            while done < len(view):
-                count = response.raw.readinto(view[done:])
-                if not count:
-                    break
-                done += count
-            _release(response)  # the (empty) rest: the connection goes back to the pool
-        except (HTTPError, OSError) as exc:
-            response.close()
-            raise RemoteError(f"{self.path}: the response to 'Range: {spec}' broke off: "
-                              f"{exc}") from exc
-        return done
+        return self._received(response, spec, lambda answer: _body_into(answer, view))
 
     def read_tail(self, length: int) -> tuple[int, bytes]:
-        data, total = self._ranged(None, length)
-        self._size = total
+        data = self._ranged(f"bytes=-{length}")
         self._count(len(data))
-        return total, data
+        return self._size, data
 
 
 def _release(response: Any) -> bytes:
@@ -377,6 +365,19 @@ def _body(response: Any) -> bytes:
     the buffer from the socket with the GIL released. Reading to the end returns the
     connection to the keep-alive pool."""
     return response.raw.read(decode_content=True)
+
+
+def _body_into(response: Any, view: memoryview) -> int:
+    """:func:`_body` straight into ``view``: bytes that arrived. Reading to the end returns the
+    connection to the keep-alive pool."""
+    done = 0
+    while done < len(view):
+        count = response.raw.readinto(view[done:])
+        if not count:
+            break
+        done += count
+    _release(response)  # the (empty) rest
+    return done
 
 
 def _total_from(content_range: str | None, url: str) -> int:
