@@ -19,7 +19,7 @@ with each read task.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -97,7 +97,18 @@ class FileFormat:
                   ) -> tuple[Any, list[int]]:
         """The file columns of the tasks' units as one cuDF frame, read by cuDF in as few calls
         as the format allows, and the rows each task gave, in order. ``sources``: a file object
-        per task (:meth:`sparse_layout` copies of remote files), else the tasks' local paths."""
+        per task (:meth:`sparse_layout` copies of remote files), else the tasks' local paths.
+
+        Formats whose units have known rows read every file in one call of
+        :meth:`_cudf_reader`."""
+        frame = self._cudf_reader()(list(sources) if sources else [t.path for t in tasks],
+                                    list(tasks[0].file_columns),
+                                    [list(task.units) for task in tasks])
+        return frame, [sum(self.unit_rows(task.metadata, u) for u in task.units)
+                       for task in tasks]
+
+    def _cudf_reader(self) -> Callable[[list[Any], list[str], list[list[int]]], Any]:
+        """cuDF's reader of this format: (sources, columns, units per source) -> frame."""
         raise NotImplementedError
 
     def sparse_layout(self, metadata: Any, size: int) -> tuple[int, dict[int, bytes]] | None:
@@ -105,9 +116,6 @@ class FileFormat:
         bytes the plan already holds by offset: magic numbers, footer), the planned ranges
         going at their own offsets. None where a reader needs more than those (CSV)."""
         return None
-
-    def _planned_rows(self, tasks: Sequence[Any]) -> list[int]:
-        return [sum(self.unit_rows(task.metadata, u) for u in task.units) for task in tasks]
 
     def resolve_schema(self, schema: pa.Schema) -> pa.Schema:
         """The dataset's file schema, once every file agreed on it."""
@@ -188,14 +196,11 @@ class ParquetFormat(FileFormat):
         footer = sink.getvalue().to_pybytes()[len(MAGIC):]
         return size + len(footer), {0: MAGIC, size: footer}
 
-    def read_cudf(self, tasks: Sequence[Any], sources: Sequence[Any] | None = None
-                  ) -> tuple[Any, list[int]]:
+    def _cudf_reader(self) -> Callable[[list[Any], list[str], list[list[int]]], Any]:
         import cudf
 
-        frame = cudf.read_parquet(list(sources) if sources else [task.path for task in tasks],
-                                  columns=list(tasks[0].file_columns),
-                                  row_groups=[list(task.units) for task in tasks])
-        return frame, self._planned_rows(tasks)
+        return lambda sources, columns, units: cudf.read_parquet(
+            sources, columns=columns, row_groups=units)
 
 
 def read_footer(source: Source) -> pq.FileMetaData:
@@ -397,14 +402,11 @@ class OrcFormat(FileFormat):
                       ) -> tuple[int, dict[int, bytes]]:
         return size, {0: ORC_MAGIC, size - len(metadata.tail): metadata.tail}
 
-    def read_cudf(self, tasks: Sequence[Any], sources: Sequence[Any] | None = None
-                  ) -> tuple[Any, list[int]]:
+    def _cudf_reader(self) -> Callable[[list[Any], list[str], list[list[int]]], Any]:
         import cudf
 
-        frame = cudf.read_orc(list(sources) if sources else [task.path for task in tasks],
-                              columns=list(tasks[0].file_columns),
-                              stripes=[list(task.units) for task in tasks])
-        return frame, self._planned_rows(tasks)
+        return lambda sources, columns, units: cudf.read_orc(
+            sources, columns=columns, stripes=units)
 
 
 def _varint(data: bytes, position: int) -> tuple[int, int]:
