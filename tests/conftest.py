@@ -19,15 +19,26 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
-def cpu_engine():
-    """A two-worker pandas cluster over TCP on 127.0.0.1, shared by the session."""
+def two_cpu_workers(protocol: str):
+    """A two-worker pandas cluster over ``protocol`` on 127.0.0.1, closed after its user."""
     import gpuframe
 
-    engine = gpuframe.start_cluster(backend="pandas", protocol="tcp", n_workers=2,
+    engine = gpuframe.start_cluster(backend="pandas", protocol=protocol, n_workers=2,
                                     dashboard_address="127.0.0.1:0")
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="session")
+def cpu_engine():
+    """A two-worker pandas cluster over TCP, shared by the session."""
+    yield from two_cpu_workers("tcp")
+
+
+@pytest.fixture(scope="module")
+def ucx_engine():
+    """The same over UCX (distributed-ucxx), for a module's tests."""
+    yield from two_cpu_workers("ucx")
 
 
 @pytest.fixture

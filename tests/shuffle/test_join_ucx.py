@@ -15,14 +15,6 @@ from gpuframe.shuffle.join import HOWS
 pytestmark = pytest.mark.skipif(not ucx_available(), reason="distributed-ucxx not installed")
 
 
-@pytest.fixture(scope="module")
-def ucx_engine():
-    engine = gpuframe.start_cluster(backend="pandas", protocol="ucx", n_workers=2,
-                                    dashboard_address="127.0.0.1:0")
-    yield engine
-    engine.close()
-
-
 def canonical(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame[sorted(frame.columns)]
     return frame.sort_values(list(frame.columns), na_position="first").reset_index(drop=True)
