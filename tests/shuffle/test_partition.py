@@ -310,10 +310,14 @@ def cuda_pack(cupy, args, keys, rows, n, fill):
 
     core = _core.CudaPartition(args, keys, rows, n)
     stream = cupy.cuda.Stream(non_blocking=True)
-    scratch = cupy.full(core.scratch_bytes, fill, dtype=cupy.uint8)
-    core.count(scratch, stream.ptr)
-    out = cupy.full(core.total_bytes, fill, dtype=cupy.uint8)  # garbage the scatter must cover
-    core.scatter(out, stream.ptr)
+    # A non-blocking stream does not wait for the default one, where ``args`` were copied: the
+    # partition must start after them, and the fills below must run before it, on its stream.
+    stream.wait_event(cupy.cuda.Stream.null.record())
+    with stream:
+        scratch = cupy.full(core.scratch_bytes, fill, dtype=cupy.uint8)
+        core.count(scratch, stream.ptr)
+        out = cupy.full(core.total_bytes, fill, dtype=cupy.uint8)  # garbage it must cover
+        core.scatter(out, stream.ptr)
     stream.synchronize()
     return core, out.get()
 
