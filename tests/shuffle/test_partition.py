@@ -84,8 +84,8 @@ def reference_column_hash(array: pa.Array) -> np.ndarray:
 
 
 def reference_hash(table: pa.Table, on: list[str]) -> np.ndarray:
-    h = np.full(table.num_rows, SEED, dtype=U)
-    for name in on:
+    h = reference_column_hash(table.column(on[0]).combine_chunks())
+    for name in on[1:]:
         v = reference_column_hash(table.column(name).combine_chunks())
         h = mix64(h ^ (v + U(SEED) + (h << U(6)) + (h >> U(2))))
     return h
