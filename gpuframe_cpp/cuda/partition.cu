@@ -3,9 +3,11 @@
 //
 // Rows are cut into tiles of consecutive rows. Pass one (count) is a count and a scan, pass two
 // the scatter:
-//   count    each row's destination is stored, and each tile's rows (and string bytes) per
-//            destination are counted into counts[array][destination][tile] (array 0: rows,
-//            array 1 + s: bytes of the s-th string column);
+//   count    each row's destination is stored (one byte a row up to 256 destinations, two up to
+//            65536: the scatter reads them back, so the narrower the less traffic), and each
+//            tile's rows (and string bytes) per destination are counted into
+//            counts[array][destination][tile] (array 0: rows, array 1 + s: bytes of the s-th
+//            string column);
 //   scan     one CUB exclusive sum over all of counts turns every count into the tile's start;
 //            each (array, destination)'s start and total follow, and the totals go back to the
 //            host, which plans the layout (plan_layout, shared with the CPU);
@@ -46,7 +48,31 @@ constexpr int kScatterBlocksPerSm = 4;
 constexpr int kSmallChunk = 2048, kLargeChunk = 4096;
 constexpr uint32_t kSmallChunkMaxDestinations = 128;
 
+// Up to this many destinations the staged count keeps one count per thread and destination in
+// shared memory ([destination][thread]: no bank conflicts, no atomics, no __match_any_sync),
+// summed once per tile; beyond, warps group their lanes by destination and add atomically.
+// (100M int64 rows, 8 destinations, H200: 0.66 instead of 0.71 ms for the count.)
+constexpr uint32_t kPrivateCountMaxDestinations = 32;
+
 bool staged(uint32_t n_destinations) { return n_destinations <= kStagedMaxDestinations; }
+
+// Calls f with a value of the type that stores the destinations of n: uint8_t, uint16_t or
+// uint32_t.
+template <typename F>
+void with_dest_type(uint32_t n, F&& f) {
+  if (n <= 0x100u)
+    f(uint8_t{});
+  else if (n <= 0x10000u)
+    f(uint16_t{});
+  else
+    f(uint32_t{});
+}
+
+int64_t dest_bytes(uint32_t n) {
+  int64_t bytes = 0;
+  with_dest_type(n, [&](auto d) { bytes = sizeof(d); });
+  return bytes;
+}
 
 int64_t chunk_rows(uint32_t n_destinations) {
   return n_destinations <= kSmallChunkMaxDestinations ? kSmallChunk : kLargeChunk;
@@ -78,7 +104,7 @@ int64_t string_columns(const std::vector<ColumnView>& columns) {
 
 // Where each part of the caller's scratch lies, in the order they are laid out.
 struct Scratch {
-  uint32_t* dest;       // [row]
+  void* dest;           // [row], dest_bytes(n) each
   int64_t* counts;      // [array][destination][tile], then one more: the grand total
   int64_t* starts;      // [array][destination]: its first tile's start after the scan
   int64_t* totals;      // [array][destination]
@@ -96,7 +122,7 @@ struct Scratch {
       at += round_up(size);
       return p;
     };
-    dest = static_cast<uint32_t*>(take(n_rows * 4));
+    dest = take(n_rows * dest_bytes(static_cast<uint32_t>(n)));
     counts = static_cast<int64_t*>(take((arrays * n * n_tiles + 1) * 8));
     starts = static_cast<int64_t*>(take(arrays * n * 8));
     totals = static_cast<int64_t*>(take(arrays * n * 8));
@@ -136,9 +162,10 @@ __device__ __forceinline__ void add_peer_string_bytes(const ColumnView* columns,
   }
 }
 
+template <typename D>
 __global__ void count_kernel(cuda::Keys keys, const ColumnView* columns, int32_t n_columns,
-                             int64_t n_rows, uint32_t n, int64_t tile, int64_t n_tiles,
-                             uint32_t* dest, int64_t* counts) {
+                             int64_t n_rows, uint32_t n, int64_t tile, int64_t n_tiles, D* dest,
+                             int64_t* counts) {
   __shared__ int64_t lengths[kWarpsPerBlock][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
@@ -150,7 +177,7 @@ __global__ void count_kernel(cuda::Keys keys, const ColumnView* columns, int32_t
     uint32_t d = kNoDestination;
     if (active) {
       d = destination(hash_row(keys.columns, keys.count, row), n);
-      dest[row] = d;
+      dest[row] = static_cast<D>(d);
     }
     const unsigned peers = __match_any_sync(cuda::kFullMask, d);
     const bool leader = active && lane == __ffs(peers) - 1;
@@ -213,8 +240,9 @@ __device__ __forceinline__ void write_offset(uint8_t* offsets, int64_t index, in
     reinterpret_cast<int64_t*>(offsets)[index] = value;
 }
 
+template <typename D>
 __global__ void scatter_kernel(const ColumnView* columns, int32_t n_columns, int64_t n_rows,
-                               uint32_t n, int64_t tile, int64_t n_tiles, const uint32_t* dest,
+                               uint32_t n, int64_t tile, int64_t n_tiles, const D* dest,
                                int64_t* cursors, const int64_t* starts, const int64_t* pieces,
                                uint8_t* out) {
   __shared__ int64_t lengths[kWarpsPerBlock][32];
@@ -302,16 +330,27 @@ __device__ void block_exclusive_scan(T* a, int m) {
   __syncthreads();
 }
 
-// Staged count: one block per tile; rows strided over the block, counted in shared memory.
+// Shared memory of the staged count's row counts for n destinations.
+size_t staged_count_shared_bytes(uint32_t n) {
+  return (n <= kPrivateCountMaxDestinations ? static_cast<size_t>(kThreads) : 1) * n * 4;
+}
+
+// Staged count: one block per tile; rows strided over the block, counted in shared memory: a
+// count per thread and destination (hist[d * kThreads + thread]) up to
+// kPrivateCountMaxDestinations destinations, else one per destination, added to by the leader of
+// each warp's lanes bound there. String bytes: always the latter way.
+template <typename D>
 __global__ void staged_count_kernel(cuda::Keys keys, const ColumnView* columns, int32_t n_columns,
-                                    int64_t n_rows, uint32_t n, int64_t tile, int64_t n_tiles,
-                                    uint32_t* dest, int64_t* counts) {
-  extern __shared__ int32_t hist[];  // [n]
+                                    bool strings, int64_t n_rows, uint32_t n, int64_t tile,
+                                    int64_t n_tiles, D* dest, int64_t* counts) {
+  extern __shared__ int32_t hist[];  // staged_count_shared_bytes(n)
   __shared__ int64_t lengths[kWarpsPerBlock][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const bool per_thread = n <= kPrivateCountMaxDestinations;
+  const int hist_size = static_cast<int>(per_thread ? n * kThreads : n);
   const int64_t t = blockIdx.x;
   const int64_t begin = t * tile, end = min(begin + tile, n_rows);
-  for (uint32_t d = threadIdx.x; d < n; d += kThreads) hist[d] = 0;
+  for (int i = threadIdx.x; i < hist_size; i += kThreads) hist[i] = 0;
   __syncthreads();
   constexpr int kItems = 4;  // rows per thread and step: their key loads are in flight together
   for (int64_t base = begin; base < end; base += kThreads * kItems) {
@@ -327,21 +366,33 @@ __global__ void staged_count_kernel(cuda::Keys keys, const ColumnView* columns, 
       const int64_t row = base + k * kThreads + threadIdx.x;
       const bool active = row < end;
       const uint32_t d = d_of[k];
-      if (active) dest[row] = d;
+      if (active) dest[row] = static_cast<D>(d);
+      if (per_thread && active) ++hist[d * kThreads + threadIdx.x];
+      if (per_thread && !strings) continue;  // the same for the whole block
       const unsigned peers = __match_any_sync(cuda::kFullMask, d);
       const bool leader = active && lane == __ffs(peers) - 1;
-      if (leader) atomicAdd(&hist[d], __popc(peers));
-      add_peer_string_bytes(columns, n_columns, row, active, peers, leader, lengths[warp],
-                            [&](int64_t s, int64_t bytes) {
-                              atomicAdd(reinterpret_cast<unsigned long long*>(
-                                            counts + (s * n + d) * n_tiles + t),
-                                        static_cast<unsigned long long>(bytes));
-                            });
+      if (!per_thread && leader) atomicAdd(&hist[d], __popc(peers));
+      if (strings)
+        add_peer_string_bytes(columns, n_columns, row, active, peers, leader, lengths[warp],
+                              [&](int64_t s, int64_t bytes) {
+                                atomicAdd(reinterpret_cast<unsigned long long*>(
+                                              counts + (s * n + d) * n_tiles + t),
+                                          static_cast<unsigned long long>(bytes));
+                              });
     }
   }
   __syncthreads();
-  for (uint32_t d = threadIdx.x; d < n; d += kThreads)
-    counts[static_cast<int64_t>(d) * n_tiles + t] = hist[d];
+  if (per_thread) {  // each warp sums the threads' counts of every kWarpsPerBlock-th destination
+    for (uint32_t d = warp; d < n; d += kWarpsPerBlock) {
+      int32_t sum = 0;
+      for (int i = lane; i < kThreads; i += 32) sum += hist[d * kThreads + i];
+      for (int k = 16; k > 0; k >>= 1) sum += __shfl_down_sync(cuda::kFullMask, sum, k);
+      if (lane == 0) counts[static_cast<int64_t>(d) * n_tiles + t] = sum;
+    }
+  } else {
+    for (uint32_t d = threadIdx.x; d < n; d += kThreads)
+      counts[static_cast<int64_t>(d) * n_tiles + t] = hist[d];
+  }
 }
 
 // One fixed-width column of a sorted chunk: all of a thread's loads first, then its stores, so
@@ -372,10 +423,10 @@ __device__ __forceinline__ void scatter_fixed(const ColumnView& col, int32_t c, 
 
 // Staged scatter: one block per tile, kChunk rows at a time sorted by destination in shared
 // memory, then written out by consecutive threads to consecutive places.
-template <int kChunk>
+template <int kChunk, typename D>
 __global__ void __launch_bounds__(kThreads, kScatterBlocksPerSm)
     staged_scatter_kernel(const ColumnView* columns, int32_t n_columns, int64_t n_rows,
-                          uint32_t n, int64_t tile, int64_t n_tiles, const uint32_t* dest,
+                          uint32_t n, int64_t tile, int64_t n_tiles, const D* dest,
                           int64_t* cursors, const int64_t* starts, const int64_t* pieces,
                           uint8_t* out) {
   constexpr int kItems = kChunk / kThreads;  // rows per thread in a chunk
@@ -406,7 +457,7 @@ __global__ void __launch_bounds__(kThreads, kScatterBlocksPerSm)
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {  // all loads first: kItems of them in flight
       const int local = warp * kItems * 32 + k * 32 + lane;
-      d_of[k] = local < rows ? dest[chunk + local] : kNoDestination;
+      d_of[k] = local < rows ? static_cast<uint32_t>(dest[chunk + local]) : kNoDestination;
     }
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
@@ -481,7 +532,8 @@ __global__ void __launch_bounds__(kThreads, kScatterBlocksPerSm)
         for (uint32_t d = threadIdx.x; d < n; d += kThreads)
           cursors[(s * n + d) * n_tiles + t] +=
               staged[chunk_offset[d] + chunk_count[d]] - staged[chunk_offset[d]];
-      } else {
+        __syncthreads();  // `staged` is rewritten by the next string column
+      } else {  // no barrier: each warp goes on to the next column's loads as soon as it can
         switch (col.width) {
           case 1:
             scatter_fixed<uint8_t, kItems>(col, c, n_columns, rows, chunk, sorted_dest,
@@ -509,7 +561,6 @@ __global__ void __launch_bounds__(kThreads, kScatterBlocksPerSm)
           atomicOr(reinterpret_cast<unsigned*>(bitmap) + (at >> 5), 1u << (at & 31));
         }
       }
-      __syncthreads();  // `staged` is rewritten by the next string column
     }
     for (uint32_t d = threadIdx.x; d < n; d += kThreads)
       cursors[static_cast<int64_t>(d) * n_tiles + t] += chunk_count[d];
@@ -571,15 +622,25 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
                                 cudaMemcpyHostToDevice, stream),
                 "cudaMemcpyAsync (columns)");
     const int64_t tile = tile_rows(n_destinations_);
-    if (staged(n_destinations_)) {
-      staged_count_kernel<<<grid(n_tiles_, "count"), kThreads, n * 4, stream>>>(
-          packed, parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile,
-          n_tiles_, parts.dest, parts.counts);
-    } else {
-      count_kernel<<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "count"), kThreads,
-                     0, stream>>>(packed, parts.columns, static_cast<int32_t>(nc), n_rows_,
-                                  n_destinations_, tile, n_tiles_, parts.dest, parts.counts);
-    }
+    with_dest_type(n_destinations_, [&](auto type) {
+      using D = decltype(type);
+      D* dest = static_cast<D*>(parts.dest);
+      if (staged(n_destinations_)) {
+        const size_t shared = staged_count_shared_bytes(n_destinations_);
+        cuda::check(cudaFuncSetAttribute(staged_count_kernel<D>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(shared)),
+                    "cudaFuncSetAttribute (staged_count_kernel shared memory)");
+        staged_count_kernel<D><<<grid(n_tiles_, "count"), kThreads, shared, stream>>>(
+            packed, parts.columns, static_cast<int32_t>(nc), string_columns(columns_) > 0,
+            n_rows_, n_destinations_, tile, n_tiles_, dest, parts.counts);
+      } else {
+        count_kernel<D><<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "count"),
+                          kThreads, 0, stream>>>(packed, parts.columns, static_cast<int32_t>(nc),
+                                                 n_rows_, n_destinations_, tile, n_tiles_, dest,
+                                                 parts.counts);
+      }
+    });
     cuda::check(cudaGetLastError(), "count_kernel launch");
     size_t temp = static_cast<size_t>(cub_temp_bytes_);
     cuda::check(cub::DeviceScan::ExclusiveSum(parts.cub_temp, temp, parts.counts, parts.counts,
@@ -639,22 +700,27 @@ void CudaPartition::scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream_ha
   }
   if (n_rows_ == 0) return;
   const int64_t tile = tile_rows(n_destinations_);
-  if (staged(n_destinations_)) {
-    const size_t shared = staged_shared_bytes(n_destinations_, string_columns(columns_) > 0);
-    auto kernel = chunk_rows(n_destinations_) == kSmallChunk ? staged_scatter_kernel<kSmallChunk>
-                                                             : staged_scatter_kernel<kLargeChunk>;
-    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(shared)),
-                "cudaFuncSetAttribute (staged_scatter_kernel shared memory)");
-    kernel<<<grid(n_tiles_, "scatter"), kThreads, shared, stream>>>(
-        parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile, n_tiles_,
-        parts.dest, parts.counts, parts.starts, parts.pieces, out);
-  } else {
-    scatter_kernel<<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "scatter"), kThreads,
-                     0, stream>>>(parts.columns, static_cast<int32_t>(nc), n_rows_,
-                                  n_destinations_, tile, n_tiles_, parts.dest, parts.counts,
-                                  parts.starts, parts.pieces, out);
-  }
+  with_dest_type(n_destinations_, [&](auto type) {
+    using D = decltype(type);
+    const D* dest = static_cast<const D*>(parts.dest);
+    if (staged(n_destinations_)) {
+      const size_t shared = staged_shared_bytes(n_destinations_, string_columns(columns_) > 0);
+      auto kernel = chunk_rows(n_destinations_) == kSmallChunk
+                        ? staged_scatter_kernel<kSmallChunk, D>
+                        : staged_scatter_kernel<kLargeChunk, D>;
+      cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(shared)),
+                  "cudaFuncSetAttribute (staged_scatter_kernel shared memory)");
+      kernel<<<grid(n_tiles_, "scatter"), kThreads, shared, stream>>>(
+          parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile, n_tiles_,
+          dest, parts.counts, parts.starts, parts.pieces, out);
+    } else {
+      scatter_kernel<D><<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "scatter"),
+                          kThreads, 0, stream>>>(parts.columns, static_cast<int32_t>(nc), n_rows_,
+                                                 n_destinations_, tile, n_tiles_, dest,
+                                                 parts.counts, parts.starts, parts.pieces, out);
+    }
+  });
   cuda::check(cudaGetLastError(), "scatter_kernel launch");
   // The cursors have moved: a second scatter would need a second count.
   counted_ = false;
