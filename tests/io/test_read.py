@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import numpy as np
@@ -13,11 +14,12 @@ import pytest
 
 import gpuframe
 from gpuframe.errors import PartitionError
-from gpuframe.io.errors import SchemaMismatchError, TruncatedFileError
+from gpuframe.io.errors import RemoteError, SchemaMismatchError, TruncatedFileError
 from gpuframe.io.plan import plan_fragments
 from gpuframe.io.read import (
     READERS,
     Fetcher,
+    fetch_sparse_copies,
     fragment_tasks,
     read_csv,
     read_orc,
@@ -28,6 +30,7 @@ from gpuframe.io.read import (
     sparse_copies,
     worker_device_memory,
 )
+from gpuframe.io.remote import open_source
 
 
 def plain(frame: pd.DataFrame) -> pd.DataFrame:
@@ -250,6 +253,72 @@ def test_sparse_copy_of_a_remote_file_reads_like_the_file(dataset_dir, http_serv
                                          for i in task.units])
         pd.testing.assert_frame_equal(got.to_pandas()[columns], expected.to_pandas())
     assert http_server.whole_file_gets() == 0
+
+
+@pytest.mark.parametrize("name", ["flat/part-0.parquet", "orc/part-0.orc"])
+def test_sparse_copies_hold_the_planned_bytes_and_zeros_elsewhere(dataset_dir, http_server,
+                                                                   name):
+    """Byte for byte: the file's bytes in the planned ranges, the format's known pieces at
+    their offsets, zeros everywhere else."""
+    kind = name.split("/")[0].replace("flat", "parquet")
+    remote = plan_fragments(f"{http_server.url}/{name}", ["id"], format=kind,
+                            partition_bytes=1, storage={"requests_in_flight": 3})
+    tasks = fragment_tasks(remote)
+    fetchers = [Fetcher(task) for task in tasks]
+    copies = sparse_copies(tasks, fetchers)
+    data = (dataset_dir / name).read_bytes()
+    for task, fetcher, copy in zip(tasks, fetchers, copies, strict=True):
+        length, known = task.format.sparse_layout(task.metadata, len(data))
+        expected = bytearray(length)
+        for offset, size in task.format.ranges(task.metadata, task.units, task.file_columns):
+            expected[offset:offset + size] = data[offset:offset + size]
+        for offset, piece in known.items():
+            expected[offset:offset + len(piece)] = piece
+        assert copy.getvalue() == expected
+        assert copy.tell() == 0
+        assert fetcher.units_read == len(task.units)
+        fetcher.source.close()
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_sparse_copies_cost_memory_only_where_written(tmp_path):
+    """A copy's untouched bytes are neither zeroed nor copied up front: building a 256 MiB
+    copy of which 2 MiB is written takes about that much memory, not 256 MiB."""
+    size = 256 * 2**20
+    path = tmp_path / "sparse.bin"
+    rng = np.random.default_rng(1)
+    ranges = [(4096, 2**20), (size - 2**20 - 8, 2**20)]
+    with open(path, "wb") as file:
+        file.truncate(size)  # holes on disk as well
+        for offset, length in ranges:
+            file.seek(offset)
+            file.write(rng.bytes(length))
+    known = {size: b"footer"}
+    with open_source(str(path)) as source:
+        before = _resident_bytes()
+        [copy] = fetch_sparse_copies([(source, ranges, size + 6, known)], 2, 2**18)
+        grown = _resident_bytes() - before
+    assert grown < 32 * 2**20, f"building the copy took {grown / 2**20:.0f} MiB"
+    view = np.frombuffer(copy.getbuffer(), np.uint8)
+    data = np.fromfile(path, np.uint8)
+    for offset, length in ranges:
+        assert np.array_equal(view[offset:offset + length], data[offset:offset + length])
+    assert bytes(view[size:]) == b"footer"
+    assert np.count_nonzero(view) == np.count_nonzero(data) + 6  # the rest reads as zeros
+
+
+def test_a_failed_fetch_into_sparse_copies_names_the_file(dataset_dir, http_server):
+    size = (dataset_dir / "flat" / "part-0.parquet").stat().st_size
+    with open_source(f"{http_server.url}/flat/part-1.parquet") as good, \
+            open_source(f"{http_server.url}/brokenoff/flat/part-0.parquet") as broken:
+        with pytest.raises(RemoteError, match=r"brokenoff/flat/part-0.parquet: the response "
+                                              r"to 'Range: bytes=0-\d+' broke off"):
+            fetch_sparse_copies([(good, [(0, 4096)], size, {}),
+                                 (broken, [(0, size)], size, {})], 2, None)
 
 
 def test_a_bad_file_among_many_is_named_when_workers_read_the_metadata(engine, dataset_dir):
