@@ -51,7 +51,7 @@ constexpr uint32_t kSmallChunkMaxDestinations = 128;
 // Up to this many destinations the staged count keeps one count per thread and destination in
 // shared memory ([destination][thread]: no bank conflicts, no atomics, no __match_any_sync),
 // summed once per tile; beyond, warps group their lanes by destination and add atomically.
-// (100M int64 rows, 8 destinations, H200: 0.66 instead of 0.71 ms for the count.)
+// (100M int64 rows, 8 destinations, 8192-row tiles, H200: the count took 0.66, not 0.71 ms.)
 constexpr uint32_t kPrivateCountMaxDestinations = 32;
 
 bool staged(uint32_t n_destinations) { return n_destinations <= kStagedMaxDestinations; }
