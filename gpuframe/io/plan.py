@@ -189,9 +189,13 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     paths = [path for path, _ in found]
     partitions = hive_partitions(found)
     partition_schema = _partition_schema(partitions)
-    # The first file's metadata gives the schema to check columns and filters against; then
-    # files whose hive values fail the filters are dropped before their metadata is read.
-    footers = _footers(paths[:1], read_metadata, storage, fmt, partition_bytes)
+    # The first file's metadata gives the schema to check columns and filters against; then,
+    # where filters may drop files by their hive values, those are dropped before their
+    # metadata is read. Otherwise every file's metadata comes at once: one round trip to the
+    # workers, not two (about 20 ms of a 0.15 s warm read of 2 GiB on an H200).
+    prunable = bool(filters) and bool(partition_schema.names)
+    footers = _footers(paths[:1] if prunable else paths, read_metadata, storage, fmt,
+                       partition_bytes)
     concurrency = (measure or measure_here)(paths[0], storage, partition_bytes)
     first_schema = fmt.resolve_schema(fmt.arrow_schema(paths[0], footers[paths[0]]))
     _check_no_collision(first_schema, partition_schema, paths[0])
@@ -200,7 +204,8 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     dnf = normalize_filters(filters, full, paths[0])
     kept_paths = [p for p in paths if partition_may_match(partitions.get(p, {}), dnf)]
     others = [p for p in kept_paths if p != paths[0]]
-    footers.update(_footers(others, read_metadata, storage, fmt, partition_bytes))
+    footers.update(_footers([p for p in others if p not in footers], read_metadata, storage,
+                            fmt, partition_bytes))
     file_schema = fmt.resolve_schema(common_schema(paths[:1] + others, footers, fmt))
     filter_columns = [t[0] for conj in dnf or () for t in conj]
     names = output.names + [c for c in dict.fromkeys(filter_columns) if c not in output.names]
