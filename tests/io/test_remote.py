@@ -294,7 +294,9 @@ def test_choice_follows_the_stores_latency_and_bandwidth(http_server):
     for chosen in (fast, slow):
         # a one-request timing: on a loaded 2-core CI machine it once came out at 0.37x
         assert 0.25 * 10e6 < chosen.stream_bandwidth < 1.5 * 10e6, chosen
-        assert chosen.bandwidth > 2 * chosen.stream_bandwidth, "the server serves many at once"
+        # each request gets 10 MB/s whatever the others do: the probe doubles its requests
+        # past a fixed 8 (which measured at most 8 streams' worth) while the rate still grows
+        assert chosen.bandwidth > 10 * chosen.stream_bandwidth, chosen
         assert chosen.requests_in_flight >= chosen.bandwidth / chosen.stream_bandwidth
         assert chosen.bytes_in_flight >= chosen.latency_s * chosen.bandwidth
         assert chosen.request_size == choose_request_size(
