@@ -52,3 +52,8 @@ class AccessDeniedError(RemoteError, PermissionError):
 
 class RangeNotSupportedError(RemoteError):
     """An HTTP server ignored a Range request; reading it would download whole files."""
+
+
+class PageReadUnsupportedError(DatasetError, ValueError):
+    """A Parquet column chunk cannot be read page by page (nested or encrypted column, no page
+    index, pages that do not map to rows); whole row groups can still be read."""

@@ -21,15 +21,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import OptionError
-from .errors import CorruptFileError, TruncatedFileError
+from .errors import CorruptFileError, PageReadUnsupportedError, TruncatedFileError
 from .filters import Term, range_may_match
+from .pages import MAGIC, ParquetFooter, read_rows
 from .remote import FOOTER_PROBE, Source
 
-MAGIC = b"PAR1"
 ORC_MAGIC = b"ORC"
 ORC_TAIL_GUESS = 16 * 2**10
 """Bytes Arrow's ORC reader fetches from a file's end before it knows the tail's length."""
@@ -92,6 +93,17 @@ class FileFormat:
 
         ``fetcher`` (:class:`gpuframe.io.read.Fetcher`) fetches byte ranges and counts them."""
         raise NotImplementedError
+
+    def read_rows(self, task: Any, fetcher: Any, rows: Mapping[int, np.ndarray],
+                  columns: Sequence[str]) -> pa.Table:
+        """``columns`` at ``rows`` (unit -> sorted row indices in it, units in order), in
+        order: here the whole units are read, then the rows taken."""
+        units = list(rows)
+        table = self.read_units(task, fetcher, units, columns)
+        sizes = [self.unit_rows(task.metadata, unit) for unit in units]
+        starts = np.cumsum([0] + sizes[:-1])
+        return table.take(pa.array(np.concatenate(
+            [start + np.asarray(r, dtype=np.int64) for start, r in zip(starts, rows.values())])))
 
     def read_cudf(self, tasks: Sequence[Any], sources: Sequence[Any] | None = None
                   ) -> tuple[Any, list[int]]:
@@ -187,20 +199,42 @@ class ParquetFormat(FileFormat):
         parquet = pq.ParquetFile(handle, metadata=task.metadata)
         return parquet.read_row_groups(list(units), columns=list(columns), use_threads=False)
 
+    def read_rows(self, task: Any, fetcher: Any, rows: Mapping[int, np.ndarray],
+                  columns: Sequence[str]) -> pa.Table:
+        """Only the pages holding ``rows`` where the file has a page index and the columns
+        are flat (:func:`gpuframe.io.pages.read_rows`); else whole row groups."""
+        leaves = [column_indices(task.metadata, [name]) for name in columns]
+        try:
+            if any(len(found) != 1 for found in leaves):
+                raise PageReadUnsupportedError(f"{task.path}: nested columns are read by "
+                                               "whole row groups")
+            footer = ParquetFooter(footer_bytes(task.metadata), task.path)
+            arrays = read_rows(footer, fetcher.bytes, rows, [found[0] for found in leaves])
+        except PageReadUnsupportedError:
+            return super().read_rows(task, fetcher, rows, columns)
+        return pa.table(dict(zip(columns, arrays)))
+
     def sparse_layout(self, metadata: pq.FileMetaData, size: int
                       ) -> tuple[int, dict[int, bytes]]:
         # The footer, serialized again, goes after the file's bytes: a reader finds it by the
         # last 8 bytes, and it cannot overlap the data however long it serializes.
-        sink = pa.BufferOutputStream()
-        metadata.write_metadata_file(sink)  # b"PAR1", footer, its length, b"PAR1"
-        footer = sink.getvalue().to_pybytes()[len(MAGIC):]
-        return size + len(footer), {0: MAGIC, size: footer}
+        footer = footer_bytes(metadata)
+        tail = footer + len(footer).to_bytes(4, "little") + MAGIC
+        return size + len(tail), {0: MAGIC, size: tail}
 
     def _cudf_reader(self) -> Callable[[list[Any], list[str], list[list[int]]], Any]:
         import cudf
 
         return lambda sources, columns, units: cudf.read_parquet(
             sources, columns=columns, row_groups=units)
+
+
+def footer_bytes(metadata: pq.FileMetaData) -> bytes:
+    """The Thrift FileMetaData of a footer, serialized again (what sits before its length and
+    the closing magic)."""
+    sink = pa.BufferOutputStream()
+    metadata.write_metadata_file(sink)  # b"PAR1", footer, its length, b"PAR1"
+    return sink.getvalue().to_pybytes()[len(MAGIC):-8]
 
 
 def read_footer(source: Source) -> pq.FileMetaData:

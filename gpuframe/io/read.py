@@ -302,6 +302,12 @@ class Fetcher:
         self.units_read = max(self.units_read, len(units))
         return self.task.format.read_units(self.task, self, units, columns)
 
+    def read_rows(self, rows: Mapping[int, np.ndarray], columns: Sequence[str]) -> pa.Table:
+        """``columns`` at ``rows`` (unit -> row indices in it), fetching what the format
+        needs for them alone (:meth:`~gpuframe.io.formats.FileFormat.read_rows`)."""
+        self.units_read = max(self.units_read, len(rows))
+        return self.task.format.read_rows(self.task, self, rows, columns)
+
     def __enter__(self) -> Fetcher:
         return self
 
@@ -313,8 +319,9 @@ def _read_selective(task: FragmentTask, fetcher: Fetcher) -> pa.Table:
     """The fragment's rows that pass the filters, in the output schema.
 
     When filters are given, the format reads units column by column, and some result columns
-    are not filter columns, the filter columns are read first; the others are fetched only for
-    units where a row survived.
+    are not filter columns, the filter columns are read first; the others are fetched only at
+    the surviving rows (Parquet with a page index: only the pages holding them; else the units
+    holding them).
     """
     filter_names = list(dict.fromkeys(t[0] for conj in task.filters or () for t in conj))
     head_columns = [c for c in task.file_columns if c in filter_names]
@@ -334,10 +341,8 @@ def _read_selective(task: FragmentTask, fetcher: Fetcher) -> pa.Table:
     kept = np.unique(unit_of_row)
     if len(kept) == 0:
         return _finish(survivors.drop_columns([_ROW]), task, empty_rest=rest_columns)
-    rest = fetcher.read([task.units[i] for i in kept], rest_columns)
-    kept_starts = np.concatenate([[0], np.cumsum(sizes[kept])])
-    local = rows - starts[unit_of_row] + kept_starts[np.searchsorted(kept, unit_of_row)]
-    rest = rest.take(pa.array(local))
+    rest = fetcher.read_rows({task.units[i]: rows[unit_of_row == i] - starts[i] for i in kept},
+                             rest_columns)
     table = survivors.drop_columns([_ROW])
     for name in rest_columns:
         table = table.append_column(rest.schema.field(name), rest[name])

@@ -105,6 +105,54 @@ def test_selective_read_fetches_other_columns_only_where_rows_survive(engine, tm
     assert "MiB of result columns" in repr(report)
 
 
+def _paged_file(path, rows: int = 20_000) -> pa.Table:
+    """One row group whose columns span many 4 KiB pages, with a page index; key 500 at rows
+    3000, 3001 and 15000 only."""
+    rng = np.random.default_rng(3)
+    key = rng.integers(0, 1000, rows)
+    key[key == 500] = 501
+    key[[3000, 3001, 15000]] = 500
+    table = pa.table({"key": key, "payload": rng.random(rows),
+                      "text": [f"row {i} {'x' * (i % 13)}" for i in range(rows)],
+                      "tags": [[i, i + 1] for i in range(rows)]})
+    # plain pages: a dictionary page (needed whole by any of its pages) would dwarf them here
+    pq.write_table(table, path, row_group_size=rows, data_page_size=4096,
+                   write_page_index=True, use_dictionary=False)
+    return table
+
+
+@pytest.mark.parametrize("store", ["local", "http"])
+def test_selective_read_fetches_only_the_pages_holding_surviving_rows(engine, dataset_dir,
+                                                                      http_server, store):
+    path = dataset_dir / "paged" / "one.parquet"
+    path.parent.mkdir(exist_ok=True)
+    _paged_file(path)
+    source = str(path) if store == "local" else f"{http_server.url}/paged/one.parquet"
+    filters = [("key", "==", 500)]
+    frame, report = read_parquet_with_report(source, ["payload", "text"], filters,
+                                             requests_in_flight=2)
+    check_same(frame, pd.read_parquet(path, columns=["payload", "text"], filters=filters))
+    assert len(frame) == 3
+    metadata = pq.ParquetFile(path).metadata.row_group(0)
+    key, payload, text = (metadata.column(c).total_compressed_size for c in range(3))
+    # the key column whole; of the others, a few pages (and their dictionaries, page indexes)
+    assert key < report.bytes_read < key + (payload + text) / 4, report
+
+
+def test_selective_read_of_a_nested_column_reads_its_row_groups(engine, tmp_path):
+    path = tmp_path / "paged.parquet"
+    _paged_file(path)
+    filters = [("key", "==", 500)]
+    frame, report = read_parquet_with_report(str(path), ["payload", "tags"], filters)
+    expected = pd.read_parquet(path, columns=["payload", "tags"], filters=filters)
+    got = frame.to_pandas().reset_index(drop=True)
+    assert got["payload"].tolist() == expected["payload"].tolist()
+    assert [list(t) for t in got["tags"]] == [list(t) for t in expected["tags"]]
+    metadata = pq.ParquetFile(path).metadata.row_group(0)
+    # key, payload and tags (leaf 3; text is leaf 2) whole
+    assert report.bytes_read == sum(metadata.column(c).total_compressed_size for c in (0, 1, 3))
+
+
 def test_http_read_matches_local_without_whole_file_downloads(engine, dataset_dir, http_server):
     names = ["flat/part-0.parquet", "flat/part-1.parquet"]
     http_server.reset()

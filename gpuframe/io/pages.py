@@ -1,0 +1,621 @@
+"""Parquet page by page: where a column chunk's pages lie, and a one-column file made of some of
+them, so a selective read fetches only the pages that hold surviving rows.
+
+pyarrow reads whole column chunks, and exposes neither the page index (the OffsetIndex) nor
+where it lies (``ColumnChunkMetaData`` tells only ``has_offset_index``), so this module decodes
+the footer's Thrift itself: a small compact-protocol codec (:func:`decode_struct`,
+:func:`encode_struct`) that keeps every field, known or not, and the field ids of
+parquet-format's ``parquet.thrift``.
+
+A read of surviving ``rows`` of flat leaf column ``i`` in row group ``g``::
+
+    footer = ParquetFooter(raw_footer, path)
+    chunk = footer.column_chunk(g, i)             # PageReadUnsupportedError: read whole groups
+    locations = chunk.page_locations(fetch(*chunk.offset_index))
+    selection = select_pages(rows, locations, chunk.num_rows)
+    dictionary = chunk.dictionary_range(locations)
+    dictionary_page = fetch(*dictionary) if dictionary else None
+    pages = [(fetch(locations[p].offset, locations[p].compressed_page_size), n)
+             for p, n in zip(selection.pages, selection.page_rows)]
+    file = single_column_file(footer, g, i, dictionary_page, pages)
+    column = pq.read_table(pa.BufferReader(file)).column(0).take(selection.take)
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, NoReturn, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import CorruptFileError, PageReadUnsupportedError
+
+MAGIC = b"PAR1"
+
+# Thrift compact protocol types (a bool field's value is its type: BOOL true, FALSE false)
+BOOL, FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY = 1, 2, 3, 4, 5, 6, 7, 8
+LIST, SET, STRUCT = 9, 10, 12
+_INTEGERS = (I16, I32, I64)
+_MAX_DEPTH = 64
+"""Deepest struct nesting decoded; Parquet's footer nests 6 deep, garbage may claim any."""
+
+
+class ThriftStruct(dict):
+    """A Thrift struct: field id -> value, with each field's compact type in :attr:`kinds`,
+    so fields this module does not know are written back as they came."""
+
+    def __init__(self, fields: Iterable[tuple[int, int, Any]] = ()):
+        super().__init__()
+        self.kinds: dict[int, int] = {}
+        for number, kind, value in fields:
+            self.put(number, kind, value)
+
+    def put(self, number: int, kind: int, value: Any) -> None:
+        self[number] = value
+        self.kinds[number] = kind
+
+    def subset(self, numbers: Iterable[int]) -> ThriftStruct:
+        """A copy holding only the fields ``numbers`` (those present)."""
+        return ThriftStruct((n, self.kinds[n], self[n]) for n in numbers if n in self)
+
+
+class ThriftList(list):
+    """A Thrift list (or set), with the compact type of its elements in :attr:`kind`."""
+
+    def __init__(self, kind: int, items: Iterable[Any] = ()):
+        super().__init__(items)
+        self.kind = kind
+
+
+def decode_struct(data: bytes | memoryview, position: int = 0, what: str = "Thrift struct"
+                  ) -> tuple[ThriftStruct, int]:
+    """The compact-protocol struct at ``position`` of ``data`` and the position after it.
+
+    Raises :class:`CorruptFileError` naming ``what`` where the bytes are not a struct."""
+    reader = _Reader(memoryview(data), position, what)
+    return reader.struct(0), reader.position
+
+
+def encode_struct(fields: ThriftStruct) -> bytes:
+    """``fields`` in the compact protocol, in field id order (as Thrift's own writers do, so a
+    decoded struct encodes to the bytes it came from)."""
+    out = bytearray()
+    _write_struct(out, fields)
+    return bytes(out)
+
+
+class _Reader:
+    def __init__(self, data: memoryview, position: int, what: str):
+        self.data, self.position, self.what = data, position, what
+
+    def fail(self, problem: str) -> NoReturn:
+        raise CorruptFileError(f"{self.what} is corrupt: {problem} at byte {self.position}")
+
+    def take(self, count: int) -> memoryview:
+        if count > len(self.data) - self.position:
+            self.fail(f"{count} bytes are claimed but {len(self.data) - self.position} remain")
+        self.position += count
+        return self.data[self.position - count:self.position]
+
+    def byte(self) -> int:
+        try:
+            value = self.data[self.position]
+        except IndexError:
+            self.fail("the data ends")
+        self.position += 1
+        return value
+
+    def varint(self) -> int:
+        result = shift = 0
+        while True:
+            byte = self.byte()
+            result |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                if result >> 64:
+                    self.fail("a varint exceeds 64 bits")
+                return result
+            shift += 7
+            if shift > 63:
+                self.fail("a varint runs past 10 bytes")
+
+    def zigzag(self) -> int:
+        value = self.varint()
+        return (value >> 1) ^ -(value & 1)
+
+    def struct(self, depth: int) -> ThriftStruct:
+        if depth > _MAX_DEPTH:
+            self.fail(f"structs nest deeper than {_MAX_DEPTH}")
+        fields = ThriftStruct()
+        number = 0
+        while header := self.byte():
+            kind, delta = header & 0x0F, header >> 4
+            number = number + delta if delta else self.zigzag()
+            if kind in (BOOL, FALSE):
+                fields.put(number, BOOL, kind == BOOL)
+            else:
+                fields.put(number, kind, self.value(kind, depth))
+        return fields
+
+    def value(self, kind: int, depth: int) -> Any:
+        if kind in _INTEGERS:
+            return self.zigzag()
+        if kind == BINARY:
+            return bytes(self.take(self.varint()))
+        if kind == STRUCT:
+            return self.struct(depth + 1)
+        if kind in (LIST, SET):
+            header = self.byte()
+            size, element = header >> 4, header & 0x0F
+            if size == 15:
+                size = self.varint()
+            if size > len(self.data) - self.position:  # every element takes a byte at least
+                self.fail(f"a list claims {size} elements")
+            return ThriftList(element, [self.value(element, depth) for _ in range(size)])
+        if kind in (BOOL, FALSE):  # a list's element
+            return self.byte() == BOOL
+        if kind == BYTE:
+            return int.from_bytes(self.take(1), "little", signed=True)
+        if kind == DOUBLE:
+            return struct.unpack("<d", self.take(8))[0]
+        self.fail(f"compact type {kind} is not one Parquet uses")
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _write_struct(out: bytearray, fields: ThriftStruct) -> None:
+    last = 0
+    for number in sorted(fields):
+        kind, value = fields.kinds[number], fields[number]
+        wire = (BOOL if value else FALSE) if kind == BOOL else kind
+        if 0 < number - last <= 15:
+            out.append((number - last) << 4 | wire)
+        else:
+            out.append(wire)
+            _write_varint(out, (number << 1) ^ (number >> 63))
+        if kind != BOOL:
+            _write_value(out, kind, value)
+        last = number
+    out.append(0)
+
+
+def _write_value(out: bytearray, kind: int, value: Any) -> None:
+    if kind in _INTEGERS:
+        _write_varint(out, (value << 1) ^ (value >> 63))
+    elif kind == BINARY:
+        _write_varint(out, len(value))
+        out += value
+    elif kind == STRUCT:
+        _write_struct(out, value)
+    elif kind in (LIST, SET):
+        out.append(min(len(value), 15) << 4 | value.kind)
+        if len(value) >= 15:
+            _write_varint(out, len(value))
+        for item in value:
+            _write_value(out, value.kind, item)
+    elif kind in (BOOL, FALSE):
+        out.append(BOOL if value else FALSE)
+    elif kind == BYTE:
+        out.append(value & 0xFF)
+    elif kind == DOUBLE:
+        out += struct.pack("<d", value)
+    else:
+        raise ValueError(f"compact type {kind} cannot be written")
+
+
+# Field ids of parquet.thrift's structs (apache/parquet-format), those this module reads or writes
+
+
+class _FileMetaData:
+    VERSION, SCHEMA, NUM_ROWS, ROW_GROUPS, KEY_VALUE_METADATA, CREATED_BY = 1, 2, 3, 4, 5, 6
+    COLUMN_ORDERS, ENCRYPTION_ALGORITHM = 7, 8
+
+
+class _SchemaElement:
+    TYPE, REPETITION_TYPE, NAME, NUM_CHILDREN = 1, 3, 4, 5
+    REQUIRED, OPTIONAL = 0, 1
+
+
+class _RowGroup:
+    COLUMNS, TOTAL_BYTE_SIZE, NUM_ROWS, FILE_OFFSET, TOTAL_COMPRESSED_SIZE = 1, 2, 3, 5, 6
+
+
+class _ColumnChunk:
+    FILE_OFFSET, META_DATA, OFFSET_INDEX_OFFSET, OFFSET_INDEX_LENGTH = 2, 3, 4, 5
+    CRYPTO_METADATA, ENCRYPTED_COLUMN_METADATA = 8, 9
+
+
+class _ColumnMetaData:
+    TYPE, ENCODINGS, PATH_IN_SCHEMA, CODEC, NUM_VALUES = 1, 2, 3, 4, 5
+    TOTAL_UNCOMPRESSED_SIZE, TOTAL_COMPRESSED_SIZE, KEY_VALUE_METADATA = 6, 7, 8
+    DATA_PAGE_OFFSET, DICTIONARY_PAGE_OFFSET = 9, 11
+
+
+class _PageHeader:
+    TYPE, UNCOMPRESSED_PAGE_SIZE, COMPRESSED_PAGE_SIZE = 1, 2, 3
+    DATA_PAGE_HEADER, DATA_PAGE_HEADER_V2 = 5, 8
+    DATA_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 2, 3
+    NUM_VALUES, V2_NUM_ROWS = 1, 3  # of DataPageHeader and DataPageHeaderV2
+
+
+class _KeyValue:
+    KEY, VALUE = 1, 2
+
+
+ARROW_SCHEMA = b"ARROW:schema"
+
+
+_REQUIRED = object()
+
+
+def _field(fields: Any, number: int, kind: type, what: str, default: Any = _REQUIRED) -> Any:
+    """Field ``number`` of a decoded struct (``default`` where it is absent and optional),
+    checked to be a ``kind``: a footer that decodes as Thrift may still be garbage."""
+    if not isinstance(fields, ThriftStruct):
+        raise CorruptFileError(f"{what} is corrupt: a struct was expected")
+    if number not in fields and default is not _REQUIRED:
+        return default
+    value = fields.get(number)
+    if not isinstance(value, kind):
+        raise CorruptFileError(f"{what} is corrupt: its field {number} is "
+                               f"{'missing' if value is None else type(value).__name__}")
+    return value
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    path: tuple[str, ...]
+    element: ThriftStruct
+    top: int
+    """Index among the root's children of the top-level field holding it."""
+
+
+class ParquetFooter:
+    """A Parquet file's FileMetaData (the thrift bytes before its length and the closing
+    ``PAR1``), decoded field by field to find the page index and write subset files."""
+
+    def __init__(self, raw: bytes, path: str = "<footer>"):
+        self.path = path
+        self.fields, _ = decode_struct(raw, what=f"the footer of {path}")
+        schema = _field(self.fields, _FileMetaData.SCHEMA, ThriftList, f"{path}: FileMetaData")
+        self.leaves = _leaves(schema, f"{path}: the schema")
+        self.row_groups = _field(self.fields, _FileMetaData.ROW_GROUPS, ThriftList,
+                                 f"{path}: FileMetaData")
+
+    def column_chunk(self, row_group: int, column: int) -> ColumnChunkLayout:
+        """Where leaf ``column``'s chunk in ``row_group`` lies, its pages and page index.
+
+        Raises :class:`PageReadUnsupportedError` where it cannot be read by pages."""
+        chunk, meta, name = self._flat_chunk(row_group, column)
+        where = f"{self.path}: row group {row_group} column {name!r}"
+        if _ColumnChunk.OFFSET_INDEX_OFFSET not in chunk:
+            raise PageReadUnsupportedError(f"{where} has no page index (its writer was not "
+                                           "asked for one: write_page_index=True)")
+        data_start = _field(meta, _ColumnMetaData.DATA_PAGE_OFFSET, int, where)
+        dictionary = _field(meta, _ColumnMetaData.DICTIONARY_PAGE_OFFSET, int, where, 0)
+        start = dictionary if 0 < dictionary < data_start else data_start
+        return ColumnChunkLayout(
+            where, _field(self.row_groups[row_group], _RowGroup.NUM_ROWS, int, where), start,
+            start + _field(meta, _ColumnMetaData.TOTAL_COMPRESSED_SIZE, int, where),
+            (_field(chunk, _ColumnChunk.OFFSET_INDEX_OFFSET, int, where),
+             _field(chunk, _ColumnChunk.OFFSET_INDEX_LENGTH, int, where)))
+
+    def _flat_chunk(self, row_group: int, column: int
+                    ) -> tuple[ThriftStruct, ThriftStruct, str]:
+        """The ColumnChunk and ColumnMetaData of a flat, unencrypted column, and its name."""
+        if not 0 <= row_group < len(self.row_groups):
+            raise IndexError(f"{self.path} has {len(self.row_groups)} row groups, "
+                             f"not a row group {row_group}")
+        if not 0 <= column < len(self.leaves):
+            raise IndexError(f"{self.path} has {len(self.leaves)} leaf columns, "
+                             f"not a column {column}")
+        leaf = self.leaves[column]
+        name = ".".join(leaf.path)
+        where = f"{self.path}: row group {row_group} column {name!r}"
+        repetition = leaf.element.get(_SchemaElement.REPETITION_TYPE)
+        if len(leaf.path) > 1 or repetition not in (_SchemaElement.REQUIRED,
+                                                    _SchemaElement.OPTIONAL):
+            raise PageReadUnsupportedError(f"{where} is nested (lists, structs, maps): its "
+                                           "pages are read by whole row groups only")
+        columns = _field(self.row_groups[row_group], _RowGroup.COLUMNS, ThriftList, where)
+        if len(columns) != len(self.leaves):
+            raise CorruptFileError(f"{where}: the row group has {len(columns)} column chunks "
+                                   f"for {len(self.leaves)} leaf columns")
+        chunk = columns[column]
+        if not isinstance(chunk, ThriftStruct):
+            raise CorruptFileError(f"{where}: its ColumnChunk is corrupt")
+        if (_FileMetaData.ENCRYPTION_ALGORITHM in self.fields
+                or _ColumnChunk.CRYPTO_METADATA in chunk
+                or _ColumnChunk.ENCRYPTED_COLUMN_METADATA in chunk):
+            raise PageReadUnsupportedError(f"{where} is encrypted: its pages cannot be moved")
+        return chunk, _field(chunk, _ColumnChunk.META_DATA, ThriftStruct, where), name
+
+
+def _leaves(schema: ThriftList, what: str) -> list[_Leaf]:
+    """The leaf columns of a flattened (depth-first) schema, in column order."""
+    if not schema:
+        raise CorruptFileError(f"{what} is corrupt: it has no root")
+    root_children = _field(schema[0], _SchemaElement.NUM_CHILDREN, int, what)
+    leaves = []
+    groups = [[root_children, ()]]  # per open group: children left, its path
+    top = -1
+    for element in schema[1:]:
+        while groups and groups[-1][0] == 0:
+            groups.pop()
+        if not groups:
+            raise CorruptFileError(f"{what} is corrupt: it has elements past its tree")
+        groups[-1][0] -= 1
+        parent = groups[-1][1]
+        name = _field(element, _SchemaElement.NAME, bytes, what).decode(errors="replace")
+        path = parent + (name,)
+        top += not parent
+        children = _field(element, _SchemaElement.NUM_CHILDREN, int, what, 0)
+        if _SchemaElement.TYPE in element and not children:
+            leaves.append(_Leaf(path, element, top))
+        else:
+            groups.append([children, path])
+    if any(left for left, _ in groups):
+        raise CorruptFileError(f"{what} is corrupt: it ends inside a group")
+    return leaves
+
+
+@dataclass(frozen=True)
+class PageLocation:
+    """One data page of a column chunk, from its OffsetIndex."""
+
+    offset: int
+    compressed_page_size: int
+    """Bytes of the page in the file, its header included."""
+    first_row_index: int
+    """Its first row's index in the row group."""
+
+
+@dataclass(frozen=True)
+class ColumnChunkLayout:
+    """Where one flat column chunk lies in its file, as its footer says."""
+
+    where: str
+    """File, row group and column, for messages."""
+    num_rows: int
+    """Rows of its row group."""
+    start: int
+    """Its first byte: the dictionary page's, else the first data page's."""
+    end: int
+    offset_index: tuple[int, int]
+    """(offset, length) of its OffsetIndex."""
+
+    def page_locations(self, offset_index: bytes) -> list[PageLocation]:
+        """The data pages listed by the OffsetIndex bytes at :attr:`offset_index`, checked to
+        start at rows 0, 1, ... in order and to lie in the chunk, one after another.
+
+        Raises :class:`PageReadUnsupportedError` where they do not (the chunk can still be
+        read whole), :class:`CorruptFileError` where the bytes are not an OffsetIndex."""
+        what = f"{self.where}: the OffsetIndex"
+        index, _ = decode_struct(offset_index, what=what)
+        locations = [PageLocation(*(_field(location, n, int, what) for n in (1, 2, 3)))
+                     for location in _field(index, 1, ThriftList, what)]
+        rows = [location.first_row_index for location in locations]
+        if self.num_rows and (not rows or rows[0] != 0 or rows[-1] >= self.num_rows
+                              or any(a >= b for a, b in zip(rows, rows[1:]))):
+            raise PageReadUnsupportedError(
+                f"{self.where}: its pages do not start at row boundaries of its "
+                f"{self.num_rows} rows (first rows {rows[:8]}...)")
+        ends = [self.start] + [loc.offset + loc.compressed_page_size for loc in locations]
+        if any(loc.offset < end or loc.compressed_page_size <= 0
+               for loc, end in zip(locations, ends)) or ends[-1] > self.end:
+            raise PageReadUnsupportedError(f"{self.where}: its OffsetIndex places pages "
+                                           f"outside bytes {self.start}-{self.end} or "
+                                           "overlapping")
+        return locations
+
+    def dictionary_range(self, locations: Sequence[PageLocation]) -> tuple[int, int] | None:
+        """(offset, length) of the bytes before the first data page (its dictionary page),
+        None where there are none."""
+        if not locations or locations[0].offset == self.start:
+            return None
+        return self.start, locations[0].offset - self.start
+
+
+@dataclass(frozen=True)
+class PageSelection:
+    """The data pages holding some rows of a row group, and where those rows land in a file
+    made of these pages alone (:func:`single_column_file`)."""
+
+    pages: np.ndarray
+    """Indices of the pages (into the page locations), increasing."""
+    page_rows: np.ndarray
+    """Rows of each of them."""
+    take: np.ndarray
+    """The rows' indices in the file of these pages: ``table.take(take)`` gives them in order."""
+
+
+def select_pages(rows: np.ndarray, locations: Sequence[PageLocation], num_rows: int
+                 ) -> PageSelection:
+    """The pages holding ``rows`` (sorted, distinct row indices in a row group of ``num_rows``
+    rows whose pages are ``locations``)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if len(rows) and (rows[0] < 0 or rows[-1] >= num_rows or np.any(np.diff(rows) <= 0)):
+        raise ValueError(f"rows must be sorted, distinct and in [0, {num_rows})")
+    first = np.array([location.first_row_index for location in locations], dtype=np.int64)
+    sizes = np.diff(np.append(first, num_rows))
+    page_of_row = np.searchsorted(first, rows, side="right") - 1
+    pages = np.unique(page_of_row)
+    page_starts = np.cumsum(sizes[pages]) - sizes[pages]  # of the pages in the subset file
+    take = rows - first[page_of_row] + page_starts[np.searchsorted(pages, page_of_row)]
+    return PageSelection(pages, sizes[pages], take)
+
+
+def single_column_file(footer: ParquetFooter, row_group: int, column: int,
+                       dictionary_page: bytes | None,
+                       data_pages: Sequence[tuple[bytes, int]]) -> bytes:
+    """A Parquet file of one row group holding leaf ``column`` of ``row_group`` alone, made of
+    its dictionary page (None where it has none) and some of its data pages, each given as
+    (bytes with its header, rows), in file order.
+
+    The footer keeps what a reader needs to decode the pages as in the original file (type,
+    codec, encodings, the schema element, created_by for writer-version workarounds, the column
+    order) and the ``ARROW:schema`` entry reduced to the column, so it reads back with its Arrow
+    type (time zone, large or dictionary strings). Offsets, sizes and counts are those of the
+    given pages; statistics, page index, bloom filter and sorting fields, which describe the
+    whole chunk, are dropped. No data pages gives a file of no row groups.
+
+    Raises :class:`PageReadUnsupportedError` for nested or encrypted columns, or where a page's
+    header disagrees with its rows (pages not at row boundaries)."""
+    _, meta, name = footer._flat_chunk(row_group, column)
+    where = f"{footer.path}: row group {row_group} column {name!r}"
+    contents = b"".join([MAGIC, dictionary_page or b""] + [page for page, _ in data_pages])
+    uncompressed = 0
+    if dictionary_page:
+        uncompressed += _page_size(dictionary_page, (_PageHeader.DICTIONARY_PAGE,), None, where)
+    for page, page_rows in data_pages:
+        uncompressed += _page_size(page, (_PageHeader.DATA_PAGE, _PageHeader.DATA_PAGE_V2),
+                                   page_rows, where)
+    rows = sum(page_rows for _, page_rows in data_pages)
+    compressed = len(contents) - len(MAGIC)
+    column_meta = meta.subset([_ColumnMetaData.TYPE, _ColumnMetaData.ENCODINGS,
+                               _ColumnMetaData.PATH_IN_SCHEMA, _ColumnMetaData.CODEC,
+                               _ColumnMetaData.KEY_VALUE_METADATA])
+    column_meta.put(_ColumnMetaData.NUM_VALUES, I64, rows)  # flat: a value a row, nulls too
+    column_meta.put(_ColumnMetaData.TOTAL_UNCOMPRESSED_SIZE, I64, uncompressed)
+    column_meta.put(_ColumnMetaData.TOTAL_COMPRESSED_SIZE, I64, compressed)
+    column_meta.put(_ColumnMetaData.DATA_PAGE_OFFSET, I64,
+                    len(MAGIC) + len(dictionary_page or b""))
+    if dictionary_page:
+        column_meta.put(_ColumnMetaData.DICTIONARY_PAGE_OFFSET, I64, len(MAGIC))
+    group = ThriftStruct([
+        (_RowGroup.COLUMNS, LIST, ThriftList(STRUCT, [ThriftStruct([
+            (_ColumnChunk.FILE_OFFSET, I64, 0),  # deprecated: 0 as the format asks
+            (_ColumnChunk.META_DATA, STRUCT, column_meta)])])),
+        (_RowGroup.TOTAL_BYTE_SIZE, I64, uncompressed),
+        (_RowGroup.NUM_ROWS, I64, rows),
+        (_RowGroup.FILE_OFFSET, I64, len(MAGIC)),
+        (_RowGroup.TOTAL_COMPRESSED_SIZE, I64, compressed)])
+    schema = _field(footer.fields, _FileMetaData.SCHEMA, ThriftList, where)
+    root = schema[0].subset(schema[0].keys())
+    root.put(_SchemaElement.NUM_CHILDREN, I32, 1)
+    leaf = footer.leaves[column]
+    fields = footer.fields.subset([_FileMetaData.VERSION, _FileMetaData.CREATED_BY])
+    fields.put(_FileMetaData.SCHEMA, LIST, ThriftList(STRUCT, [root, leaf.element]))
+    fields.put(_FileMetaData.NUM_ROWS, I64, rows)
+    fields.put(_FileMetaData.ROW_GROUPS, LIST, ThriftList(STRUCT, [group] if data_pages else []))
+    arrow_schema = _arrow_schema_entry(footer.fields.get(_FileMetaData.KEY_VALUE_METADATA, ()),
+                                       leaf, where)
+    if arrow_schema is not None:
+        fields.put(_FileMetaData.KEY_VALUE_METADATA, LIST, ThriftList(STRUCT, [arrow_schema]))
+    orders = footer.fields.get(_FileMetaData.COLUMN_ORDERS)
+    if isinstance(orders, ThriftList) and len(orders) == len(footer.leaves):
+        fields.put(_FileMetaData.COLUMN_ORDERS, LIST, ThriftList(orders.kind, [orders[column]]))
+    encoded = encode_struct(fields)
+    return contents + encoded + len(encoded).to_bytes(4, "little") + MAGIC
+
+
+def read_rows(footer: ParquetFooter, fetch: Callable[[list[tuple[int, int]]], list[bytes]],
+              rows: Mapping[int, np.ndarray], columns: Sequence[int]) -> list[pa.ChunkedArray]:
+    """Leaf ``columns`` at ``rows`` (row group -> sorted row indices in it, groups in file
+    order), each as one array of those rows in order, fetched page by page: ``fetch(ranges)``
+    (concurrent range reads, counted by the caller) is called twice, for the chunks'
+    OffsetIndexes, then for their dictionary pages and the data pages holding ``rows``, runs of
+    adjacent pages as one range.
+
+    Raises :class:`PageReadUnsupportedError` before fetching anything where a chunk cannot be
+    read by pages."""
+    chunks = {(group, column): footer.column_chunk(group, column)
+              for group in rows for column in columns}
+    indexes = fetch([chunk.offset_index for chunk in chunks.values()])
+    wanted: dict[tuple[int, int], tuple[PageSelection, tuple[int, int] | None,
+                                        list[tuple[int, int]]]] = {}
+    for (where, chunk), index in zip(chunks.items(), indexes):
+        locations = chunk.page_locations(index)
+        selection = select_pages(rows[where[0]], locations, chunk.num_rows)
+        wanted[where] = (selection, chunk.dictionary_range(locations),
+                         [(locations[p].offset, locations[p].compressed_page_size)
+                          for p in selection.pages])
+    pieces = [piece for _, dictionary, pages in wanted.values()
+              for piece in ([dictionary] if dictionary else []) + pages]
+    fetched = _fetch_coalesced(fetch, pieces)
+    arrays: dict[int, list[pa.ChunkedArray]] = {column: [] for column in columns}
+    for (group, column), (selection, dictionary, pages) in wanted.items():
+        file = single_column_file(footer, group, column,
+                                  fetched[dictionary] if dictionary else None,
+                                  [(fetched[page], int(n))
+                                   for page, n in zip(pages, selection.page_rows)])
+        table = pq.read_table(pa.BufferReader(file))
+        arrays[column].append(table.column(0).take(pa.array(selection.take)))
+    return [pa.chunked_array([c for part in arrays[column] for c in part.chunks],
+                             arrays[column][0].type) for column in columns]
+
+
+def _fetch_coalesced(fetch: Callable[[list[tuple[int, int]]], list[bytes]],
+                     pieces: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+    """Each (offset, length) piece's bytes, adjacent pieces fetched as one range (no byte
+    more)."""
+    runs: list[list[int]] = []  # [offset, end]
+    for offset, length in sorted(set(pieces)):
+        if runs and offset <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], offset + length)
+        else:
+            runs.append([offset, offset + length])
+    data = fetch([(start, end - start) for start, end in runs])
+    starts = [start for start, _ in runs]
+    out = {}
+    for offset, length in pieces:
+        run = bisect.bisect_right(starts, offset) - 1
+        at = offset - starts[run]
+        out[(offset, length)] = bytes(memoryview(data[run])[at:at + length])
+    return out
+
+
+def _page_size(page: bytes, types: tuple[int, ...], rows: int | None, where: str) -> int:
+    """Bytes of ``page`` uncompressed, header included, once its header is checked to be one
+    of ``types``, to span the page, and (data pages) to hold ``rows`` rows."""
+    what = f"{where}: a page header"
+    header, length = decode_struct(page, what=what)
+    kind = _field(header, _PageHeader.TYPE, int, what)
+    if kind not in types:
+        raise PageReadUnsupportedError(f"{where}: a page of type {kind} was given where "
+                                       f"types {types} go")
+    if length + _field(header, _PageHeader.COMPRESSED_PAGE_SIZE, int, what) != len(page):
+        raise CorruptFileError(f"{what} does not span its {len(page)} bytes")
+    if rows is not None:
+        if kind == _PageHeader.DATA_PAGE:
+            data = _field(header, _PageHeader.DATA_PAGE_HEADER, ThriftStruct, what)
+            counts = {_field(data, _PageHeader.NUM_VALUES, int, what)}
+        else:
+            data = _field(header, _PageHeader.DATA_PAGE_HEADER_V2, ThriftStruct, what)
+            counts = {_field(data, n, int, what)
+                      for n in (_PageHeader.NUM_VALUES, _PageHeader.V2_NUM_ROWS)}
+        if counts != {rows}:
+            raise PageReadUnsupportedError(f"{where}: a page's header counts {sorted(counts)} "
+                                           f"values or rows where its page index says {rows}")
+    return length + _field(header, _PageHeader.UNCOMPRESSED_PAGE_SIZE, int, what)
+
+
+def _arrow_schema_entry(key_values: Any, leaf: _Leaf, where: str) -> ThriftStruct | None:
+    """The ``ARROW:schema`` key-value of a file of ``leaf``'s column alone, where the footer
+    has one: readers match its fields to the Parquet schema's by position, so it keeps the
+    column's field only (without the schema's metadata, which describes the whole file)."""
+    for entry in key_values if isinstance(key_values, ThriftList) else ():
+        if isinstance(entry, ThriftStruct) and entry.get(_KeyValue.KEY) == ARROW_SCHEMA:
+            try:
+                schema = pa.ipc.read_schema(pa.py_buffer(
+                    base64.b64decode(_field(entry, _KeyValue.VALUE, bytes, where))))
+                field = schema.field(leaf.top)
+                name = field.name  # a str decoded from the bytes, which may not be UTF-8
+            except (pa.ArrowException, OSError, ValueError, IndexError) as exc:
+                raise CorruptFileError(f"{where}: its ARROW:schema is corrupt: {exc}") from exc
+            if name != leaf.path[0]:
+                raise CorruptFileError(f"{where}: its ARROW:schema names field {leaf.top} "
+                                       f"{name!r}")
+            value = base64.b64encode(pa.schema([field]).serialize().to_pybytes())
+            return ThriftStruct([(_KeyValue.KEY, BINARY, ARROW_SCHEMA),
+                                 (_KeyValue.VALUE, BINARY, value)])
+    return None

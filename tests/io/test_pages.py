@@ -1,0 +1,380 @@
+"""Parquet page by page against pyarrow: page locations of files pyarrow writes with a page
+index, files made of chosen pages read back to pyarrow's rows of the original, and the Thrift
+codec on real, extended and corrupt footers."""
+
+from __future__ import annotations
+
+import decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpuframe.io.errors import CorruptFileError, PageReadUnsupportedError
+from gpuframe.io.pages import (
+    BINARY,
+    BOOL,
+    BYTE,
+    DOUBLE,
+    I16,
+    I32,
+    I64,
+    LIST,
+    SET,
+    STRUCT,
+    ParquetFooter,
+    ThriftList,
+    ThriftStruct,
+    decode_struct,
+    encode_struct,
+    select_pages,
+    single_column_file,
+)
+
+ROWS = 6000
+GROUP_ROWS = 2500
+NESTED = ("tags", "point")
+MANY_PAGES = 3
+"""Leaf index of ``note``: unique strings, many pages whichever way they are written."""
+WRITES = {  # dictionaries over 16 KiB fall back to plain pages in the same chunk
+    "dictionary-snappy-v1": dict(use_dictionary=True, compression="snappy",
+                                 data_page_version="1.0", dictionary_pagesize_limit=2**14),
+    "plain-none-v2": dict(use_dictionary=False, compression="none", data_page_version="2.0"),
+    "dictionary-none-v2": dict(use_dictionary=True, compression="none", data_page_version="2.0",
+                               dictionary_pagesize_limit=2**14),
+    "plain-snappy-v1-no-arrow-schema": dict(use_dictionary=False, compression="snappy",
+                                            data_page_version="1.0", store_schema=False),
+}
+
+
+def source_table() -> pa.Table:
+    """Every flat type the brief names, with nulls and NaNs, and two nested columns."""
+    rng = np.random.default_rng(7)
+    ids = np.arange(ROWS, dtype=np.int64) * 3
+    x = rng.normal(size=ROWS)
+    x[::7] = np.nan
+    cities = ["ams", "oslo", "rome", "lima", None]
+    return pa.table({
+        "id": ids,
+        "x": pa.array(x, mask=np.arange(ROWS) % 11 == 0),
+        "city": pa.array([cities[i] for i in rng.integers(0, 5, ROWS)]),
+        "note": pa.array([f"note-{v}-{i}" for i, v in enumerate(rng.integers(0, 10**9, ROWS))]),
+        "label": pa.array([f"label-{i % 9}" for i in range(ROWS)], pa.large_string()),
+        "kind": pa.array([f"k{i % 4}" for i in range(ROWS)]).dictionary_encode(),
+        "when": pa.array(1_700_000_000_000_000 + ids * 10**6,
+                         pa.timestamp("us", tz="America/New_York"),
+                         mask=np.arange(ROWS) % 13 == 0),
+        "flag": pa.array([None if i % 17 == 0 else i % 3 == 0 for i in range(ROWS)]),
+        "price": pa.array([decimal.Decimal(int(v)).scaleb(-3) for v in ids * 7919 - 10**6],
+                          pa.decimal128(12, 3)),
+        "tags": pa.array([[i, i + 1] if i % 5 else None for i in range(ROWS)]),
+        "point": pa.array([{"x": float(i), "y": -float(i)} for i in range(ROWS)]),
+    })
+
+
+@pytest.fixture(scope="module", params=sorted(WRITES))
+def written(request, tmp_path_factory):
+    """(path, file bytes, decoded footer, raw footer) of the source table written one way."""
+    path = tmp_path_factory.mktemp("pages") / f"{request.param}.parquet"
+    pq.write_table(source_table(), path, write_page_index=True, data_page_size=4096,
+                   row_group_size=GROUP_ROWS, write_batch_size=256, **WRITES[request.param])
+    data = path.read_bytes()
+    raw = raw_footer(data)
+    return str(path), data, ParquetFooter(raw, str(path)), raw
+
+
+def raw_footer(data: bytes) -> bytes:
+    length = int.from_bytes(data[-8:-4], "little")
+    return data[-8 - length:-8]
+
+
+def flat_columns(footer: ParquetFooter) -> list[tuple[int, str]]:
+    return [(i, leaf.path[0]) for i, leaf in enumerate(footer.leaves)
+            if leaf.path[0] not in NESTED]
+
+
+def read_survivors(data: bytes, footer: ParquetFooter, group: int, column: int,
+                   rows: np.ndarray) -> tuple[pa.ChunkedArray, bytes, int]:
+    """``rows`` of a column chunk read from a file of the pages holding them, as the selective
+    read will: the file, and the bytes fetched (page index, dictionary and pages)."""
+    chunk = footer.column_chunk(group, column)
+    offset, length = chunk.offset_index
+    locations = chunk.page_locations(data[offset:offset + length])
+    selection = select_pages(rows, locations, chunk.num_rows)
+    dictionary_range = chunk.dictionary_range(locations)
+    dictionary = None
+    if dictionary_range:
+        dictionary = data[dictionary_range[0]:sum(dictionary_range)]
+    pages = [(data[locations[p].offset:locations[p].offset + locations[p].compressed_page_size],
+              int(n)) for p, n in zip(selection.pages, selection.page_rows)]
+    file = single_column_file(footer, group, column, dictionary, pages)
+    fetched = length + len(dictionary or b"") + sum(len(page) for page, _ in pages)
+    return pq.read_table(pa.BufferReader(file)).column(0).take(selection.take), file, fetched
+
+
+def assert_same(result: pa.ChunkedArray, expected: pa.ChunkedArray) -> None:
+    """Equal types and values, NaNs equal where their bits are (Arrow's equals says NaN != NaN)."""
+    assert result.type == expected.type
+    result, expected = result.combine_chunks(), expected.combine_chunks()
+    if pa.types.is_floating(result.type):
+        result, expected = result.view(pa.int64()), expected.view(pa.int64())
+    assert result.equals(expected)
+
+
+def row_sets(rows: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"none": np.array([], np.int64), "one": np.array([rng.integers(rows)]),
+            "scattered": np.sort(rng.choice(rows, 25, replace=False)),
+            "all": np.arange(rows)}
+
+
+def test_page_locations_tile_the_column_chunk(written):
+    path, data, footer, _ = written
+    metadata = pq.read_metadata(path)
+    for group in range(metadata.num_row_groups):
+        for column, name in flat_columns(footer):
+            theirs = metadata.row_group(group).column(column)
+            chunk = footer.column_chunk(group, column)
+            offset, length = chunk.offset_index
+            locations = chunk.page_locations(data[offset:offset + length])
+            assert theirs.has_offset_index and name in chunk.where
+            assert chunk.num_rows == metadata.row_group(group).num_rows
+            assert chunk.end - chunk.start == theirs.total_compressed_size
+            assert locations[0].offset == theirs.data_page_offset
+            dictionary = chunk.dictionary_range(locations)
+            assert (dictionary is not None) == theirs.has_dictionary_page
+            if dictionary:
+                assert dictionary[0] == theirs.dictionary_page_offset
+            ends = [loc.offset + loc.compressed_page_size for loc in locations]
+            assert [loc.offset for loc in locations[1:]] == ends[:-1]
+            assert ends[-1] == chunk.end
+            values = 0
+            for location in locations:
+                page = data[location.offset:location.offset + location.compressed_page_size]
+                header, size = decode_struct(page)
+                assert size + header[3] == len(page)
+                values += (header.get(5) or header.get(8))[1]  # num_values, v1 or v2
+            assert values == chunk.num_rows
+    chunk = footer.column_chunk(0, MANY_PAGES)
+    offset, length = chunk.offset_index
+    assert len(chunk.page_locations(data[offset:offset + length])) > 4
+
+
+@pytest.mark.parametrize("kind", ["none", "one", "scattered", "all"])
+def test_survivors_read_from_their_pages_equal_pyarrow(written, kind):
+    path, data, footer, _ = written
+    original = pq.ParquetFile(path)
+    for group in range(original.num_row_groups):
+        expected_group = original.read_row_group(group)
+        rows = row_sets(expected_group.num_rows, group)[kind]
+        for column, name in flat_columns(footer):
+            result, _, _ = read_survivors(data, footer, group, column, rows)
+            assert_same(result, expected_group.column(name).take(rows))
+
+
+def test_page_edges_and_neighbours(written):
+    """The first and last row of every page, and the rows either side of each page break."""
+    _, data, footer, _ = written
+    original = pq.ParquetFile(written[0]).read_row_group(1)
+    chunk = footer.column_chunk(1, MANY_PAGES)
+    offset, length = chunk.offset_index
+    firsts = np.array([loc.first_row_index
+                       for loc in chunk.page_locations(data[offset:offset + length])])
+    rows = np.unique(np.concatenate([firsts, firsts - 1, firsts + 1, [chunk.num_rows - 1]]))
+    rows = rows[(rows >= 0) & (rows < chunk.num_rows)]
+    for column, name in flat_columns(footer):
+        result, _, _ = read_survivors(data, footer, 1, column, rows)
+        assert_same(result, original.column(name).take(rows))
+
+
+def test_one_row_fetches_one_page(written):
+    _, data, footer, _ = written
+    chunk = footer.column_chunk(0, MANY_PAGES)
+    offset, length = chunk.offset_index
+    locations = chunk.page_locations(data[offset:offset + length])
+    row = locations[2].first_row_index + 1
+    selection = select_pages(np.array([row]), locations, chunk.num_rows)
+    assert selection.pages.tolist() == [2]
+    assert selection.take.tolist() == [1]
+    _, _, fetched = read_survivors(data, footer, 0, MANY_PAGES, np.array([row]))
+    dictionary = chunk.dictionary_range(locations)
+    assert fetched == (length + locations[2].compressed_page_size
+                       + (dictionary[1] if dictionary else 0))
+    assert fetched < chunk.end - chunk.start
+
+
+def test_single_column_file_footer(written):
+    """Of all a chunk's pages: its sizes and counts, its Arrow type, no statistics or index."""
+    path, data, footer, _ = written
+    original = pq.read_metadata(path)
+    arrow_schema = pq.read_schema(path)
+    for column, name in flat_columns(footer):
+        _, file, _ = read_survivors(data, footer, 1, column, np.arange(GROUP_ROWS))
+        metadata = pq.read_metadata(pa.BufferReader(file))
+        assert metadata.num_columns == 1 and metadata.num_row_groups == 1
+        assert metadata.created_by == original.created_by
+        chunk = metadata.row_group(0).column(0)
+        assert chunk.path_in_schema == name
+        assert chunk.num_values == metadata.num_rows == metadata.row_group(0).num_rows
+        assert not chunk.is_stats_set and not chunk.has_offset_index
+        theirs = original.row_group(1).column(column)
+        assert chunk.compression == theirs.compression
+        assert chunk.physical_type == theirs.physical_type
+        for size in ("num_values", "total_compressed_size", "total_uncompressed_size",
+                     "has_dictionary_page", "encodings"):
+            assert getattr(chunk, size) == getattr(theirs, size)
+        assert pq.read_schema(pa.BufferReader(file)).field(0).type == arrow_schema.field(name).type
+        kept = set(metadata.metadata or {}) - {b"ARROW:schema"}
+        assert not kept
+
+
+def test_nested_columns_are_refused_by_name(written):
+    _, data, footer, _ = written
+    nested = [(i, leaf) for i, leaf in enumerate(footer.leaves) if leaf.path[0] in NESTED]
+    assert {leaf.path[0] for _, leaf in nested} == set(NESTED)
+    for column, leaf in nested:
+        name = ".".join(leaf.path)
+        with pytest.raises(PageReadUnsupportedError, match=f"column '{name}' is nested"):
+            footer.column_chunk(0, column)
+        with pytest.raises(PageReadUnsupportedError, match=f"column '{name}' is nested"):
+            single_column_file(footer, 0, column, None, [])
+
+
+def test_pages_off_row_boundaries_are_refused(written):
+    _, data, footer, _ = written
+    chunk = footer.column_chunk(0, MANY_PAGES)
+    offset, length = chunk.offset_index
+    index, _ = decode_struct(data[offset:offset + length])
+    index[1][2][3] = index[1][1][3]  # a page starting at the previous page's first row
+    with pytest.raises(PageReadUnsupportedError, match="'note': its pages do not start at row"):
+        chunk.page_locations(encode_struct(index))
+    index, _ = decode_struct(data[offset:offset + length])
+    index[1][1][1] -= 1  # a page overlapping the one before
+    with pytest.raises(PageReadUnsupportedError, match="'note': its OffsetIndex places pages"):
+        chunk.page_locations(encode_struct(index))
+    locations = chunk.page_locations(data[offset:offset + length])
+    page = data[locations[1].offset:locations[1].offset + locations[1].compressed_page_size]
+    rows = locations[2].first_row_index - locations[1].first_row_index
+    dictionary = chunk.dictionary_range(locations)
+    dictionary_page = data[dictionary[0]:sum(dictionary)] if dictionary else None
+    counts = rf"'note': a page's header counts \[{rows}\]"
+    with pytest.raises(PageReadUnsupportedError, match=counts):
+        single_column_file(footer, 0, MANY_PAGES, dictionary_page, [(page, rows + 1)])
+    with pytest.raises(PageReadUnsupportedError, match="'note': a page of type"):
+        single_column_file(footer, 0, MANY_PAGES, page, [(page, rows)])  # data page as dictionary
+
+
+def test_no_page_index_or_encryption_is_refused(tmp_path, written):
+    path = tmp_path / "no-index.parquet"
+    pq.write_table(pa.table({"id": [1, 2, 3]}), path, write_page_index=False)
+    footer = ParquetFooter(raw_footer(path.read_bytes()), str(path))
+    with pytest.raises(PageReadUnsupportedError, match="column 'id' has no page index"):
+        footer.column_chunk(0, 0)
+    fields, _ = decode_struct(written[3])
+    fields.put(8, STRUCT, ThriftStruct([(1, STRUCT, ThriftStruct())]))  # encryption_algorithm
+    with pytest.raises(PageReadUnsupportedError, match="column 'id' is encrypted"):
+        ParquetFooter(encode_struct(fields), "encrypted").column_chunk(0, 0)
+
+
+def test_select_pages_maps_rows_and_checks_them():
+    class Location:
+        def __init__(self, first):
+            self.first_row_index = first
+
+    locations = [Location(0), Location(10), Location(25), Location(40)]
+    selection = select_pages(np.array([3, 26, 27, 45]), locations, 50)
+    assert selection.pages.tolist() == [0, 2, 3]
+    assert selection.page_rows.tolist() == [10, 15, 10]
+    assert selection.take.tolist() == [3, 11, 12, 30]
+    for bad in ([5, 3], [1, 1], [-1], [50]):
+        with pytest.raises(ValueError, match="sorted, distinct"):
+            select_pages(np.array(bad), locations, 50)
+
+
+def test_compact_protocol_bytes_by_hand():
+    """Bytes worked out from the compact protocol's spec, not from this codec."""
+    data = bytes([0x15, 0x01,                    # 1: i32 -1 (zigzag 1)
+                  0x18, 0x02]) + b"ab" + bytes([  # 2: binary "ab"
+                  0x11,                          # 3: bool true
+                  0x06, 0x28, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40,  # 20 (long form): i64 2**40
+                  0x19, 0x2C, 0x22, 0x00, 0x00,  # 21: list of 2 structs {2: bool false}, {}
+                  0x1A, 0xF4, 0x0F]) + bytes(range(15)) + bytes([  # 22: set of 15 i16 0,-1,..
+                  0x13, 0xFF,                    # 23: byte -1
+                  0x17]) + bytes.fromhex("000000000000f83f") + bytes([  # 24: double 1.5
+                  0x00])
+    fields, end = decode_struct(data)
+    assert end == len(data)
+    assert fields == {1: -1, 2: b"ab", 3: True, 20: 2**40, 21: [{2: False}, {}],
+                      22: [0, -1, 1, -2, 2, -3, 3, -4, 4, -5, 5, -6, 6, -7, 7], 23: -1,
+                      24: 1.5}
+    assert fields.kinds == {1: I32, 2: BINARY, 3: BOOL, 20: I64, 21: LIST, 22: SET, 23: BYTE,
+                            24: DOUBLE}
+    assert encode_struct(fields) == data
+
+
+def test_real_footer_round_trips_byte_for_byte(written):
+    _, data, footer, raw = written
+    assert encode_struct(footer.fields) == raw
+    chunk = footer.column_chunk(0, 2)
+    offset, length = chunk.offset_index
+    index, end = decode_struct(data[offset:offset + length])
+    assert end == length and encode_struct(index) == data[offset:offset + length]
+    header, end = decode_struct(data, chunk.start)  # the first page's header
+    assert header[1] in (0, 2, 3) and encode_struct(header) == data[chunk.start:end]
+
+
+def test_unknown_fields_survive(written):
+    path, _, _, raw = written
+    fields, _ = decode_struct(raw)
+    unknown = ThriftList(STRUCT, [ThriftStruct([(1, BOOL, False), (2, DOUBLE, -0.25),
+                                                (3, BYTE, -7), (40, SET, ThriftList(I16, [3, -3])),
+                                                (41, LIST, ThriftList(BOOL, [True, False]))])])
+    fields.put(100, LIST, unknown)
+    fields.put(101, BINARY, b"\x00future\xff")
+    fields[4][0][1][0][3].put(99, I64, -(2**62))  # in the first ColumnMetaData
+    extended = encode_struct(fields)
+    again, _ = decode_struct(extended)
+    assert again[100] == unknown and again[101] == b"\x00future\xff"
+    assert again[4][0][1][0][3][99] == -(2**62)
+    assert encode_struct(again) == extended
+    read = pq.read_metadata(pa.BufferReader(
+        b"PAR1" + extended + len(extended).to_bytes(4, "little") + b"PAR1"))
+    ours, theirs = read.to_dict(), pq.read_metadata(path).to_dict()
+    assert ours.pop("serialized_size") == len(extended)
+    theirs.pop("serialized_size")
+    assert ours == theirs
+
+
+def test_corrupt_thrift_raises_corrupt_file_error(written):
+    _, data, _, raw = written
+    for end in [0, 1, 2, 10, len(raw) // 3, len(raw) // 2, len(raw) - 1]:
+        with pytest.raises(CorruptFileError, match="footer of cut is corrupt"):
+            ParquetFooter(raw[:end], "cut")
+    for garbage, problem in [(bytes([0x19, 0xFC, 0xFF, 0xFF, 0xFF, 0x0F]), "claims"),
+                             (bytes([0x1C]) * 100, "nest deeper"),
+                             (bytes([0x1D, 0x00]), "compact type 13"),
+                             (bytes([0x16]) + b"\xff" * 11, "past 10 bytes")]:
+        with pytest.raises(CorruptFileError, match=problem):
+            decode_struct(garbage)
+
+
+def test_mangled_footers_fail_only_as_corrupt_or_unsupported(written):
+    """Flipped bytes that still decode as Thrift must not escape as IndexError or TypeError."""
+    _, data, _, raw = written
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        mangled = bytearray(raw)
+        for at in rng.integers(0, len(raw), 3):
+            mangled[at] = rng.integers(0, 256)
+        try:
+            footer = ParquetFooter(bytes(mangled), "mangled")
+            for group in range(len(footer.row_groups)):
+                for column in range(len(footer.leaves)):
+                    try:
+                        footer.column_chunk(group, column)
+                        single_column_file(footer, group, column, None, [])
+                    except PageReadUnsupportedError:
+                        pass
+        except CorruptFileError:
+            pass
