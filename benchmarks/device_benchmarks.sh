@@ -2,7 +2,8 @@
 # On a 2-GPU device machine with the stack staged and gpuframe built (benchmarks/device_checks.sh
 # first): the benchmarks behind the issues' GPU goals, one group per argument, so that each group
 # fits one device call. Output goes to stdout and, when $OUT is set, to $OUT/<group>.log.
-#   bash benchmarks/device_benchmarks.sh partition join-ucx join-tcp ingest ingest-remote
+#   bash benchmarks/device_benchmarks.sh partition join-ucx join-tcp ingest ingest-remote \
+#     ingest-selective
 # (ingest: ENGINES=raw,gpuframe,pyarrow,dask,dask_cudf adds the CPU readers, minutes more)
 set -uo pipefail
 export PYTHONPATH=/tmp/gpustack/site PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 UCX_WARN_UNUSED_ENV_VARS=n
@@ -31,7 +32,10 @@ for group in "$@"; do
       ingest-remote)  # issue #3: HTTP and S3 servers on loopback, untuned against fixed settings
         run python3 benchmarks/ingest_remote.py --device gpu --bytes 2GiB --s3-bytes 512MiB \
           --files 16 --threads 4,16,64 --task-sizes 1MiB,16MiB --raw-threads 16,64 --repeats 3 ;;
-      *) echo "unknown group: $group (partition, join-ucx, join-tcp, ingest, ingest-remote)"; exit 2 ;;
+      ingest-selective)  # issue #3: filtered reads over HTTP, bytes fetched against needed
+        run python3 benchmarks/ingest_selective.py --device gpu --bytes 2GiB --files 16 ;;
+      *) echo "unknown group: $group (partition, join-ucx, join-tcp, ingest, ingest-remote," \
+              "ingest-selective)"; exit 2 ;;
     esac
   } 2>&1 | tee "${OUT:-/tmp}/$group.log"
 done
