@@ -231,8 +231,14 @@ class LocalSource(Source):
         return os.fstat(self._fd).st_size
 
     def _read(self, offset: int, length: int) -> bytes:
-        buffer = bytearray(length)
-        return bytes(buffer[:self._read_into(offset, memoryview(buffer))])
+        chunks, end = [], offset + length
+        while offset < end:
+            chunk = os.pread(self._fd, end - offset, offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks)  # one chunk: itself, no copy
 
     def _read_into(self, offset: int, view: memoryview) -> int:
         done = 0
@@ -803,9 +809,9 @@ def probe_storage(source: Source, storage: StorageOptions | None = None,
     of :data:`BANDWIDTH_PROBE` bytes (at least ``task_size``, at most half the file), less that
     latency; the store's bandwidth from such reads at once, 2, 4, 8... of them (up to
     :data:`PARALLEL_PROBES` and the requests-in-flight limit) while doubling them still raises
-    the rate by :data:`PROBE_GAIN` (:data:`PROBE_STEP_BYTES` a step). A fixed 8 measured 898 MB/s of a loopback HTTP server from
-    which 16 readers got 2.1 GB/s (H200 host): Little's law then chose 2 requests in flight,
-    and the read went at 0.64x of 16 requests'."""
+    the rate by :data:`PROBE_GAIN` (:data:`PROBE_STEP_BYTES` a step). A fixed 8 measured
+    898 MB/s of a loopback HTTP server from which 16 readers got 2.1 GB/s (H200 host): Little's
+    law then chose 2 requests in flight, and the read went at 0.64x of 16 requests'."""
     storage = storage or storage_options()
     size = source.size()
     probe = min(4096, size)
@@ -823,7 +829,7 @@ def probe_storage(source: Source, storage: StorageOptions | None = None,
     while together <= most:
         each = max(probe, min(length, PROBE_STEP_BYTES // together))
         offsets = [(i * each) % span for i in range(together)]
-        _transfer_rate(source, offsets, probe, latency)  # opens the connections first
+        _read_together(source, offsets, probe)  # opens the connections first
         rate = _transfer_rate(source, offsets, each, latency)
         grew = rate >= bandwidth * PROBE_GAIN
         bandwidth = max(bandwidth, rate)
@@ -839,6 +845,15 @@ def probe_store(path: str, storage: StorageOptions) -> StoreProbe:
         return probe_storage(source, storage)
 
 
+def _read_together(source: Source, offsets: Sequence[int], length: int) -> None:
+    """``length`` bytes at each offset, all at once (a thread each)."""
+    if len(offsets) == 1:
+        source.read_range(offsets[0], length)
+        return
+    with ThreadPoolExecutor(len(offsets), thread_name_prefix="gpuframe-probe") as pool:
+        list(pool.map(lambda offset: source.read_range(offset, length), offsets))
+
+
 def _transfer_rate(source: Source, offsets: Sequence[int], length: int,
                    latency: float) -> float:
     """Bytes a second of reading ``length`` bytes at each offset, all at once.
@@ -846,11 +861,7 @@ def _transfer_rate(source: Source, offsets: Sequence[int], length: int,
     Transfer time is what the reads took beyond one latency; when the two are too close to
     tell apart (tiny files, noise), count at least a tenth of it rather than divide by ~0."""
     start = time.perf_counter()
-    if len(offsets) == 1:
-        source.read_range(offsets[0], length)
-    else:
-        with ThreadPoolExecutor(len(offsets), thread_name_prefix="gpuframe-probe") as pool:
-            list(pool.map(lambda offset: source.read_range(offset, length), offsets))
+    _read_together(source, offsets, length)
     elapsed = time.perf_counter() - start
     return len(offsets) * length / max(elapsed - latency, elapsed / 10, 1e-9)
 
