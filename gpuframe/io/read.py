@@ -338,10 +338,11 @@ def _read_selective(task: FragmentTask, fetcher: Fetcher) -> pa.Table:
     sizes = np.array([task.format.unit_rows(task.metadata, u) for u in task.units])
     starts = np.concatenate([[0], np.cumsum(sizes)])
     unit_of_row = np.searchsorted(starts, rows, side="right") - 1
-    kept = np.unique(unit_of_row)
+    kept, firsts = np.unique(unit_of_row, return_index=True)  # rows are in order
     if len(kept) == 0:
         return _finish(survivors.drop_columns([_ROW]), task, empty_rest=rest_columns)
-    rest = fetcher.read_rows({task.units[i]: rows[unit_of_row == i] - starts[i] for i in kept},
+    rest = fetcher.read_rows({task.units[i]: part - starts[i]
+                              for i, part in zip(kept, np.split(rows, firsts[1:]))},
                              rest_columns)
     table = survivors.drop_columns([_ROW])
     for name in rest_columns:
