@@ -24,7 +24,6 @@ and each one's ratio to needed. Goal (issue #3): gpuframe <= 1.2x needed.
 from __future__ import annotations
 
 import argparse
-import functools
 import io
 import json
 import os
@@ -36,7 +35,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -104,18 +102,19 @@ def needed_bytes(paths: list[Path], filters: list[tuple], plan) -> int:
     for fragment in plan.fragments:
         kept.setdefault(fragment.path, []).extend(fragment.units)
     total = 0
+    expression = pq.filters_to_expression(filters)
     for path in paths:
-        metadata = pq.ParquetFile(path).metadata
+        parquet = pq.ParquetFile(path)
+        metadata = parquet.metadata
         footer = ParquetFooter(footer_bytes(metadata), str(path))
         filter_leaves = column_indices(metadata, filter_names)
         with open(path, "rb") as file:
             for group in kept.get(str(path), ()):
                 row_group = metadata.row_group(group)
                 total += sum(row_group.column(c).total_compressed_size for c in filter_leaves)
-                head = pq.ParquetFile(path).read_row_group(group, columns=filter_names)
-                mask = pc.fill_null(functools.reduce(pc.and_kleene,
-                                                     [_term(head, t) for t in filters]), False)
-                rows = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+                head = parquet.read_row_group(group, columns=filter_names)
+                head = head.append_column("row", pa.array(np.arange(head.num_rows)))
+                rows = head.filter(expression)["row"].to_numpy()
                 if len(rows) == 0:
                     continue
                 for column in range(metadata.num_columns):
@@ -129,11 +128,6 @@ def needed_bytes(paths: list[Path], filters: list[tuple], plan) -> int:
                     total += (dictionary[1] if dictionary else 0) + sum(
                         locations[p].compressed_page_size for p in selection.pages)
     return total
-
-
-def _term(table: pa.Table, term: tuple) -> pa.ChunkedArray:
-    name, op, value = term
-    return {">=": pc.greater_equal, "<": pc.less, "==": pc.equal}[op](table[name], value)
 
 
 class CountingFile(io.RawIOBase):
