@@ -105,7 +105,7 @@ def test_selective_read_fetches_other_columns_only_where_rows_survive(engine, tm
     assert "MiB of result columns" in repr(report)
 
 
-def _paged_file(path, rows: int = 20_000) -> pa.Table:
+def _paged_file(path, rows: int = 20_000) -> None:
     """One row group whose columns span many 4 KiB pages, with a page index; key 500 at rows
     3000, 3001 and 15000 only."""
     rng = np.random.default_rng(3)
@@ -118,7 +118,6 @@ def _paged_file(path, rows: int = 20_000) -> pa.Table:
     # plain pages: a dictionary page (needed whole by any of its pages) would dwarf them here
     pq.write_table(table, path, row_group_size=rows, data_page_size=4096,
                    write_page_index=True, use_dictionary=False)
-    return table
 
 
 @pytest.mark.parametrize("store", ["local", "http"])
