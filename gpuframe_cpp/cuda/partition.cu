@@ -16,12 +16,15 @@
 //   n <= kStagedMaxDestinations  one block per tile, walking it in chunks of 2048 or 4096 rows: the
 //            chunk's rows are sorted by destination, stably, in shared memory (warp ranks from
 //            __match_any_sync, then a scan over destinations), so consecutive threads write
-//            consecutive places of one destination: coalesced writes, the GPU's full bandwidth;
+//            consecutive places of one destination: coalesced writes, the GPU's full bandwidth.
+//            Fixed-width columns are read whole into shared memory by asynchronous copies
+//            (cp.async), the next column while the block writes one: coalesced reads too;
 //   larger n one warp per tile, 32 rows at a time: lanes bound for one destination take
 //            consecutive places in lane order; writes are scattered, but no shared memory is
 //            needed whatever n is.
 // Only validity bits need atomics (a 32-bit word can hold bits of rows from two tiles).
 #include <cub/device/device_scan.cuh>
+#include <cuda_pipeline.h>
 
 #include <algorithm>
 
@@ -37,16 +40,24 @@ constexpr int kThreads = kWarpsPerBlock * 32;
 constexpr uint32_t kNoDestination = 0xffffffffu;
 
 constexpr uint32_t kStagedMaxDestinations = 1024;
-// Unbounded, the staged scatter takes 128 registers a thread, which leaves room for 2 blocks per SM
-// (25% of the warps; ncu on an H100). Asking for 4 lets the SM keep more loads and stores in flight:
-// measured on an H100, 100M rows x 4 int64, the scatter takes 2.77 ms instead of 2.90 ms for 8
-// destinations and 3.44 ms instead of 3.77 ms for 64; 3 and 6 blocks were slower.
+// (Measured with the scatter of 2026-11-22, which kept each column's values in registers.)
+// Unbounded, the staged scatter took 128 registers a thread, which leaves room for 2 blocks per
+// SM (25% of the warps; ncu on an H100). Asking for 4 lets the SM keep more loads and stores in
+// flight: measured on an H100, 100M rows x 4 int64, the scatter takes 2.77 ms instead of 2.90 ms
+// for 8 destinations and 3.44 ms instead of 3.77 ms for 64; 3 and 6 blocks were slower.
 constexpr int kScatterBlocksPerSm = 4;
 // Rows a block sorts in shared memory at a time: longer chunks give longer runs per destination
 // (coalesced writes) but fewer blocks per SM; measured on an H200, 2048 is faster up to about 128
 // destinations and 4096 beyond.
 constexpr int kSmallChunk = 2048, kLargeChunk = 4096;
 constexpr uint32_t kSmallChunkMaxDestinations = 128;
+
+// Shared-memory stages of the staged scatter's fixed-width columns: two for the short chunks (the
+// next column loads while one is written), one for the long ones, whose other shared arrays
+// (up to 1024 destinations) leave no room for a second. Each holds a chunk of 8-byte values and
+// 16 bytes more, for the source's alignment.
+__host__ __device__ constexpr int stages(int chunk) { return chunk == kSmallChunk ? 2 : 1; }
+__host__ __device__ constexpr int stage_bytes(int chunk) { return chunk * 8 + 16; }
 
 // Up to this many destinations the staged count keeps one count per thread and destination in
 // shared memory ([destination][thread]: no bank conflicts, no atomics, no __match_any_sync),
@@ -88,8 +99,10 @@ int64_t tile_rows(uint32_t n_destinations) {
 
 // Dynamic shared memory of the staged scatter for n destinations.
 size_t staged_shared_bytes(uint32_t n, bool strings) {
-  const size_t chunk = static_cast<size_t>(chunk_rows(n));
-  return static_cast<size_t>(n) * 8                           // place of each destination
+  const int chunk_int = static_cast<int>(chunk_rows(n));
+  const size_t chunk = static_cast<size_t>(chunk_int);
+  return static_cast<size_t>(stages(chunk_int) * stage_bytes(chunk_int))  // column stages
+         + static_cast<size_t>(n) * 8 * 2                      // base and place
          + chunk * 4 * 2                                       // sorted_dest, sorted_row
          + (kWarpsPerBlock + 2) * static_cast<size_t>(n) * 4   // warp counts, offsets, counts
          + (strings ? (chunk + 1) * 8 : 0);                    // string lengths, then sums
@@ -183,7 +196,9 @@ __global__ void count_kernel(cuda::Keys keys, const ColumnView* columns, int32_t
     const bool leader = active && lane == __ffs(peers) - 1;
     if (leader) counts[static_cast<int64_t>(d) * n_tiles + t] += __popc(peers);
     add_peer_string_bytes(columns, n_columns, row, active, peers, leader, lengths[warp],
-                          [&](int64_t s, int64_t bytes) { counts[(s * n + d) * n_tiles + t] += bytes; });
+                          [&](int64_t s, int64_t bytes) {
+                            counts[(s * n + d) * n_tiles + t] += bytes;
+                          });
     __syncwarp();  // this step's counts are written before the next step reads them
   }
 }
@@ -330,6 +345,49 @@ __device__ void block_exclusive_scan(T* a, int m) {
   __syncthreads();
 }
 
+// How the staged count hashes a row: any keys through hash_row; one key column without nulls,
+// of 4 or 8 bytes (the usual join key), by reading its values directly, with no branch a row on
+// kind, width or validity: the same hash, bit for bit. (100M int64 keys, 8 destinations, H200:
+// through hash_row the count issued ~130 instructions per warp and step of rows and was bound by
+// them, 0.62 ms; so, 0.37 ms.)
+struct AnyKeys {
+  cuda::Keys keys;
+  __device__ __forceinline__ uint64_t operator()(int64_t row) const {
+    return hash_row(keys.columns, keys.count, row);
+  }
+};
+
+template <typename T, bool kFloating>
+struct OneKey {
+  const T* values;  // the column's data, its slice offset applied
+  __device__ __forceinline__ uint64_t operator()(int64_t row) const {
+    uint64_t bits = values[row];  // zero-extended, as ColumnView::bits
+    if (kFloating) bits = canonical_float_bits(bits, sizeof(T));
+    return hash_fixed(bits);
+  }
+};
+
+// Calls f with the hasher for `keys`.
+template <typename F>
+void with_hasher(const cuda::Keys& keys, F&& f) {
+  const ColumnView& key = keys.columns[0];
+  auto one_key = [&](auto type) {
+    using T = decltype(type);
+    const T* values = reinterpret_cast<const T*>(key.data) + key.offset;
+    if (key.kind == Kind::floating)
+      f(OneKey<T, true>{values});
+    else
+      f(OneKey<T, false>{values});
+  };
+  const bool plain = keys.count == 1 && key.validity == nullptr && key.kind != Kind::string;
+  if (plain && key.width == 8)
+    one_key(uint64_t{});
+  else if (plain && key.width == 4)
+    one_key(uint32_t{});
+  else
+    f(AnyKeys{keys});
+}
+
 // Shared memory of the staged count's row counts for n destinations.
 size_t staged_count_shared_bytes(uint32_t n) {
   return (n <= kPrivateCountMaxDestinations ? static_cast<size_t>(kThreads) : 1) * n * 4;
@@ -339,8 +397,8 @@ size_t staged_count_shared_bytes(uint32_t n) {
 // count per thread and destination (hist[d * kThreads + thread]) up to
 // kPrivateCountMaxDestinations destinations, else one per destination, added to by the leader of
 // each warp's lanes bound there. String bytes: always the latter way.
-template <typename D>
-__global__ void staged_count_kernel(cuda::Keys keys, const ColumnView* columns, int32_t n_columns,
+template <typename D, typename Hasher>
+__global__ void staged_count_kernel(Hasher hash, const ColumnView* columns, int32_t n_columns,
                                     bool strings, int64_t n_rows, uint32_t n, int64_t tile,
                                     int64_t n_tiles, D* dest, int64_t* counts) {
   extern __shared__ int32_t hist[];  // staged_count_shared_bytes(n)
@@ -355,11 +413,18 @@ __global__ void staged_count_kernel(cuda::Keys keys, const ColumnView* columns, 
   constexpr int kItems = 4;  // rows per thread and step: their key loads are in flight together
   for (int64_t base = begin; base < end; base += kThreads * kItems) {
     uint32_t d_of[kItems];
+    // With no bound check, the kItems loads go out together; checked, nvcc issued each load in
+    // its own branch after the hash of the one before (0.37 instead of 0.32 ms, as above).
+    if (base + kItems * kThreads <= end) {
 #pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      const int64_t row = base + k * kThreads + threadIdx.x;
-      d_of[k] = row < end ? destination(hash_row(keys.columns, keys.count, row), n)
-                          : kNoDestination;
+      for (int k = 0; k < kItems; ++k)
+        d_of[k] = destination(hash(base + k * kThreads + threadIdx.x), n);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) {
+        const int64_t row = base + k * kThreads + threadIdx.x;
+        d_of[k] = row < end ? destination(hash(row), n) : kNoDestination;
+      }
     }
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
@@ -395,30 +460,53 @@ __global__ void staged_count_kernel(cuda::Keys keys, const ColumnView* columns, 
   }
 }
 
-// One fixed-width column of a sorted chunk: all of a thread's loads first, then its stores, so
-// that each thread keeps kItems memory accesses in flight. Reads gather from the chunk's few cache
-// lines; writes are coalesced: consecutive threads, consecutive places of one destination.
-template <typename T, int kItems>
-__device__ __forceinline__ void scatter_fixed(const ColumnView& col, int32_t c, int32_t n_columns,
-                                              int rows, int64_t chunk,
-                                              const uint32_t* sorted_dest,
-                                              const int32_t* sorted_row, const int64_t* base,
-                                              const int64_t* pieces, uint8_t* out) {
-  const T* src = reinterpret_cast<const T*>(col.data) + col.offset + chunk;
-  T values[kItems];
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    const int j = threadIdx.x + k * kThreads;
-    if (j < rows) values[k] = src[sorted_row[j]];
-  }
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    const int j = threadIdx.x + k * kThreads;
-    if (j >= rows) continue;
-    const uint32_t d = sorted_dest[j];
-    T* dst = reinterpret_cast<T*>(out + pieces[(static_cast<int64_t>(d) * n_columns + c) * 3 + 1]);
-    dst[base[d] + j] = values[k];
-  }
+// Where stage_fixed puts a column's first value in `buffer`: at the source's address mod 16, so
+// that source and copy share their alignment.
+__device__ __forceinline__ const uint8_t* staged_values(const ColumnView& col, int64_t chunk,
+                                                        const uint8_t* buffer) {
+  const uint8_t* src = col.data + (col.offset + chunk) * col.width;
+  return buffer + (reinterpret_cast<uintptr_t>(src) & 15);
+}
+
+// Copies rows [chunk, chunk + rows) of a fixed-width column into `buffer` (stage_bytes(kChunk),
+// 16-byte aligned) at staged_values, with asynchronous 16-byte copies (cp.async) and plain ones
+// for the < 16 bytes either side, and commits them as one group (__pipeline_commit): every
+// thread of the block must call it. Reads are coalesced and hold no registers while in flight;
+// the writes then gather the chunk's rows from shared memory.
+__device__ __forceinline__ void stage_fixed(const ColumnView& col, int64_t chunk, int rows,
+                                            uint8_t* buffer) {
+  const uint8_t* src = col.data + (col.offset + chunk) * col.width;
+  uint8_t* dst = const_cast<uint8_t*>(staged_values(col, chunk, buffer));
+  const int bytes = rows * col.width;
+  const int misalignment = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
+  const int head = min(bytes, (16 - misalignment) & 15);
+  const int vectors = (bytes - head) / 16;
+  for (int i = threadIdx.x; i < vectors; i += kThreads)
+    __pipeline_memcpy_async(dst + head + 16 * i, src + head + 16 * i, 16);
+  for (int i = threadIdx.x; i < head; i += kThreads) dst[i] = src[i];
+  for (int i = head + 16 * vectors + threadIdx.x; i < bytes; i += kThreads) dst[i] = src[i];
+  __pipeline_commit();
+}
+
+// Writes a staged fixed-width column of a sorted chunk: consecutive threads, consecutive places
+// of one destination (coalesced writes), values gathered from shared memory. Sorted position j
+// of destination d goes to place[d] + j values.
+template <typename T>
+__device__ __forceinline__ void write_fixed(const T* __restrict__ staged, int rows,
+                                            const uint32_t* __restrict__ sorted_dest,
+                                            const int32_t* __restrict__ sorted_row,
+                                            uint8_t* const* __restrict__ place) {
+#pragma unroll 4
+  for (int j = threadIdx.x; j < rows; j += kThreads)
+    reinterpret_cast<T*>(place[sorted_dest[j]])[j] = staged[sorted_row[j]];
+}
+
+// The next fixed-width column after c (n_columns if none).
+__device__ __forceinline__ int32_t next_fixed(const ColumnView* columns, int32_t n_columns,
+                                              int32_t c) {
+  do ++c;
+  while (c < n_columns && columns[c].kind == Kind::string);
+  return c;
 }
 
 // Staged scatter: one block per tile, kChunk rows at a time sorted by destination in shared
@@ -430,12 +518,17 @@ __global__ void __launch_bounds__(kThreads, kScatterBlocksPerSm)
                           int64_t* cursors, const int64_t* starts, const int64_t* pieces,
                           uint8_t* out) {
   constexpr int kItems = kChunk / kThreads;  // rows per thread in a chunk
-  extern __shared__ int64_t shared[];
-  // base[n]: the place inside each destination of the chunk's sorted position 0, so sorted
-  // position j of destination d goes to base[d] + j. staged[kChunk + 1] (string columns only):
-  // lengths in sorted order, then their prefix sums.
-  int64_t* base = shared;
-  uint32_t* sorted_dest = reinterpret_cast<uint32_t*>(base + n);          // [kChunk]
+  constexpr int kStages = stages(kChunk);
+  extern __shared__ __align__(16) int64_t shared[];
+  // stage_buffers[kStages][stage_bytes(kChunk)]: fixed-width columns of the chunk, the next one
+  // loading while the block writes the one before (with two stages). base[n]: the place inside
+  // each destination of the chunk's sorted position 0, so sorted position j of destination d goes
+  // to base[d] + j. staged[kChunk + 1] (string columns only): lengths in sorted order, then their
+  // prefix sums.
+  uint8_t* stage_buffers = reinterpret_cast<uint8_t*>(shared);
+  int64_t* base = shared + kStages * stage_bytes(kChunk) / 8;
+  uint8_t** place = reinterpret_cast<uint8_t**>(base + n);  // [n]: see write_fixed
+  uint32_t* sorted_dest = reinterpret_cast<uint32_t*>(place + n);  // [kChunk]
   int32_t* sorted_row = reinterpret_cast<int32_t*>(sorted_dest + kChunk);  // [kChunk]
   int32_t* warp_counts = sorted_row + kChunk;  // [warp][n], then each warp's first place
   int32_t* chunk_offset = warp_counts + kWarpsPerBlock * n;  // [n]
@@ -449,6 +542,11 @@ __global__ void __launch_bounds__(kThreads, kScatterBlocksPerSm)
     const int rows = static_cast<int>(min(static_cast<int64_t>(kChunk), end - chunk));
     for (int i = threadIdx.x; i < kWarpsPerBlock * static_cast<int>(n); i += kThreads)
       warp_counts[i] = 0;
+    // The first fixed-width column loads while the chunk is sorted.
+    const int32_t first_fixed = next_fixed(columns, n_columns, -1);
+    if (first_fixed < n_columns)
+      stage_fixed(columns[first_fixed], chunk, rows, stage_buffers);
+    int fixed_seen = 0;
     __syncthreads();
     // Each warp ranks its kItems * 32 consecutive rows, in order, per destination.
     uint32_t d_of[kItems];
@@ -533,24 +631,47 @@ __global__ void __launch_bounds__(kThreads, kScatterBlocksPerSm)
           cursors[(s * n + d) * n_tiles + t] +=
               staged[chunk_offset[d] + chunk_count[d]] - staged[chunk_offset[d]];
         __syncthreads();  // `staged` is rewritten by the next string column
-      } else {  // no barrier: each warp goes on to the next column's loads as soon as it can
+      } else {
+        // The fixed_seen-th fixed-width column of the chunk is in stage fixed_seen % kStages. The
+        // next one loads into the other stage before this one is written, once every thread is
+        // done with what that held (two stages), or into this one after (one stage).
+        uint8_t* buffer = stage_buffers + (fixed_seen % kStages) * stage_bytes(kChunk);
+        const int32_t next = next_fixed(columns, n_columns, c);
+        if (kStages == 2) {
+          __syncthreads();
+          if (next < n_columns)
+            stage_fixed(columns[next], chunk, rows,
+                        stage_buffers + ((fixed_seen + 1) % 2) * stage_bytes(kChunk));
+        }
+        // `place` was last read by the writes of the fixed-width column before, which a barrier
+        // since ends (the one above, or the one before stage_fixed below).
+        for (uint32_t d = threadIdx.x; d < n; d += kThreads)
+          place[d] = out + pieces[(static_cast<int64_t>(d) * n_columns + c) * 3 + 1] +
+                     base[d] * col.width;
+        __pipeline_wait_prior(kStages == 2 && next < n_columns ? 1 : 0);
+        __syncthreads();
+        const uint8_t* values = staged_values(col, chunk, buffer);
         switch (col.width) {
           case 1:
-            scatter_fixed<uint8_t, kItems>(col, c, n_columns, rows, chunk, sorted_dest,
-                                           sorted_row, base, pieces, out);
+            write_fixed(values, rows, sorted_dest, sorted_row, place);
             break;
           case 2:
-            scatter_fixed<uint16_t, kItems>(col, c, n_columns, rows, chunk, sorted_dest,
-                                            sorted_row, base, pieces, out);
+            write_fixed(reinterpret_cast<const uint16_t*>(values), rows, sorted_dest, sorted_row,
+                        place);
             break;
           case 4:
-            scatter_fixed<uint32_t, kItems>(col, c, n_columns, rows, chunk, sorted_dest,
-                                            sorted_row, base, pieces, out);
+            write_fixed(reinterpret_cast<const uint32_t*>(values), rows, sorted_dest, sorted_row,
+                        place);
             break;
           default:
-            scatter_fixed<uint64_t, kItems>(col, c, n_columns, rows, chunk, sorted_dest,
-                                            sorted_row, base, pieces, out);
+            write_fixed(reinterpret_cast<const uint64_t*>(values), rows, sorted_dest, sorted_row,
+                        place);
         }
+        if (kStages == 1 && next < n_columns) {
+          __syncthreads();
+          stage_fixed(columns[next], chunk, rows, buffer);
+        }
+        ++fixed_seen;
       }
       if (col.validity != nullptr) {
         for (int j = threadIdx.x; j < rows; j += kThreads) {
@@ -627,13 +748,15 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
       D* dest = static_cast<D*>(parts.dest);
       if (staged(n_destinations_)) {
         const size_t shared = staged_count_shared_bytes(n_destinations_);
-        cuda::check(cudaFuncSetAttribute(staged_count_kernel<D>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(shared)),
-                    "cudaFuncSetAttribute (staged_count_kernel shared memory)");
-        staged_count_kernel<D><<<grid(n_tiles_, "count"), kThreads, shared, stream>>>(
-            packed, parts.columns, static_cast<int32_t>(nc), string_columns(columns_) > 0,
-            n_rows_, n_destinations_, tile, n_tiles_, dest, parts.counts);
+        with_hasher(packed, [&](auto hash) {
+          auto kernel = staged_count_kernel<D, decltype(hash)>;
+          cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(shared)),
+                      "cudaFuncSetAttribute (staged_count_kernel shared memory)");
+          kernel<<<grid(n_tiles_, "count"), kThreads, shared, stream>>>(
+              hash, parts.columns, static_cast<int32_t>(nc), string_columns(columns_) > 0,
+              n_rows_, n_destinations_, tile, n_tiles_, dest, parts.counts);
+        });
       } else {
         count_kernel<D><<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "count"),
                           kThreads, 0, stream>>>(packed, parts.columns, static_cast<int32_t>(nc),
