@@ -187,6 +187,10 @@ def test_later_concurrent_reads_reuse_the_open_connections(dataset_dir, http_ser
     assert read_ranges(source, ranges, max_in_flight=4) == [data[o:o + n] for o, n in ranges]
     opened = http_server.connections
     assert read_ranges(source, ranges, max_in_flight=4) == [data[o:o + n] for o, n in ranges]
+    buffer = bytearray(len(data))
+    for _ in range(2):  # a read that kept its connections makes the next one open others
+        read_ranges_into([(source, ranges, memoryview(buffer))], max_in_flight=4)
+    assert buffer[:8000] == data[:8000]
     assert http_server.connections == opened, "each read's new threads opened new connections"
 
 
