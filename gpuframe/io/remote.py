@@ -46,8 +46,13 @@ probe doubles them from 2 while the store's rate still grows (:data:`PROBE_GAIN`
 PROBE_GAIN = 1.15
 """Doubling the concurrent probes must raise the measured rate this much to go on."""
 PROBE_STEP_BYTES = 8 * BANDWIDTH_PROBE
-"""The most bytes one step of concurrent probes reads in all (past 8 probes, each reads less),
-so that finding a store's bandwidth costs at most a few times this, once per store."""
+"""The most bytes one round of concurrent probes reads in all (past 8 probes, each reads less),
+so that a round on a slow store stays short."""
+PROBE_STEP_SECONDS = 0.1
+"""The least time each probe step reads for, its reads repeated until then: a single round of
+32 MiB lasts 16 ms at 2 GB/s, short enough that noise decided where the ramp stopped. The six
+steps (1 to 32 reads at once) so take about 0.6 s, once per store and process, and read what
+the store serves in that time (~1.2 GB at 2 GB/s)."""
 DEFAULT_REQUEST_SIZE = 4 * 2**20
 """Request size where nothing was measured (``requests_in_flight`` set, no ``task_size``)."""
 MIN_REQUEST_SIZE = 2**20
@@ -815,13 +820,14 @@ def probe_storage(source: Source, storage: StorageOptions | None = None,
                   probes: int = 3) -> StoreProbe:
     """Latency and bandwidth of ``source``'s store, from a few first reads in this process.
 
-    Latency is the fastest of ``probes`` 4 KiB reads; one request's rate comes from one read
-    of :data:`BANDWIDTH_PROBE` bytes (at least ``task_size``, at most half the file), less that
-    latency; the store's bandwidth from such reads at once, 2, 4, 8... of them (up to
-    :data:`PARALLEL_PROBES` and the requests-in-flight limit) while doubling them still raises
-    the rate by :data:`PROBE_GAIN` (:data:`PROBE_STEP_BYTES` a step). A fixed 8 measured
-    898 MB/s of a loopback HTTP server from which 16 readers got 2.1 GB/s (H200 host): Little's
-    law then chose 2 requests in flight, and the read went at 0.64x of 16 requests'."""
+    Latency is the fastest of ``probes`` 4 KiB reads; one request's rate comes from reads of
+    :data:`BANDWIDTH_PROBE` bytes (at least ``task_size``, at most half the file) one after
+    another, less that latency each; the store's bandwidth from such reads at once, 2, 4, 8...
+    of them (up to :data:`PARALLEL_PROBES` and the requests-in-flight limit) while doubling them
+    still raises the rate by :data:`PROBE_GAIN`. Each step reads for :data:`PROBE_STEP_SECONDS`
+    (:data:`PROBE_STEP_BYTES` a round). A fixed 8 measured 898 MB/s of a loopback HTTP server
+    from which 16 readers got 2.1 GB/s (H200 host): Little's law then chose 2 requests in
+    flight, and the read went at 0.64x of 16 requests'."""
     storage = storage or storage_options()
     size = source.size()
     probe = min(4096, size)
@@ -839,7 +845,7 @@ def probe_storage(source: Source, storage: StorageOptions | None = None,
     while together <= most:
         each = max(probe, min(length, PROBE_STEP_BYTES // together))
         offsets = [(i * each) % span for i in range(together)]
-        _read_together(source, offsets, probe)  # opens the connections first
+        _read_together(source, offsets, memoryview(bytearray(together * probe)))  # connect first
         rate = _transfer_rate(source, offsets, each, latency)
         grew = rate >= bandwidth * PROBE_GAIN
         bandwidth = max(bandwidth, rate)
@@ -855,25 +861,48 @@ def probe_store(path: str, storage: StorageOptions) -> StoreProbe:
         return probe_storage(source, storage)
 
 
-def _read_together(source: Source, offsets: Sequence[int], length: int) -> None:
-    """``length`` bytes at each offset, all at once (a thread each)."""
+def _read_together(source: Source, offsets: Sequence[int], buffer: memoryview,
+                   until: float = 0.0) -> tuple[int, int]:
+    """(bytes, reads) of reading at each offset into its share of ``buffer``, all at once (a
+    thread each); each thread reads on, the next ranges of the file in turn, until ``until`` (a
+    ``time.perf_counter()``) has passed.
+
+    Into a buffer, as reads fill their sparse copies: a new bytes object a read would time the
+    client's page faults instead of the store (16 threads of 4 MiB ``read_range`` got 1 GiB/s
+    of a loopback server from which ``read_ranges_into`` got 9 on a 16-core host)."""
+    length = len(buffer) // len(offsets)
+    span = max(1, source.size() - length + 1)
+
+    def read_on(index: int) -> tuple[int, int]:
+        view, offset = buffer[index * length:(index + 1) * length], offsets[index]
+        nbytes = reads = 0
+        while reads == 0 or time.perf_counter() < until:
+            nbytes += source.read_range_into(offset, view)
+            reads += 1
+            offset = (offset + len(buffer)) % span
+        return nbytes, reads
+
     if len(offsets) == 1:
-        source.read_range(offsets[0], length)
-        return
+        return read_on(0)
     with ThreadPoolExecutor(len(offsets), thread_name_prefix="gpuframe-probe") as pool:
-        list(pool.map(lambda offset: source.read_range(offset, length), offsets))
+        done = list(pool.map(read_on, range(len(offsets))))
+    return sum(nbytes for nbytes, _ in done), sum(reads for _, reads in done)
 
 
 def _transfer_rate(source: Source, offsets: Sequence[int], length: int,
                    latency: float) -> float:
-    """Bytes a second of reading ``length`` bytes at each offset, all at once.
+    """Bytes a second of reading ``length`` bytes at each offset, all at once, for
+    :data:`PROBE_STEP_SECONDS`.
 
-    Transfer time is what the reads took beyond one latency; when the two are too close to
-    tell apart (tiny files, noise), count at least a tenth of it rather than divide by ~0."""
+    Transfer time is what the reads took beyond one latency per read of each thread; when the
+    two are too close to tell apart (tiny files, noise), count at least a tenth of it rather
+    than divide by ~0."""
+    buffer = memoryview(bytearray(len(offsets) * length))
     start = time.perf_counter()
-    _read_together(source, offsets, length)
+    nbytes, reads = _read_together(source, offsets, buffer, start + PROBE_STEP_SECONDS)
     elapsed = time.perf_counter() - start
-    return len(offsets) * length / max(elapsed - latency, elapsed / 10, 1e-9)
+    waited = reads / len(offsets) * latency
+    return nbytes / max(elapsed - waited, elapsed / 10, 1e-9)
 
 
 def list_s3(url: str, storage: StorageOptions) -> list[str]:

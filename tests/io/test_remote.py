@@ -317,6 +317,37 @@ def test_the_probe_adds_requests_while_the_store_serves_more(http_server):
     assert chosen.bandwidth > 10 * chosen.stream_bandwidth, chosen
 
 
+class _LongTailSource(remote.Source):
+    """A store that serves every request at once, where a read takes 20 ms and one in four of
+    them 60 ms (a long tail, as of S3's); 4 KiB reads (latency, connecting) take 1 ms."""
+
+    def __init__(self):
+        super().__init__("tail://")
+        self.reads = 0
+        self.guard = threading.Lock()
+
+    def _fetch_size(self):
+        return 256 * 2**10
+
+    def _read(self, offset, length):
+        if length <= 4096:
+            time.sleep(0.001)
+            return bytes(length)
+        with self.guard:
+            self.reads += 1
+            slow = self.reads % 4 == 0
+        time.sleep(0.06 if slow else 0.02)
+        return bytes(length)
+
+
+def test_the_probe_times_steps_past_the_stores_slowest_reads():
+    """A step of one read at a time waits for its slowest read: 4 at once all wait 60 ms for
+    one slow read, and measure no more than 2 did, though the store serves 32 at once. Reading
+    on for PROBE_STEP_SECONDS counts the slow reads at their share."""
+    probe = remote.probe_storage(_LongTailSource(), storage_options())
+    assert probe.bandwidth > 8 * probe.stream_bandwidth, probe
+
+
 def test_read_measures_on_every_worker_at_once(engine, http_server):
     from distributed import get_task_stream
 
