@@ -32,6 +32,7 @@ import contextlib
 import io
 import logging
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -402,9 +403,8 @@ def read_parquet(source: Any, columns: Sequence[str] | None = None,
     come as ``storage=`` or keywords. Raises if any partition fails; never returns a partial
     frame.
     """
-    return read_with_report(source, "parquet", columns, filters,
-                            partition_bytes=partition_bytes, storage=storage, engine=engine,
-                            **storage_overrides)[0]
+    return _read(source, "parquet", columns, filters, partition_bytes, storage, engine,
+                 storage_overrides, with_report=False)[0]
 
 
 def read_orc(source: Any, columns: Sequence[str] | None = None,
@@ -414,8 +414,8 @@ def read_orc(source: Any, columns: Sequence[str] | None = None,
     """An ORC dataset as a :class:`gpuframe.DistributedFrame`: :func:`read_parquet`'s sources
     and options, with stripes for row groups. pyarrow exposes no stripe statistics, so filters
     skip no stripe; they apply to rows (filter columns first, as for Parquet)."""
-    return read_with_report(source, "orc", columns, filters, partition_bytes=partition_bytes,
-                            storage=storage, engine=engine, **storage_overrides)[0]
+    return _read(source, "orc", columns, filters, partition_bytes, storage, engine,
+                 storage_overrides, with_report=False)[0]
 
 
 def read_csv(source: Any, columns: Sequence[str] | None = None,
@@ -433,8 +433,8 @@ def read_csv(source: Any, columns: Sequence[str] | None = None,
     ``filters`` apply to rows after parsing (CSV has no statistics).
     """
     fmt = format_for("csv", delimiter=delimiter, header=header, schema=schema)
-    return read_with_report(source, fmt, columns, filters, partition_bytes=partition_bytes,
-                            storage=storage, engine=engine, **storage_overrides)[0]
+    return _read(source, fmt, columns, filters, partition_bytes, storage, engine,
+                 storage_overrides, with_report=False)[0]
 
 
 def read_parquet_with_report(source: Any, columns: Sequence[str] | None = None,
@@ -452,22 +452,35 @@ def read_with_report(source: Any, format: str | FileFormat = "parquet",
                      **storage_overrides: Any) -> tuple[Any, ReadReport]:
     """Plan and read a dataset of ``format`` ('parquet', 'orc', 'csv' or a
     :class:`~gpuframe.io.formats.FileFormat`); the frame and the :class:`ReadReport`."""
+    return _read(source, format, columns, filters, partition_bytes, storage, engine,
+                 storage_overrides, with_report=True)
+
+
+def _read(source: Any, format: str | FileFormat, columns: Sequence[str] | None,
+          filters: Sequence[Any] | None, partition_bytes: int | None,
+          storage: StorageOptions | dict | None, engine: Any, storage_overrides: dict,
+          with_report: bool) -> tuple[Any, ReadReport | None]:
+    """Plan and read; the report only ``with_report``: it asks the scheduler for the read
+    tasks' events, a round trip that the plain readers skip. The workers are asked for once
+    (each ask is a round trip too) and serve every step of planning and reading."""
     from ..cluster.engine import current_engine
 
     engine = current_engine(engine)
     started = time.perf_counter()
+    workers = engine.workers
     plan = plan_fragments(source, columns, filters, partition_bytes,
-                          storage_options(storage, **storage_overrides), engine.workers,
-                          format=format, device_memory=worker_device_memory(engine),
+                          storage_options(storage, **storage_overrides), workers,
+                          format=format, device_memory=worker_device_memory(engine, workers),
                           measure=lambda path, options, fragment_bytes: measure_on_workers(
                               engine, path, options, fragment_bytes),
-                          read_metadata=lambda *args: metadata_on_workers(engine, *args))
+                          read_metadata=lambda *args: metadata_on_workers(engine, workers,
+                                                                          *args))
     # The client's own share of planning (pruning, packing, placing) is no task: say so, for
     # the dashboard's stage timings.
     engine.client.log_event(STAGE_EVENT_TOPIC, {"stage": "plan",
                                                 "seconds": time.perf_counter() - started})
     logger.info("read plan: %r", plan)
-    return read_plan(plan, engine)
+    return read_plan(plan, engine, workers, with_report=with_report)
 
 
 def measure_on_workers(engine: Any, path: str, storage: StorageOptions,
@@ -500,15 +513,15 @@ def measure_on_workers(engine: Any, path: str, storage: StorageOptions,
     return remembered_concurrency(path, storage, measure)
 
 
-def metadata_on_workers(engine: Any, paths: Sequence[str], storage: StorageOptions,
-                        format: FileFormat, partition_bytes: int) -> list[Any]:
+def metadata_on_workers(engine: Any, workers: Sequence[str], paths: Sequence[str],
+                        storage: StorageOptions, format: FileFormat,
+                        partition_bytes: int) -> list[Any]:
     """Each file's metadata or error (:func:`~gpuframe.io.plan.read_metadata_each`), read on
-    the workers: ``gpuframe-plan-metadata-<token>-<i>`` tasks, the files dealt round robin. So
+    ``workers``: ``gpuframe-plan-metadata-<token>-<i>`` tasks, the files dealt round robin. So
     planning shows on the task stream, and a worker reads files where it will read their data
     (on several hosts, paths the client may not see)."""
     from ..frame import new_token
 
-    workers = engine.workers
     token = new_token()
     shares = [list(paths[i::len(workers)]) for i in range(len(workers))]
     futures = [engine.client.submit(read_metadata_each, share, storage, format,
@@ -521,13 +534,24 @@ def metadata_on_workers(engine: Any, paths: Sequence[str], storage: StorageOptio
     return results
 
 
-def worker_device_memory(engine: Any) -> list[int]:
-    """Bytes of each worker's GPU, asked of the workers; [] on a cluster without GPUs. (The
-    scheduler's NVML startup information is absent where pynvml is: seen on an H200 host,
-    where every GPU read then planned the CPU's 128 MiB partitions.)"""
+def worker_device_memory(engine: Any, workers: Sequence[str] | None = None) -> list[int]:
+    """Bytes of each of ``workers``' GPU (default: the engine's workers), asked of each worker
+    once per engine, since a GPU's size does not change (a round trip a read saved); [] on a
+    cluster without GPUs. (The scheduler's NVML startup information is absent where pynvml
+    is: seen on an H200 host, where every GPU read then planned the CPU's 128 MiB
+    partitions.)"""
     if engine.backend.name != "cudf":
         return []
-    return sorted(engine.client.run(_device_memory).values())
+    workers = list(engine.workers if workers is None else workers)
+    known = _device_memory_of.setdefault(engine, {})
+    missing = [worker for worker in workers if worker not in known]
+    if missing:
+        known.update(engine.client.run(_device_memory, workers=missing))
+    return sorted(known[worker] for worker in workers)
+
+
+_device_memory_of: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+"""Each engine's workers' GPU bytes, by worker address (:func:`worker_device_memory`)."""
 
 
 def _device_memory() -> int:
@@ -550,15 +574,17 @@ def fragment_tasks(plan: ReadPlan) -> list[FragmentTask]:
             for f in plan.fragments]
 
 
-def read_plan(plan: ReadPlan, engine: Any = None) -> tuple[Any, ReadReport]:
+def read_plan(plan: ReadPlan, engine: Any = None, workers: Sequence[str] | None = None, *,
+              with_report: bool = True) -> tuple[Any, ReadReport | None]:
     """Run ``plan`` on the engine's cluster: one task per partition (:meth:`ReadPlan.partitions`),
-    pinned to its owner."""
+    pinned to its owner if among ``workers`` (default: the engine's); the frame, and the
+    :class:`ReadReport` ``with_report`` (else None)."""
     from ..cluster.engine import current_engine
     from ..frame import DistributedFrame, new_token
 
     engine = current_engine(engine)
     backend = engine.backend.name
-    workers = set(engine.workers)
+    workers = set(engine.workers if workers is None else workers)
     token = new_token()
     futures, owners = [], []
     start = time.perf_counter()
@@ -578,6 +604,8 @@ def read_plan(plan: ReadPlan, engine: Any = None) -> tuple[Any, ReadReport]:
     except BaseException:
         engine.client.cancel(futures)  # no partial frame survives a failed read
         raise
+    if not with_report and not logger.isEnabledFor(logging.INFO):
+        return frame, None
     report = _report(plan, engine, {f.key for f in futures}, time.perf_counter() - start)
     logger.info("read %s: %r", plan.format.name, report)
     return frame, report

@@ -376,3 +376,26 @@ def test_a_bad_file_among_many_is_named_when_workers_read_the_metadata(engine, d
         read_parquet(sources)  # the first bad file in the list's order, whichever worker
     with pytest.raises(SchemaMismatchError, match="a.parquet and .*b.parquet"):
         read_parquet(str(bad / "mismatch"))
+
+
+def test_each_workers_gpu_memory_is_asked_once_per_engine():
+    asked = []
+
+    class Client:
+        def run(self, function, workers):
+            asked.append(list(workers))
+            return {worker: 80 * 2**30 for worker in workers}
+
+    class Backend:
+        name = "cudf"
+
+    class Engine:  # the parts of gpuframe's Engine that the function uses
+        backend = Backend()
+        client = Client()
+        workers = ["tcp://a:1", "tcp://b:2"]
+
+    engine = Engine()
+    assert worker_device_memory(engine) == [80 * 2**30] * 2
+    assert worker_device_memory(engine) == [80 * 2**30] * 2
+    assert worker_device_memory(engine, ["tcp://b:2", "tcp://c:3"]) == [80 * 2**30] * 2
+    assert asked == [["tcp://a:1", "tcp://b:2"], ["tcp://c:3"]]
