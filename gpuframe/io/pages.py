@@ -18,7 +18,7 @@ A read of surviving ``rows`` of flat leaf column ``i`` in row group ``g``::
     pages = [(fetch(locations[p].offset, locations[p].compressed_page_size), n)
              for p, n in zip(selection.pages, selection.page_rows)]
     file = single_column_file(footer, g, i, dictionary_page, pages)
-    column = pq.read_table(pa.BufferReader(file)).column(0).take(selection.take)
+    column = pq.ParquetFile(pa.BufferReader(file)).read().column(0).take(selection.take)
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ LIST, SET, STRUCT = 9, 10, 12
 _INTEGERS = (I16, I32, I64)
 _MAX_DEPTH = 64
 """Deepest struct nesting decoded; Parquet's footer nests 6 deep, garbage may claim any."""
+INDEX_GAP = 16 * 2**10
+"""Bytes between two wanted OffsetIndexes (those of columns not read) fetched with them rather
+than ending a request there: a request costs its latency, about a millisecond over HTTP, in which
+hundreds of KiB would arrive."""
 
 
 class ThriftStruct(dict):
@@ -448,15 +452,19 @@ def select_pages(rows: np.ndarray, locations: Sequence[PageLocation], num_rows: 
     first = np.array([location.first_row_index for location in locations], dtype=np.int64)
     sizes = np.diff(np.append(first, num_rows))
     page_of_row = np.searchsorted(first, rows, side="right") - 1
-    pages = np.unique(page_of_row)
+    # the rows are sorted, so each page's rows are a run: no sort or hash to find the pages
+    starts_page = np.empty(len(rows), dtype=bool)
+    starts_page[:1] = True
+    np.not_equal(page_of_row[1:], page_of_row[:-1], out=starts_page[1:])
+    pages = page_of_row[starts_page]
     page_starts = np.cumsum(sizes[pages]) - sizes[pages]  # of the pages in the subset file
-    take = rows - first[page_of_row] + page_starts[np.searchsorted(pages, page_of_row)]
+    take = rows - first[page_of_row] + page_starts[np.cumsum(starts_page) - 1]
     return PageSelection(pages, sizes[pages], take)
 
 
 def single_column_file(footer: ParquetFooter, row_group: int, column: int,
-                       dictionary_page: bytes | None,
-                       data_pages: Sequence[tuple[bytes, int]]) -> bytes:
+                       dictionary_page: bytes | memoryview | None,
+                       data_pages: Sequence[tuple[bytes | memoryview, int]]) -> bytes:
     """A Parquet file of one row group holding leaf ``column`` of ``row_group`` alone, made of
     its dictionary page (None where it has none) and some of its data pages, each given as
     (bytes with its header, rows), in file order.
@@ -466,13 +474,14 @@ def single_column_file(footer: ParquetFooter, row_group: int, column: int,
     order) and the ``ARROW:schema`` entry reduced to the column, so it reads back with its Arrow
     type (time zone, large or dictionary strings). Offsets, sizes and counts are those of the
     given pages; statistics, page index, bloom filter and sorting fields, which describe the
-    whole chunk, are dropped. No data pages gives a file of no row groups.
+    whole chunk, are dropped. No data pages gives a file of no row groups. The pages are copied
+    once, into the file.
 
     Raises :class:`PageReadUnsupportedError` for nested or encrypted columns, or where a page's
     header disagrees with its rows (pages not at row boundaries)."""
     _, meta, name = footer._flat_chunk(row_group, column)
     where = f"{footer.path}: row group {row_group} column {name!r}"
-    contents = b"".join([MAGIC, dictionary_page or b""] + [page for page, _ in data_pages])
+    contents = [MAGIC, dictionary_page or b""] + [page for page, _ in data_pages]
     uncompressed = 0
     if dictionary_page:
         uncompressed += _page_size(dictionary_page, (_PageHeader.DICTIONARY_PAGE,), None, where)
@@ -480,7 +489,7 @@ def single_column_file(footer: ParquetFooter, row_group: int, column: int,
         uncompressed += _page_size(page, (_PageHeader.DATA_PAGE, _PageHeader.DATA_PAGE_V2),
                                    page_rows, where)
     rows = sum(page_rows for _, page_rows in data_pages)
-    compressed = len(contents) - len(MAGIC)
+    compressed = sum(len(part) for part in contents) - len(MAGIC)
     column_meta = meta.subset([_ColumnMetaData.TYPE, _ColumnMetaData.ENCODINGS,
                                _ColumnMetaData.PATH_IN_SCHEMA, _ColumnMetaData.CODEC,
                                _ColumnMetaData.KEY_VALUE_METADATA])
@@ -515,7 +524,7 @@ def single_column_file(footer: ParquetFooter, row_group: int, column: int,
     if isinstance(orders, ThriftList) and len(orders) == len(footer.leaves):
         fields.put(_FileMetaData.COLUMN_ORDERS, LIST, ThriftList(orders.kind, [orders[column]]))
     encoded = encode_struct(fields)
-    return contents + encoded + len(encoded).to_bytes(4, "little") + MAGIC
+    return b"".join(contents + [encoded, len(encoded).to_bytes(4, "little"), MAGIC])
 
 
 def read_rows(footer: ParquetFooter, fetch: Callable[[list[tuple[int, int]]], list[bytes]],
@@ -523,18 +532,21 @@ def read_rows(footer: ParquetFooter, fetch: Callable[[list[tuple[int, int]]], li
     """Leaf ``columns`` at ``rows`` (row group -> sorted row indices in it, groups in file
     order), each as one array of those rows in order, fetched page by page: ``fetch(ranges)``
     (concurrent range reads, counted by the caller) is called twice, for the chunks'
-    OffsetIndexes, then for their dictionary pages and the data pages holding ``rows``, runs of
-    adjacent pages as one range.
+    OffsetIndexes, then for their dictionary pages and the data pages holding ``rows``; each
+    time adjacent ranges are fetched as one. Writers put all OffsetIndexes together, so they
+    come in one request, not one per chunk, those of other columns between them included
+    (:data:`INDEX_GAP`).
 
     Raises :class:`PageReadUnsupportedError` before fetching anything where a chunk cannot be
     read by pages."""
     chunks = {(group, column): footer.column_chunk(group, column)
               for group in rows for column in columns}
-    indexes = fetch([chunk.offset_index for chunk in chunks.values()])
+    indexes = _fetch_coalesced(fetch, [chunk.offset_index for chunk in chunks.values()],
+                               INDEX_GAP)
     wanted: dict[tuple[int, int], tuple[PageSelection, tuple[int, int] | None,
                                         list[tuple[int, int]]]] = {}
-    for (where, chunk), index in zip(chunks.items(), indexes):
-        locations = chunk.page_locations(index)
+    for where, chunk in chunks.items():
+        locations = chunk.page_locations(indexes[chunk.offset_index])
         selection = select_pages(rows[where[0]], locations, chunk.num_rows)
         wanted[where] = (selection, chunk.dictionary_range(locations),
                          [(locations[p].offset, locations[p].compressed_page_size)
@@ -548,19 +560,21 @@ def read_rows(footer: ParquetFooter, fetch: Callable[[list[tuple[int, int]]], li
                                   fetched[dictionary] if dictionary else None,
                                   [(fetched[page], int(n))
                                    for page, n in zip(pages, selection.page_rows)])
-        table = pq.read_table(pa.BufferReader(file))
+        table = pq.ParquetFile(pa.BufferReader(file)).read(use_threads=False)
         arrays[column].append(table.column(0).take(pa.array(selection.take)))
     return [pa.chunked_array([c for part in arrays[column] for c in part.chunks],
                              arrays[column][0].type) for column in columns]
 
 
 def _fetch_coalesced(fetch: Callable[[list[tuple[int, int]]], list[bytes]],
-                     pieces: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
-    """Each (offset, length) piece's bytes, adjacent pieces fetched as one range (no byte
-    more)."""
+                     pieces: Sequence[tuple[int, int]], gap: int = 0
+                     ) -> dict[tuple[int, int], memoryview]:
+    """Each (offset, length) piece's bytes, pieces at most ``gap`` bytes apart fetched as one
+    range, as views of the fetched ranges (not copied: a read copies its pages once, into
+    :func:`single_column_file`'s file)."""
     runs: list[list[int]] = []  # [offset, end]
     for offset, length in sorted(set(pieces)):
-        if runs and offset <= runs[-1][1]:
+        if runs and offset <= runs[-1][1] + gap:
             runs[-1][1] = max(runs[-1][1], offset + length)
         else:
             runs.append([offset, offset + length])
@@ -570,11 +584,12 @@ def _fetch_coalesced(fetch: Callable[[list[tuple[int, int]]], list[bytes]],
     for offset, length in pieces:
         run = bisect.bisect_right(starts, offset) - 1
         at = offset - starts[run]
-        out[(offset, length)] = bytes(memoryview(data[run])[at:at + length])
+        out[(offset, length)] = memoryview(data[run])[at:at + length]
     return out
 
 
-def _page_size(page: bytes, types: tuple[int, ...], rows: int | None, where: str) -> int:
+def _page_size(page: bytes | memoryview, types: tuple[int, ...], rows: int | None,
+               where: str) -> int:
     """Bytes of ``page`` uncompressed, header included, once its header is checked to be one
     of ``types``, to span the page, and (data pages) to hold ``rows`` rows."""
     what = f"{where}: a page header"
