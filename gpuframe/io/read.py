@@ -286,12 +286,18 @@ class Fetcher:
 
         A remote file becomes a sparse copy of it (:func:`fetch_sparse_copies`): pages never
         written cost no memory, and Arrow reads its buffer natively (a Python file object would
-        hold the GIL on every read)."""
+        hold the GIL on every read). The copy ends with the last byte it holds, not at the
+        file's end, whose size would cost a request (a HEAD, one per fragment): Arrow's Parquet
+        reader, handed the footer, reads the planned chunks alone, and the ORC tail that Arrow
+        reads from the file's end is among the known bytes."""
         if self.local:
             self._local_bytes += sum(n for _, n in ranges)
             self._local_requests += len(ranges)
             return self.task.path
-        [copy] = fetch_sparse_copies([(self.source, ranges, self.source.size(), known or {})],
+        known = known or {}
+        length = max([offset + n for offset, n in ranges]
+                     + [offset + len(data) for offset, data in known.items()], default=0)
+        [copy] = fetch_sparse_copies([(self.source, ranges, length, known)],
                                      self.task.requests_in_flight, self.task.request_size)
         return pa.BufferReader(copy.getbuffer())
 

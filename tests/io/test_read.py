@@ -138,6 +138,24 @@ def test_selective_read_fetches_only_the_pages_holding_surviving_rows(engine, da
     assert key < report.bytes_read < key + (payload + text) / 4, report
 
 
+def test_selective_read_of_remote_files_asks_no_file_size(engine, dataset_dir, http_server):
+    """Tasks of several fragments give pandas' rows without asking any file's size (a HEAD
+    request each): sparse copies end at the last byte read."""
+    folder = dataset_dir / "paged-many"
+    folder.mkdir(exist_ok=True)
+    urls = []
+    for i in range(4):
+        _paged_file(folder / f"part-{i}.parquet")
+        urls.append(f"{http_server.url}/paged-many/part-{i}.parquet")
+    filters = [("key", "==", 500)]
+    http_server.reset()
+    frame = read_parquet(urls, ["payload", "text"], filters, partition_bytes=2**30,
+                         requests_in_flight=4)
+    check_same(frame, pd.read_parquet(folder, columns=["payload", "text"], filters=filters))
+    assert frame.npartitions < len(urls)
+    assert [r.method for r in http_server.log if r.method != "GET"] == []
+
+
 def test_selective_read_of_a_nested_column_reads_its_row_groups(engine, tmp_path):
     path = tmp_path / "paged.parquet"
     _paged_file(path)
