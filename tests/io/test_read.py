@@ -138,9 +138,11 @@ def test_selective_read_fetches_only_the_pages_holding_surviving_rows(engine, da
     assert key < report.bytes_read < key + (payload + text) / 4, report
 
 
-def test_selective_read_of_remote_files_asks_no_file_size(engine, dataset_dir, http_server):
-    """Tasks of several fragments give pandas' rows without asking any file's size (a HEAD
-    request each): sparse copies end at the last byte read."""
+def test_remote_fragments_of_a_task_read_at_once_asking_no_size(engine, dataset_dir,
+                                                                 http_server):
+    """Tasks of several remote fragments, read at once sharing the requests in flight, give
+    pandas' rows without asking any file's size (a HEAD request each): sparse copies end at
+    the last byte read."""
     folder = dataset_dir / "paged-many"
     folder.mkdir(exist_ok=True)
     urls = []
