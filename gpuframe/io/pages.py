@@ -451,14 +451,12 @@ def select_pages(rows: np.ndarray, locations: Sequence[PageLocation], num_rows: 
         raise ValueError(f"rows must be sorted, distinct and in [0, {num_rows})")
     first = np.array([location.first_row_index for location in locations], dtype=np.int64)
     sizes = np.diff(np.append(first, num_rows))
-    page_of_row = np.searchsorted(first, rows, side="right") - 1
-    # the rows are sorted, so each page's rows are a run: no sort or hash to find the pages
-    starts_page = np.empty(len(rows), dtype=bool)
-    starts_page[:1] = True
-    np.not_equal(page_of_row[1:], page_of_row[:-1], out=starts_page[1:])
-    pages = page_of_row[starts_page]
+    # the rows are sorted, so each page's rows are a run of them: where the pages' first rows
+    # fall among the rows bounds the runs, without a search per row
+    counts = np.diff(np.append(np.searchsorted(rows, first), len(rows)))
+    pages = np.flatnonzero(counts)
     page_starts = np.cumsum(sizes[pages]) - sizes[pages]  # of the pages in the subset file
-    take = rows - first[page_of_row] + page_starts[np.cumsum(starts_page) - 1]
+    take = rows + np.repeat(page_starts - first[pages], counts[pages])
     return PageSelection(pages, sizes[pages], take)
 
 

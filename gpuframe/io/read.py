@@ -361,13 +361,12 @@ def _read_selective(task: FragmentTask, fetcher: Fetcher) -> pa.Table:
     rows = survivors[_ROW].to_numpy()
     sizes = np.array([task.format.unit_rows(task.metadata, u) for u in task.units])
     starts = np.concatenate([[0], np.cumsum(sizes)])
-    unit_of_row = np.searchsorted(starts, rows, side="right") - 1
-    kept, firsts = np.unique(unit_of_row, return_index=True)  # rows are in order
-    if len(kept) == 0:
+    bounds = np.searchsorted(rows, starts)  # rows are in order: a unit's are a run of them
+    kept = {task.units[i]: rows[a:b] - starts[i]
+            for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])) if b > a}
+    if not kept:
         return _finish(survivors.drop_columns([_ROW]), task, empty_rest=rest_columns)
-    rest = fetcher.read_rows({task.units[i]: part - starts[i]
-                              for i, part in zip(kept, np.split(rows, firsts[1:]))},
-                             rest_columns)
+    rest = fetcher.read_rows(kept, rest_columns)
     table = survivors.drop_columns([_ROW])
     for name in rest_columns:
         table = table.append_column(rest.schema.field(name), rest[name])
