@@ -18,6 +18,7 @@ with each read task.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -208,7 +209,7 @@ class ParquetFormat(FileFormat):
             if any(len(found) != 1 for found in leaves):
                 raise PageReadUnsupportedError(f"{task.path}: nested columns are read by "
                                                "whole row groups")
-            footer = ParquetFooter(footer_bytes(task.metadata), task.path)
+            footer = page_footer(footer_bytes(task.metadata), task.path)
             arrays = read_rows(footer, fetcher.bytes, rows, [found[0] for found in leaves])
         except PageReadUnsupportedError:
             return super().read_rows(task, fetcher, rows, columns)
@@ -227,6 +228,14 @@ class ParquetFormat(FileFormat):
 
         return lambda sources, columns, units: cudf.read_parquet(
             sources, columns=columns, row_groups=units)
+
+
+@functools.lru_cache(maxsize=8)
+def page_footer(raw: bytes, path: str) -> ParquetFooter:
+    """The footer ``raw`` of ``path`` decoded for page reads, once per process for all the
+    file's fragments (a file larger than the partition budget is several): Python decodes
+    about 1.5 KB a millisecond (a footer of 40 row groups x 50 columns, 260 KB: 168 ms)."""
+    return ParquetFooter(raw, path)
 
 
 def footer_bytes(metadata: pq.FileMetaData) -> bytes:

@@ -233,3 +233,26 @@ def test_s3_csv_and_orc(dataset_dir, s3_server, closed_port):
         pd.testing.assert_frame_equal(read_all(plan)[0], read_all(local)[0])
     with pytest.raises(UnreachableError, match=f"127.0.0.1:{closed_port}"):
         plan_fragments(f"http://127.0.0.1:{closed_port}/csv/part-0.csv", format="csv")
+
+
+def test_parquet_page_reads_decode_a_file_s_footer_once(tmp_path, sample_table, monkeypatch):
+    """The fragments of one file share its decoded footer, and read pandas' rows."""
+    from gpuframe.io import formats
+
+    path = tmp_path / "paged.parquet"
+    table = sample_table(0, 8000)
+    pq.write_table(table, path, row_group_size=1000, data_page_size=1024, write_page_index=True)
+    decoded = []
+
+    class CountedFooter(formats.ParquetFooter):
+        def __init__(self, raw: bytes, path: str):
+            decoded.append(path)
+            super().__init__(raw, path)
+
+    monkeypatch.setattr(formats, "ParquetFooter", CountedFooter)
+    formats.page_footer.cache_clear()
+    filters = [("id", "in", [5, 2500, 7999])]
+    plan = plan_fragments(str(path), ["x", "name"], filters, partition_bytes=1, storage=FIXED)
+    result, _ = read_all(plan)
+    assert len(plan.fragments) == 3 and decoded == [str(path)]  # row groups 0, 2 and 7
+    pd.testing.assert_frame_equal(result, expected(table, ["x", "name"], filters))
