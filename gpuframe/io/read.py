@@ -34,7 +34,7 @@ import logging
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -50,6 +50,7 @@ from .remote import (
     Source,
     StorageOptions,
     choose_concurrency,
+    fit_to_ranges,
     open_source,
     probe_store,
     read_ranges,
@@ -82,8 +83,9 @@ class FragmentTask:
     partition_schema: pa.Schema
     filters: list | None
     storage: StorageOptions
-    requests_in_flight: int
-    request_size: int
+    concurrency: Concurrency
+    """Requests in flight and their size for one read task: the plan's (measured and fitted to
+    its ranges) or configured."""
 
 
 @dataclass(frozen=True)
@@ -128,21 +130,19 @@ class ArrowReader:
     """Reads fragments with pyarrow; the pandas backend's reader.
 
     Remote fragments are read at once, by as many threads as the task has requests in flight,
-    which they share: a selective read waits for three rounds of requests per fragment (filter
-    columns, page indexes, pages), and one fragment after another left the store idle in each
-    round's tail and during each decode (a GPU host's task holds all 16 files of
-    benchmarks/ingest_selective.py)."""
+    which they share (:class:`Fetcher`): a selective read waits for three rounds of requests
+    per fragment (filter columns, page indexes, pages), and one fragment after another left the
+    store idle in each round's tail and during each decode (a GPU host's task holds all 16
+    files of benchmarks/ingest_selective.py)."""
 
     def read(self, key: str, tasks: Sequence[FragmentTask]) -> tuple[pa.Table, ReadStats]:
         start = time.perf_counter()
-        in_flight = tasks[0].requests_in_flight
-        at_once = min(len(tasks), in_flight)
+        at_once = min(len(tasks), tasks[0].concurrency.requests_in_flight)
         if at_once > 1 and any(scheme_of(task.path) != "file" for task in tasks):
-            shared = [replace(task, requests_in_flight=in_flight // at_once) for task in tasks]
             with ThreadPoolExecutor(at_once, thread_name_prefix="gpuframe-fragment") as pool:
-                results = list(pool.map(_read_fragment, shared))
+                results = list(pool.map(lambda task: _read_fragment(task, at_once), tasks))
         else:
-            results = [_read_fragment(task) for task in tasks]
+            results = [_read_fragment(task, 1) for task in tasks]
         tables = [table for table, _ in results]
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         fetched, requests, units = (sum(counts[i] for _, counts in results) for i in range(3))
@@ -150,9 +150,10 @@ class ArrowReader:
                                 time.perf_counter() - start)
 
 
-def _read_fragment(task: FragmentTask) -> tuple[pa.Table, tuple[int, int, int]]:
-    """One fragment's rows, and (bytes, requests, units) fetched for them."""
-    with Fetcher(task) as fetcher:
+def _read_fragment(task: FragmentTask, sharing: int) -> tuple[pa.Table, tuple[int, int, int]]:
+    """One fragment's rows, and (bytes, requests, units) fetched for them; ``sharing``: the
+    fragments read at once with it."""
+    with Fetcher(task, sharing) as fetcher:
         table = _read_selective(task, fetcher)
         return table, (fetcher.bytes_read, fetcher.requests, fetcher.units_read)
 
@@ -189,8 +190,9 @@ class CudfReader:
 
             # One call reads every file's chunks at once: a thread per file at least keeps
             # each file's reads going (16 files: 13 GiB/s with 4 threads, 22 with 16, H200).
-            kvikio.defaults.set({"num_threads": max(first.requests_in_flight, len(tasks)),
-                                 "task_size": first.request_size})
+            kvikio.defaults.set({"num_threads": max(first.concurrency.requests_in_flight,
+                                                    len(tasks)),
+                                 "task_size": first.concurrency.request_size})
             frame, rows = first.format.read_cudf(tasks)
             fetched = sum(n for task in tasks
                           for _, n in task.format.ranges(task.metadata, task.units,
@@ -231,7 +233,8 @@ def sparse_copies(tasks: Sequence[FragmentTask], fetchers: Sequence[Fetcher]
         jobs.append((fetcher.source,
                      task.format.ranges(task.metadata, task.units, task.file_columns),
                      length, known))
-    copies = fetch_sparse_copies(jobs, tasks[0].requests_in_flight, tasks[0].request_size)
+    concurrency = tasks[0].concurrency
+    copies = fetch_sparse_copies(jobs, concurrency.requests_in_flight, concurrency.request_size)
     for task, fetcher in zip(tasks, fetchers):
         fetcher.units_read = len(task.units)
     return copies
@@ -278,11 +281,14 @@ class Fetcher:
     :meth:`file` hands a format's Arrow reader something to open: a local path (Arrow reads
     it; the planned bytes are counted) or, for remote files, a sparse copy holding the planned
     ranges (:func:`fetch_sparse_copies`). :meth:`bytes` fetches ranges for formats
-    that parse bytes themselves (CSV), local or remote, many requests in flight.
+    that parse bytes themselves (CSV, Parquet pages), local or remote, many requests in flight.
+    ``sharing``: the fragments read at once with this one, which share the task's requests in
+    flight (:meth:`requests_in_flight`).
     """
 
-    def __init__(self, task: FragmentTask):
+    def __init__(self, task: FragmentTask, sharing: int = 1):
         self.task = task
+        self.sharing = sharing
         self.local = scheme_of(task.path) == "file"
         self.source = open_source(task.path, task.storage)
         self._local_bytes = 0
@@ -296,6 +302,15 @@ class Fetcher:
     @property
     def requests(self) -> int:
         return self._local_requests + self.source.requests
+
+    def requests_in_flight(self, ranges: Sequence[tuple[int, int]]) -> int:
+        """This fragment's share of the task's requests in flight for ``ranges``: Little's law
+        asks for more where they are shorter than the plan's requests (a selective read's pages,
+        from KiBs to a MiB against requests of 16 MiB), so that as many bytes stay in flight
+        (:func:`~gpuframe.io.remote.fit_to_ranges`)."""
+        fitted = fit_to_ranges(self.task.concurrency, [n for _, n in ranges],
+                               self.task.storage.max_requests_in_flight)
+        return max(1, fitted.requests_in_flight // self.sharing)
 
     def file(self, ranges: Sequence[tuple[int, int]],
              known: dict[int, bytes] | None = None) -> Any:
@@ -315,12 +330,13 @@ class Fetcher:
         length = max([offset + n for offset, n in ranges]
                      + [offset + len(data) for offset, data in known.items()], default=0)
         [copy] = fetch_sparse_copies([(self.source, ranges, length, known)],
-                                     self.task.requests_in_flight, self.task.request_size)
+                                     self.requests_in_flight(ranges),
+                                     self.task.concurrency.request_size)
         return pa.BufferReader(copy.getbuffer())
 
     def bytes(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        return read_ranges(self.source, ranges, self.task.requests_in_flight,
-                           self.task.request_size)
+        return read_ranges(self.source, ranges, self.requests_in_flight(ranges),
+                           self.task.concurrency.request_size)
 
     def read(self, units: Sequence[int], columns: Sequence[str]) -> pa.Table:
         self.units_read = max(self.units_read, len(units))
@@ -584,15 +600,12 @@ def _device_memory() -> int:
 
 def fragment_tasks(plan: ReadPlan) -> list[FragmentTask]:
     """What reading each fragment of ``plan`` needs, in the plan's order."""
-    concurrency = plan.concurrency
-    in_flight = concurrency.requests_in_flight if concurrency else 1
-    request_size = (concurrency.request_size if concurrency
-                    else plan.storage.task_size or DEFAULT_REQUEST_SIZE)
+    concurrency = plan.concurrency or Concurrency(
+        0.0, 0.0, 1, plan.storage.task_size or DEFAULT_REQUEST_SIZE, "configured")
     read_schema = pa.schema([plan.file_schema.field(c) for c in plan.columns_read])
     return [FragmentTask(f.path, plan.format, f.units, plan.footers[f.path],
                          tuple(plan.columns_read), read_schema, plan.schema, f.partition,
-                         plan.partition_schema, plan.filters, plan.storage, in_flight,
-                         request_size)
+                         plan.partition_schema, plan.filters, plan.storage, concurrency)
             for f in plan.fragments]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -30,7 +31,7 @@ from gpuframe.io.read import (
     sparse_copies,
     worker_device_memory,
 )
-from gpuframe.io.remote import open_source
+from gpuframe.io.remote import Concurrency, open_source
 
 
 def plain(frame: pd.DataFrame) -> pd.DataFrame:
@@ -156,6 +157,24 @@ def test_remote_fragments_of_a_task_read_at_once_asking_no_size(engine, dataset_
     check_same(frame, pd.read_parquet(folder, columns=["payload", "text"], filters=filters))
     assert frame.npartitions < len(urls)
     assert [r.method for r in http_server.log if r.method != "GET"] == []
+
+
+def test_fetcher_keeps_more_short_requests_in_flight(dataset_dir):
+    """Little's law for the ranges at hand: pages far shorter than the plan's requests need
+    more of them in flight to keep as many bytes in flight; fragments read at once share
+    them; configured requests in flight stay as set."""
+    [task, *_] = fragment_tasks(plan_fragments(str(dataset_dir / "flat"),
+                                               storage={"requests_in_flight": 2}))
+    measured = replace(task, concurrency=Concurrency(latency_s=0.001, bandwidth=1e9,
+                                                     requests_in_flight=2,
+                                                     request_size=16 * 2**20))
+    pages = [(i * 2**16, 2**16) for i in range(100)]
+    with (Fetcher(measured) as alone, Fetcher(measured, sharing=4) as shared,
+          Fetcher(task) as configured):
+        assert alone.requests_in_flight([(0, 16 * 2**20)]) == 2
+        assert alone.requests_in_flight(pages) == 17  # 1 stream + 1 MB in flight / 64 KiB
+        assert shared.requests_in_flight(pages) == 4
+        assert configured.requests_in_flight(pages) == 2
 
 
 def test_selective_read_of_a_nested_column_reads_its_row_groups(engine, tmp_path):
