@@ -5,20 +5,25 @@ several files, hive folders, and broken files), and the same rows as ORC (stripe
 ``ROWS_PER_GROUP`` rows) and CSV files, with broken ones of each; ``http_server`` serves that
 folder with Range support and logs every request (and, under ``/shaped-<ms>ms-<MB>MBps/``, adds
 that latency and throttles each response to that rate: a store with known numbers for the
-Little's-law tests); ``s3_server`` is a moto S3 server holding the same files in a
-bucket, with IAM authentication on, so wrong credentials are refused as by AWS.
+Little's-law tests); ``https_server`` serves it over TLS with a certificate no store trusts;
+``s3_server`` is a moto S3 server holding the same files in a bucket, with IAM authentication
+on, so wrong credentials are refused as by AWS.
 """
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import os
 import re
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
@@ -121,6 +126,8 @@ class ServedRequest:
     range: str | None
     status: int
     nbytes: int
+    authorization: str | None = None
+    proxy_authorization: str | None = None
 
 
 @dataclass
@@ -129,6 +136,8 @@ class HttpServer:
 
     url: str
     root: Path
+    certificate: Path | None = None
+    """The certificate an https server presents, signed by its own key."""
     log: list[ServedRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     connections: int = 0
@@ -150,7 +159,8 @@ class HttpServer:
 class _RangeHandler(BaseHTTPRequestHandler):
     """Static files with Range support; '/norange/...' ignores Range, '/forbidden/...' is 403,
     '/brokenoff/...' sends half the body it announced and closes the connection,
-    '/shaped-<ms>ms-<MB>MBps/...' waits <ms> before answering and sends at <MB> MB/s."""
+    '/shaped-<ms>ms-<MB>MBps/...' waits <ms> before answering and sends at <MB> MB/s. A target
+    in absolute form ('http://host/flat/...', what a proxy is asked) names the same file."""
 
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body are two writes: avoid 40 ms ACK stalls
@@ -171,7 +181,7 @@ class _RangeHandler(BaseHTTPRequestHandler):
         self._serve(body=True)
 
     def _serve(self, body: bool) -> None:
-        path = self.path.split("?", 1)[0]
+        path = urlsplit(self.path).path
         shaped = re.match(r"^/shaped-(\d+)ms-(\d+)MBps(/.*)$", path)
         self._shape = None
         if shaped:
@@ -213,7 +223,9 @@ class _RangeHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         with self.state.lock:  # logged before sending, so a client that has it sees it logged
             self.state.log.append(ServedRequest(self.command, self.path, self.headers.get("Range"),
-                                                status, len(data) if body else 0))
+                                                status, len(data) if body else 0,
+                                                self.headers.get("Authorization"),
+                                                self.headers.get("Proxy-Authorization")))
         self.end_headers()
         if body and self._shape:
             step = max(1, int(self._shape[1] / 100))  # 10 ms of data at a time
@@ -232,19 +244,64 @@ class _RangeHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
 
-@pytest.fixture(scope="session")
-def http_server(dataset_dir):
-    state = HttpServer(url="", root=dataset_dir)
+def _serve(state: HttpServer, tls: ssl.SSLContext | None = None):
+    """Serve ``state.root`` on 127.0.0.1 (over TLS with ``tls``) until the generator is closed."""
     handler = type("Handler", (_RangeHandler,), {"state": state})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, name="test-http-server", daemon=True)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    scheme = "http" if tls is None else "https"
+    state.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, name=f"test-{scheme}-server",
+                              daemon=True)
     thread.start()
     yield state
     server.shutdown()
     server.server_close()
     thread.join(5)
+
+
+@pytest.fixture(scope="session")
+def http_server(dataset_dir):
+    yield from _serve(HttpServer(url="", root=dataset_dir))
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """(certificate, key) for 127.0.0.1, the certificate signed by its own key: an authority
+    no certificate store holds, trusted only where a test names it."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpuframe test server")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    certificate_path, key_path = folder / "certificate.pem", folder / "key.pem"
+    certificate_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return certificate_path, key_path
+
+
+@pytest.fixture(scope="session")
+def https_server(dataset_dir, tmp_path_factory):
+    certificate, key = _self_signed(tmp_path_factory.mktemp("tls"))
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(certificate, key)
+    yield from _serve(HttpServer(url="", root=dataset_dir, certificate=certificate), tls)
 
 
 @dataclass(frozen=True)

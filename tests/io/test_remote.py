@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import threading
 import time
@@ -116,6 +117,42 @@ def test_http_errors_name_the_url(http_server, closed_port):
     with pytest.raises(UnreachableError, match=f"127.0.0.1:{closed_port}") as info:
         open_source(url).read_range(0, 10)
     assert isinstance(info.value, (GpuframeError, OSError))
+    slow = f"{http_server.url}/shaped-1000ms-1MBps/{PART}"
+    with pytest.raises(UnreachableError, match=f"shaped-1000ms-1MBps/{PART}: no answer in 0.2 s"):
+        open_source(slow, storage_options(timeout=0.2)).read_range(0, 10)
+
+
+def test_http_goes_through_the_environments_proxy(dataset_dir, http_server, closed_port,
+                                                  monkeypatch):
+    """As through requests: the proxy ``http_proxy`` names unless ``no_proxy`` covers the host,
+    and a proxy's or a file's ``user:password@`` as Basic authentication to it."""
+    data = (dataset_dir / PART).read_bytes()
+    monkeypatch.setenv("http_proxy", http_server.url.replace("//", "//agent:proxy%20pass@"))
+    monkeypatch.setenv("no_proxy", "")
+    http_server.reset()
+    url = f"http://reader:s3cret@files.invalid/{PART}"
+    assert open_source(url).read_range(10, 20) == data[10:30]
+    [get] = http_server.log
+    assert get.path == f"http://files.invalid/{PART}"  # the absolute form a proxy is asked
+    assert get.proxy_authorization == "Basic " + base64.b64encode(b"agent:proxy pass").decode()
+    assert get.authorization == "Basic " + base64.b64encode(b"reader:s3cret").decode()
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{closed_port}")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    assert open_source(f"{http_server.url}/{PART}").read_range(10, 20) == data[10:30]
+
+
+def test_https_verifies_the_servers_certificate(dataset_dir, https_server, monkeypatch):
+    """As through requests: a certificate from an authority the store lacks is refused, and
+    trusted once ``REQUESTS_CA_BUNDLE`` names the authority."""
+    data = (dataset_dir / PART).read_bytes()
+    url = f"{https_server.url}/{PART}"
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    with pytest.raises(UnreachableError, match="CERTIFICATE_VERIFY_FAILED"):
+        open_source(url).read_range(0, 10)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(https_server.certificate))
+    source = open_source(url)
+    assert source.size() == len(data) and source.read_range(10, 20) == data[10:30]
 
 
 def test_read_ranges_fetches_only_the_ranges(dataset_dir, http_server):
