@@ -326,17 +326,38 @@ def cuda_pack(cupy, args, keys, rows, n, fill):
 @pytest.mark.parametrize("n", [1, 2, 7, 64, 1000])
 @pytest.mark.parametrize("rows", [0, 1, 31, 5000, 200_003])
 def test_cuda_partition_writes_the_cpu_bytes(n, rows):
+    table = random_table(rows + 17, seed=rows + n).slice(17)  # sliced: offsets inside buffers
+    assert_cuda_writes_the_cpu_bytes(table, ["s", "i64", "f64"], n)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [7, 300])
+@pytest.mark.parametrize("key", ["i64", "f64", "i32", "f32", "day"])
+def test_cuda_partition_on_one_plain_key_writes_the_cpu_bytes(key, n):
+    """One key column of 4 or 8 bytes without nulls, which the count hashes straight from its
+    values (floats canonicalised); the other columns sliced at 3 rows, so their copies into
+    shared memory start off 16-byte boundaries; 7 destinations stage two columns at a time, 300
+    one."""
+    table = random_table(200_003, seed=n).slice(3)
+    column = table.column(key)
+    table = table.set_column(table.schema.get_field_index(key), key,
+                             column.fill_null(pa.scalar(0, column.type)))
+    assert_cuda_writes_the_cpu_bytes(table, [key], n)
+
+
+def assert_cuda_writes_the_cpu_bytes(table: pa.Table, on: list[str], n: int) -> None:
+    """The CUDA core packs ``table`` on ``on`` into ``n`` destinations exactly as the CPU core
+    does, whatever its scratch and output held before (zeros, then ones)."""
     cupy = device_or_skip()
     from gpuframe import _core
 
-    table = random_table(rows + 17, seed=rows + n).slice(17)  # sliced: offsets inside buffers
     args = host_args(table)
-    keys = [table.schema.get_field_index(k) for k in ("s", "i64", "f64")]
-    host = _core.HostPartition(args, keys, rows, n)
+    keys = [table.schema.get_field_index(k) for k in on]
+    host = _core.HostPartition(args, keys, table.num_rows, n)
     expected = np.empty(host.total_bytes, np.uint8)
     host.scatter(expected)
     for fill in (0x00, 0xFF):
-        core, got = cuda_pack(cupy, device_args(args, cupy), keys, rows, n, fill)
+        core, got = cuda_pack(cupy, device_args(args, cupy), keys, table.num_rows, n, fill)
         assert core.rows.tolist() == host.rows.tolist()
         assert core.byte_offsets.tolist() == host.byte_offsets.tolist()
         assert core.pieces.tolist() == host.pieces.tolist()
