@@ -462,8 +462,9 @@ __global__ void staged_count_kernel(Hasher hash, const ColumnView* columns, int3
 
 // Where stage_fixed puts a column's first value in `buffer`: at the source's address mod 16, so
 // that source and copy share their alignment.
-__device__ __forceinline__ const uint8_t* staged_values(const ColumnView& col, int64_t chunk,
-                                                        const uint8_t* buffer) {
+template <typename Byte>
+__device__ __forceinline__ Byte* staged_values(const ColumnView& col, int64_t chunk,
+                                               Byte* buffer) {
   const uint8_t* src = col.data + (col.offset + chunk) * col.width;
   return buffer + (reinterpret_cast<uintptr_t>(src) & 15);
 }
@@ -476,7 +477,7 @@ __device__ __forceinline__ const uint8_t* staged_values(const ColumnView& col, i
 __device__ __forceinline__ void stage_fixed(const ColumnView& col, int64_t chunk, int rows,
                                             uint8_t* buffer) {
   const uint8_t* src = col.data + (col.offset + chunk) * col.width;
-  uint8_t* dst = const_cast<uint8_t*>(staged_values(col, chunk, buffer));
+  uint8_t* dst = staged_values(col, chunk, buffer);
   const int bytes = rows * col.width;
   const int misalignment = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
   const int head = min(bytes, (16 - misalignment) & 15);
