@@ -19,7 +19,7 @@ between formats is asked of the plan's :class:`~gpuframe.io.formats.FileFormat`:
   the units where some row survived.
 - cudf backend (:class:`CudfReader`): cuDF's reader (``read_parquet``, ``read_orc``,
   ``read_csv`` with ``byte_range``), one call per partition, with KvikIO's thread count and
-  task size set from the same numbers; remote Parquet and ORC as :func:`sparse_copies`; cuDF
+  task size set from the same numbers; remote Parquet and ORC as :func:`device_copies`; cuDF
   is imported only on the workers that run it.
 
 Every worker reports what it fetched as a Dask event (topic ``gpuframe-read``); the client folds
@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..backend import get_backend
+from .device import CopyJob, fetch_device_copies
 from .formats import FileFormat, format_for
 from .plan import ReadPlan, measure_here, plan_fragments, read_metadata_each
 from .remote import (
@@ -166,7 +167,7 @@ class CudfReader:
     (``compat_mode`` auto). One call matters: on an H200, 16 warm Parquet files read one by one
     ran at 5.7 GiB/s, in one call at 22 GiB/s (cuDF decodes the files' pages together).
     Remote Parquet and ORC: the planned ranges are fetched concurrently (Little's law's
-    requests in flight) into :func:`sparse_copies` of the files, and cuDF decodes them all in
+    requests in flight) into :func:`device_copies` of the files, and cuDF decodes them all in
     one call on the GPU; cuDF 26.10's own remote reader fetched whole files over HTTP (seen on
     an H200: three full GETs for one fragment), which a read must never do. Remote CSV, and
     remote reads with filters (selective: the filter columns first), go through
@@ -201,7 +202,7 @@ class CudfReader:
         else:
             with contextlib.ExitStack() as stack:
                 fetchers = [stack.enter_context(Fetcher(task)) for task in tasks]
-                sources = sparse_copies(tasks, fetchers)
+                sources = device_copies(tasks, fetchers)
             fetched = sum(fetcher.bytes_read for fetcher in fetchers)
             requests = sum(fetcher.requests for fetcher in fetchers)
             frame, rows = first.format.read_cudf(tasks, sources)
@@ -220,39 +221,48 @@ class CudfReader:
                                 time.perf_counter() - start)
 
 
-def sparse_copies(tasks: Sequence[FragmentTask], fetchers: Sequence[Fetcher]
-                  ) -> list[io.BytesIO]:
-    """A copy of each task's remote file holding only what the task reads
-    (:func:`fetch_sparse_copies`): its planned ranges, fetched by one pool of the plan's
-    requests in flight over all the files, and what the plan knows (magic numbers, footer),
-    laid out by the format (:meth:`~gpuframe.io.formats.FileFormat.sparse_layout`). cuDF opens
-    them like the files (without copying them) and decodes on the GPU."""
+def copy_layouts(tasks: Sequence[FragmentTask], fetchers: Sequence[Fetcher]) -> list[CopyJob]:
+    """How each task's remote file is copied for cuDF: its source, the planned ranges (at
+    their own offsets), and the copy's length and known bytes (magic numbers, footer) as the
+    format lays them out (:meth:`~gpuframe.io.formats.FileFormat.sparse_layout`). The layout
+    needs each file's size: asked of all the files at once, one round trip rather than one per
+    file (a HEAD each: 20-50 ms apiece on an object store)."""
+    with ThreadPoolExecutor(min(len(fetchers), 16) or 1,
+                            thread_name_prefix="gpuframe-size") as pool:
+        sizes = list(pool.map(lambda fetcher: fetcher.source.size(), fetchers))
     jobs = []
-    for task, fetcher in zip(tasks, fetchers):
-        length, known = task.format.sparse_layout(task.metadata, fetcher.source.size())
+    for task, fetcher, size in zip(tasks, fetchers, sizes):
+        length, known = task.format.sparse_layout(task.metadata, size)
         jobs.append((fetcher.source,
                      task.format.ranges(task.metadata, task.units, task.file_columns),
                      length, known))
+    return jobs
+
+
+def device_copies(tasks: Sequence[FragmentTask], fetchers: Sequence[Fetcher]) -> list[Any]:
+    """A copy in device memory of each task's remote file holding only what the task reads
+    (:func:`copy_layouts`), fetched by one pool of the plan's requests in flight over all the
+    files (:func:`~gpuframe.io.device.fetch_device_copies`); cuDF decodes them in place."""
     concurrency = tasks[0].concurrency
-    copies = fetch_sparse_copies(jobs, concurrency.requests_in_flight, concurrency.request_size)
+    copies = fetch_device_copies(copy_layouts(tasks, fetchers),
+                                 concurrency.requests_in_flight, concurrency.request_size)
     for task, fetcher in zip(tasks, fetchers):
         fetcher.units_read = len(task.units)
     return copies
 
 
-def fetch_sparse_copies(jobs: Sequence[tuple[Source, Sequence[tuple[int, int]], int,
-                                             Mapping[int, bytes]]],
-                        requests_in_flight: int, request_size: int | None
-                        ) -> list[io.BytesIO]:
+def fetch_sparse_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
+                        request_size: int | None) -> list[io.BytesIO]:
     """A file object per job ``(source, ranges, length, known)``: ``length`` bytes holding
     ``source``'s ``ranges`` at their offsets, fetched straight into place by one pool of
     ``requests_in_flight`` requests over all the jobs (a failed request raises naming its
     file), and the ``known`` bytes at theirs; the rest reads as zeros.
 
-    Each copy is a ``BytesIO`` over a fresh ``bytes(length)`` that it alone holds: CPython
-    then lets ``getbuffer()`` write into those bytes in place (it copies them only while
-    another reference exists), and cuDF reads a ``BytesIO`` through ``getbuffer()`` without a
-    copy. ``bytes(length)`` is ``calloc``'d: above glibc's mmap threshold (32 MiB at most),
+    The CPU reader's copies (:meth:`Fetcher.file`; the GPU's are
+    :func:`device_copies`). Each is a ``BytesIO`` over a fresh ``bytes(length)`` that it alone
+    holds: CPython then lets ``getbuffer()`` write into those bytes in place (it copies them
+    only while another reference exists), and Arrow reads that buffer without a copy.
+    ``bytes(length)`` is ``calloc``'d: above glibc's mmap threshold (32 MiB at most),
     fresh pages that the kernel zeroes when a fetch thread first writes them, and pages never
     written cost nothing; below it, a ``memset`` of recycled heap. (A ``BytesIO`` extended by
     seeking past its end is zeroed whole, serially, before any fetch: 0.85 s of a 1.9 s read

@@ -20,6 +20,8 @@ from gpuframe.io.plan import plan_fragments
 from gpuframe.io.read import (
     READERS,
     Fetcher,
+    copy_layouts,
+    device_copies,
     fetch_sparse_copies,
     fragment_tasks,
     read_csv,
@@ -28,9 +30,9 @@ from gpuframe.io.read import (
     read_parquet_with_report,
     read_plan,
     read_with_report,
-    sparse_copies,
     worker_device_memory,
 )
+from gpuframe.io.device import fetch_staged, request_bytes
 from gpuframe.io.remote import Concurrency, open_source
 
 
@@ -314,8 +316,9 @@ def test_gpu_workers_report_their_device_memory_for_the_budget(dataset_dir):
 
 @pytest.mark.parametrize("name", ["flat/part-0.parquet", "orc/part-0.orc"])
 def test_sparse_copy_of_a_remote_file_reads_like_the_file(dataset_dir, http_server, name):
-    """What the GPU reader hands cuDF for a remote file: only the planned ranges are fetched,
-    and a reader opening the copy gets the units' rows as from the file itself."""
+    """The layout of the copies the GPU reader hands cuDF (:func:`copy_layouts`), built here
+    in host memory: only the planned ranges are fetched, and a reader opening the copy gets
+    the units' rows as from the file itself."""
     kind = name.split("/")[0].replace("flat", "parquet")
     columns = ["name", "id"]
     local = plan_fragments(str(dataset_dir / name), columns, format=kind, partition_bytes=1)
@@ -324,7 +327,7 @@ def test_sparse_copy_of_a_remote_file_reads_like_the_file(dataset_dir, http_serv
     http_server.reset()
     remote_tasks = fragment_tasks(remote)
     fetchers = [Fetcher(task) for task in remote_tasks]
-    copies = sparse_copies(remote_tasks, fetchers)  # every fragment's copy in one go
+    copies = fetch_sparse_copies(copy_layouts(remote_tasks, fetchers), 2, None)  # all at once
     for fetcher, task in zip(fetchers, remote_tasks):
         planned = task.format.ranges(task.metadata, task.units, task.file_columns)
         assert fetcher.bytes_read == sum(n for _, n in planned)
@@ -351,7 +354,7 @@ def test_sparse_copies_hold_the_planned_bytes_and_zeros_elsewhere(dataset_dir, h
                             partition_bytes=1, storage={"requests_in_flight": 3})
     tasks = fragment_tasks(remote)
     fetchers = [Fetcher(task) for task in tasks]
-    copies = sparse_copies(tasks, fetchers)
+    copies = fetch_sparse_copies(copy_layouts(tasks, fetchers), 3, None)
     data = (dataset_dir / name).read_bytes()
     for task, fetcher, copy in zip(tasks, fetchers, copies, strict=True):
         length, known = task.format.sparse_layout(task.metadata, len(data))
@@ -362,7 +365,6 @@ def test_sparse_copies_hold_the_planned_bytes_and_zeros_elsewhere(dataset_dir, h
             expected[offset:offset + len(piece)] = piece
         assert copy.getvalue() == expected
         assert copy.tell() == 0
-        assert fetcher.units_read == len(task.units)
         fetcher.source.close()
 
 
@@ -405,6 +407,68 @@ def test_a_failed_fetch_into_sparse_copies_names_the_file(dataset_dir, http_serv
                                               r"to 'Range: bytes=0-\d+' broke off"):
             fetch_sparse_copies([(good, [(0, 4096)], size, {}),
                                  (broken, [(0, size)], size, {})], 2, None)
+
+
+@pytest.mark.parametrize("name", ["flat/part-0.parquet", "orc/part-0.orc"])
+def test_staged_fetch_builds_what_fetching_in_place_builds(dataset_dir, http_server, name):
+    """The GPU copies' fetch (:func:`fetch_staged`) with host buffers standing in for pinned
+    staging and device memory: requests of at most 4 KiB, through two reused staging buffers,
+    place byte for byte the copies that :func:`fetch_sparse_copies` builds."""
+    kind = name.split("/")[0].replace("flat", "parquet")
+    remote = plan_fragments(f"{http_server.url}/{name}", ["name", "id"], format=kind,
+                            partition_bytes=1, storage={"requests_in_flight": 2})
+    fetchers = [Fetcher(task) for task in fragment_tasks(remote)]
+    jobs = copy_layouts(fragment_tasks(remote), fetchers)
+    expected = [copy.getvalue() for copy in fetch_sparse_copies(jobs, 2, None)]
+    staging = [memoryview(bytearray(request_bytes(jobs, 4096))) for _ in range(2)]
+    copies = [bytearray(length) for _, _, length, _ in jobs]
+    fetched = []  # lengths of what came through the staging buffers (not the known bytes)
+
+    def place(job: int, offset: int, data: memoryview) -> None:
+        copies[job][offset:offset + len(data)] = data
+        if any(data.obj is buffer.obj for buffer in staging):
+            fetched.append(len(data))
+
+    fetch_staged(jobs, 2, 4096, staging, place)
+    assert copies == expected
+    assert len(fetched) > 4 * len(staging) and max(fetched) <= 4096
+    for fetcher in fetchers:
+        fetcher.source.close()
+
+
+def test_a_short_answer_to_a_staged_fetch_names_the_file(tmp_path):
+    path = tmp_path / "short.bin"
+    path.write_bytes(b"x" * 10_000)
+    with open_source(str(path)) as source:
+        with pytest.raises(RemoteError, match=r"short.bin: bytes 8192-12288 ended after 1808"):
+            fetch_staged([(source, [(0, 12_288)], 12_288, {})], 2, 4096,
+                         [memoryview(bytearray(4096)) for _ in range(2)],
+                         lambda job, offset, data: None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["flat/part-0.parquet", "orc/part-0.orc"])
+def test_device_copies_hold_the_planned_and_known_bytes(dataset_dir, http_server, name):
+    """What cuDF decodes on the GPU: every planned range and every known piece at its offset
+    of the file's device buffer, through staging smaller than the ranges."""
+    kind = name.split("/")[0].replace("flat", "parquet")
+    remote = plan_fragments(f"{http_server.url}/{name}", ["id"], format=kind,
+                            partition_bytes=1,
+                            storage={"requests_in_flight": 3, "task_size": 3000})
+    tasks = fragment_tasks(remote)
+    fetchers = [Fetcher(task) for task in tasks]
+    copies = device_copies(tasks, fetchers)
+    data = (dataset_dir / name).read_bytes()
+    for task, fetcher, copy in zip(tasks, fetchers, copies, strict=True):
+        length, known = task.format.sparse_layout(task.metadata, len(data))
+        held = copy.copy_to_host()
+        assert len(held) == length
+        for offset, size in task.format.ranges(task.metadata, task.units, task.file_columns):
+            assert bytes(held[offset:offset + size]) == data[offset:offset + size]
+        for offset, piece in known.items():
+            assert bytes(held[offset:offset + len(piece)]) == piece
+        assert fetcher.units_read == len(task.units)
+        fetcher.source.close()
 
 
 def test_a_bad_file_among_many_is_named_when_workers_read_the_metadata(engine, dataset_dir):

@@ -1,0 +1,89 @@
+"""Remote files copied into device memory, for cuDF to decode where they land.
+
+The GPU reader hands cuDF one copy per remote file holding only the planned ranges
+(:func:`~gpuframe.io.read.device_copies`). Copies in host memory cost twice over: a fresh
+buffer per read pays a page fault per page the fetch writes, and cuDF then moves pageable
+bytes to the device itself. On an H200 host, 1.78 GiB of column chunks over loopback HTTP:
+fetched into fresh host copies 1.01 s, into reused buffers 0.16 s; decoded by cuDF from the
+pageable copies 0.25 s, from the same bytes once pinned 0.056 s. So each request lands in a
+pinned staging buffer that is reused (CuPy's pinned pool keeps them for the next read) and is
+copied from there to its offset in the file's device buffer; cuDF reads device buffers as
+sources (``rmm.DeviceBuffer`` is a pylibcudf span) without another copy.
+"""
+
+from __future__ import annotations
+
+import queue
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import RemoteError
+from .remote import Source, _pieces, _run
+
+CopyJob = tuple[Source, Sequence[tuple[int, int]], int, Mapping[int, bytes]]
+"""One file's copy: (its source, the ranges to fetch at their own offsets, the copy's length,
+bytes already known by offset: magic numbers, footer)."""
+
+
+def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size: int | None,
+                 staging: Sequence[memoryview],
+                 place: Callable[[int, int, memoryview], None]) -> None:
+    """Fetch every job's ranges by ``requests_in_flight`` requests at once, each into a free
+    buffer of ``staging`` (as many as requests in flight, each as long as the longest
+    request: :func:`request_bytes`), then ``place(job, offset, bytes)`` them; the known bytes
+    are placed first. A short answer raises :class:`RemoteError` naming the file and range."""
+    for job, (_, _, _, known) in enumerate(jobs):
+        for offset, data in known.items():
+            place(job, offset, memoryview(data))
+    pieces = [(job, start, length) for job, (_, ranges, _, _) in enumerate(jobs)
+              for _, start, length in _pieces(ranges, requests_in_flight, request_size)]
+    free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
+    for buffer in staging:
+        free.put(buffer)
+
+    def fetch(piece: tuple[int, int, int]) -> None:
+        job, start, length = piece
+        buffer = free.get()
+        try:
+            count = jobs[job][0].read_range_into(start, buffer[:length])
+            if count != length:
+                raise RemoteError(f"{jobs[job][0].path}: bytes {start}-{start + length} ended "
+                                  f"after {count} bytes; the file is shorter than its footer "
+                                  "says")
+            place(job, start, buffer[:length])
+        finally:
+            free.put(buffer)
+
+    _run(pieces, requests_in_flight, fetch)
+
+
+def request_bytes(jobs: Sequence[CopyJob], request_size: int | None) -> int:
+    """The longest request :func:`fetch_staged` makes for ``jobs``."""
+    longest = max((n for _, ranges, _, _ in jobs for _, n in ranges), default=0)
+    return min(longest, request_size) if request_size else longest
+
+
+def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
+                        request_size: int | None) -> list[Any]:
+    """An ``rmm.DeviceBuffer`` per job, ``length`` bytes holding the job's ranges and known
+    bytes at their offsets (:func:`fetch_staged` through pinned buffers); the rest is
+    whatever the allocation held, which a reader of the planned units never touches."""
+    import cupy
+    import rmm
+
+    copies = [rmm.DeviceBuffer(size=length) for _, _, length, _ in jobs]
+    pieces = sum(len(_pieces(ranges, requests_in_flight, request_size))
+                 for _, ranges, _, _ in jobs)
+    size = request_bytes(jobs, request_size)
+    pinned = [cupy.cuda.alloc_pinned_memory(max(1, size))
+              for _ in range(max(1, min(requests_in_flight, pieces)))]
+    staging = [memoryview(np.frombuffer(p, np.uint8, size)) for p in pinned]
+
+    def place(job: int, offset: int, data: memoryview) -> None:
+        host = np.frombuffer(data, np.uint8)
+        cupy.cuda.runtime.memcpy(copies[job].ptr + offset, host.ctypes.data, host.nbytes,
+                                 cupy.cuda.runtime.memcpyHostToDevice)
+
+    fetch_staged(jobs, requests_in_flight, request_size, staging, place)
+    return copies
