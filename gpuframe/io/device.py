@@ -9,6 +9,10 @@ pageable copies 0.25 s, from the same bytes once pinned 0.056 s. So each request
 pinned staging buffer that is reused (CuPy's pinned pool keeps them for the next read) and is
 copied from there to its offset in the file's device buffer; cuDF reads device buffers as
 sources (``rmm.DeviceBuffer`` is a pylibcudf span) without another copy.
+
+A copy is as long as the file (the planned ranges sit at their own offsets), so where the read
+skips columns its device buffer holds gaps: :func:`copy_batches` bounds what the copies of one
+cuDF call take together.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ import numpy as np
 
 from .errors import RemoteError
 from .remote import Source, _pieces, _run
+
+COPY_SLACK = 2**30
+"""Device bytes a batch of copies may always take (:func:`copy_batches`): small reads go in one
+cuDF call whatever their gaps."""
 
 CopyJob = tuple[Source, Sequence[tuple[int, int]], int, Mapping[int, bytes]]
 """One file's copy: (its source, the ranges to fetch at their own offsets, the copy's length,
@@ -56,6 +64,26 @@ def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size:
             free.put(buffer)
 
     _run(pieces, requests_in_flight, fetch)
+
+
+def copy_batches(jobs: Sequence[CopyJob]) -> list[list[int]]:
+    """The jobs in runs of consecutive ones, each decoded by one cuDF call, whose copies take
+    together at most twice the bytes all the jobs fetch, or :data:`COPY_SLACK` if more (a job
+    whose copy alone is larger is a run alone). Reading every column, the copies are about as
+    long as what they fetch, and one call decodes every file at once; reading few columns of
+    many files, the gaps between their chunks never add up to more than the budget."""
+    fetched = sum(n for _, ranges, _, _ in jobs for _, n in ranges)
+    budget = max(2 * fetched, COPY_SLACK)
+    batches: list[list[int]] = []
+    held = 0
+    for index, (_, _, length, _) in enumerate(jobs):
+        if batches and held + length <= budget:
+            batches[-1].append(index)
+            held += length
+        else:
+            batches.append([index])
+            held = length
+    return batches
 
 
 def request_bytes(jobs: Sequence[CopyJob], request_size: int | None) -> int:

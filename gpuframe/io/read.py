@@ -19,8 +19,8 @@ between formats is asked of the plan's :class:`~gpuframe.io.formats.FileFormat`:
   the units where some row survived.
 - cudf backend (:class:`CudfReader`): cuDF's reader (``read_parquet``, ``read_orc``,
   ``read_csv`` with ``byte_range``), one call per partition, with KvikIO's thread count and
-  task size set from the same numbers; remote Parquet and ORC as :func:`device_copies`; cuDF
-  is imported only on the workers that run it.
+  task size set from the same numbers; remote Parquet and ORC decoded from copies in device
+  memory (:func:`read_device_copies`); cuDF is imported only on the workers that run it.
 
 Every worker reports what it fetched as a Dask event (topic ``gpuframe-read``); the client folds
 them into a :class:`ReadReport`: bytes read against bytes of the result's columns.
@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..backend import get_backend
-from .device import CopyJob, fetch_device_copies
+from .device import CopyJob, copy_batches, fetch_device_copies
 from .formats import FileFormat, format_for
 from .plan import ReadPlan, measure_here, plan_fragments, read_metadata_each
 from .remote import (
@@ -167,8 +167,8 @@ class CudfReader:
     (``compat_mode`` auto). One call matters: on an H200, 16 warm Parquet files read one by one
     ran at 5.7 GiB/s, in one call at 22 GiB/s (cuDF decodes the files' pages together).
     Remote Parquet and ORC: the planned ranges are fetched concurrently (Little's law's
-    requests in flight) into :func:`device_copies` of the files, and cuDF decodes them all in
-    one call on the GPU; cuDF 26.10's own remote reader fetched whole files over HTTP (seen on
+    requests in flight) into copies of the files in device memory, which cuDF decodes in one
+    call (:func:`read_device_copies`); cuDF 26.10's own remote reader fetched whole files over HTTP (seen on
     an H200: three full GETs for one fragment), which a read must never do. Remote CSV, and
     remote reads with filters (selective: the filter columns first), go through
     :class:`ArrowReader` and are moved to the GPU.
@@ -202,10 +202,9 @@ class CudfReader:
         else:
             with contextlib.ExitStack() as stack:
                 fetchers = [stack.enter_context(Fetcher(task)) for task in tasks]
-                sources = device_copies(tasks, fetchers)
+                frame, rows = read_device_copies(tasks, fetchers)
             fetched = sum(fetcher.bytes_read for fetcher in fetchers)
             requests = sum(fetcher.requests for fetcher in fetchers)
-            frame, rows = first.format.read_cudf(tasks, sources)
         for name in first.partition_schema.names:
             column = pa.chunked_array(
                 [_constant(dict(task.partition)[name], first.partition_schema.field(name).type,
@@ -239,16 +238,28 @@ def copy_layouts(tasks: Sequence[FragmentTask], fetchers: Sequence[Fetcher]) -> 
     return jobs
 
 
-def device_copies(tasks: Sequence[FragmentTask], fetchers: Sequence[Fetcher]) -> list[Any]:
-    """A copy in device memory of each task's remote file holding only what the task reads
-    (:func:`copy_layouts`), fetched by one pool of the plan's requests in flight over all the
-    files (:func:`~gpuframe.io.device.fetch_device_copies`); cuDF decodes them in place."""
+def read_device_copies(tasks: Sequence[FragmentTask], fetchers: Sequence[Fetcher]
+                       ) -> tuple[Any, list[int]]:
+    """The tasks' remote files decoded by cuDF from copies in device memory holding only what
+    the tasks read (:func:`copy_layouts`), and the rows each task gave. Each batch of files
+    (:func:`~gpuframe.io.device.copy_batches`: all of them, unless gaps between skipped
+    columns would make the copies too large) is fetched by one pool of the plan's requests in
+    flight (:func:`~gpuframe.io.device.fetch_device_copies`) and decoded in one call."""
+    import cudf
+
+    jobs = copy_layouts(tasks, fetchers)
     concurrency = tasks[0].concurrency
-    copies = fetch_device_copies(copy_layouts(tasks, fetchers),
-                                 concurrency.requests_in_flight, concurrency.request_size)
+    frames, rows = [], []
+    for batch in copy_batches(jobs):
+        copies = fetch_device_copies([jobs[i] for i in batch], concurrency.requests_in_flight,
+                                     concurrency.request_size)
+        frame, counts = tasks[0].format.read_cudf([tasks[i] for i in batch], copies)
+        del copies  # before the next batch's are allocated
+        frames.append(frame)
+        rows.extend(counts)
     for task, fetcher in zip(tasks, fetchers):
         fetcher.units_read = len(task.units)
-    return copies
+    return (frames[0] if len(frames) == 1 else cudf.concat(frames, ignore_index=True)), rows
 
 
 def fetch_sparse_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
@@ -258,9 +269,9 @@ def fetch_sparse_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
     ``requests_in_flight`` requests over all the jobs (a failed request raises naming its
     file), and the ``known`` bytes at theirs; the rest reads as zeros.
 
-    The CPU reader's copies (:meth:`Fetcher.file`; the GPU's are
-    :func:`device_copies`). Each is a ``BytesIO`` over a fresh ``bytes(length)`` that it alone
-    holds: CPython then lets ``getbuffer()`` write into those bytes in place (it copies them
+    The CPU reader's copies (:meth:`Fetcher.file`; the GPU's are in device memory,
+    :func:`read_device_copies`). Each is a ``BytesIO`` over a fresh ``bytes(length)`` that it
+    alone holds: CPython then lets ``getbuffer()`` write into those bytes in place (it copies them
     only while another reference exists), and Arrow reads that buffer without a copy.
     ``bytes(length)`` is ``calloc``'d: above glibc's mmap threshold (32 MiB at most),
     fresh pages that the kernel zeroes when a fetch thread first writes them, and pages never

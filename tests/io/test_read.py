@@ -21,7 +21,6 @@ from gpuframe.io.read import (
     READERS,
     Fetcher,
     copy_layouts,
-    device_copies,
     fetch_sparse_copies,
     fragment_tasks,
     read_csv,
@@ -32,7 +31,14 @@ from gpuframe.io.read import (
     read_with_report,
     worker_device_memory,
 )
-from gpuframe.io.device import fetch_staged, request_bytes
+from gpuframe.io import device
+from gpuframe.io.device import (
+    COPY_SLACK,
+    copy_batches,
+    fetch_device_copies,
+    fetch_staged,
+    request_bytes,
+)
 from gpuframe.io.remote import Concurrency, open_source
 
 
@@ -305,6 +311,25 @@ def test_cudf_reader_reads_remote_files_by_ranges(dataset_dir, http_server):
 
 
 @pytest.mark.gpu
+def test_cudf_reader_decodes_remote_files_in_batches_when_gaps_would_take_memory(
+        dataset_dir, http_server, monkeypatch):
+    """One column of several files, with no slack: the copies' gaps exceed the budget, so the
+    files are decoded in several cuDF calls, and the frame is the one a single call gives."""
+    monkeypatch.setattr(device, "COPY_SLACK", 1)
+    urls = [f"{http_server.url}/flat/part-{i}.parquet" for i in range(2)]
+    plan = plan_fragments(urls, ["id"], storage={"requests_in_flight": 2})
+    tasks = fragment_tasks(plan)
+    jobs = [(None, task.format.ranges(task.metadata, task.units, task.file_columns),
+             len((dataset_dir / "flat" / f"part-{i}.parquet").read_bytes()), {})
+            for i, task in enumerate(tasks)]
+    assert len(copy_batches(jobs)) == len(tasks) > 1
+    expected, _ = READERS["pandas"]().read("k", tasks)
+    got, stats = READERS["cudf"]().read("k", tasks)
+    pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
+    assert stats.rows == expected.num_rows
+
+
+@pytest.mark.gpu
 def test_gpu_workers_report_their_device_memory_for_the_budget(dataset_dir):
     with gpuframe.start_cluster(backend="cudf", protocol="tcp") as gpu_engine:
         memory = worker_device_memory(gpu_engine)
@@ -436,6 +461,21 @@ def test_staged_fetch_builds_what_fetching_in_place_builds(dataset_dir, http_ser
         fetcher.source.close()
 
 
+def test_copy_batches_bound_the_device_memory_of_one_cudf_call():
+    def jobs(*shapes: tuple[int, int]) -> list:  # (bytes fetched, copy length) per file
+        return [(None, [(0, fetched)], length, {}) for fetched, length in shapes]
+
+    gib = 2**30
+    # every column read: the copies are about what is fetched, one call for every file
+    assert copy_batches(jobs(*[(gib, gib + 100)] * 8)) == [list(range(8))]
+    # one column of four: runs whose copies stay within twice all the fetched bytes
+    few = copy_batches(jobs(*[(gib, 4 * gib)] * 8))
+    assert few == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # a copy larger than the budget alone; small reads always one call
+    assert copy_batches(jobs((gib, 5 * gib), (gib // 2, gib))) == [[0], [1]]
+    assert copy_batches(jobs(*[(100, COPY_SLACK // 8)] * 8)) == [list(range(8))]
+
+
 def test_a_short_answer_to_a_staged_fetch_names_the_file(tmp_path):
     path = tmp_path / "short.bin"
     path.write_bytes(b"x" * 10_000)
@@ -457,7 +497,7 @@ def test_device_copies_hold_the_planned_and_known_bytes(dataset_dir, http_server
                             storage={"requests_in_flight": 3, "task_size": 3000})
     tasks = fragment_tasks(remote)
     fetchers = [Fetcher(task) for task in tasks]
-    copies = device_copies(tasks, fetchers)
+    copies = fetch_device_copies(copy_layouts(tasks, fetchers), 3, 3000)
     data = (dataset_dir / name).read_bytes()
     for task, fetcher, copy in zip(tasks, fetchers, copies, strict=True):
         length, known = task.format.sparse_layout(task.metadata, len(data))
@@ -467,7 +507,6 @@ def test_device_copies_hold_the_planned_and_known_bytes(dataset_dir, http_server
             assert bytes(held[offset:offset + size]) == data[offset:offset + size]
         for offset, piece in known.items():
             assert bytes(held[offset:offset + len(piece)]) == piece
-        assert fetcher.units_read == len(task.units)
         fetcher.source.close()
 
 
