@@ -10,8 +10,8 @@ it reads the dataset onto the workers with
             when the script plans, before anything is timed)
   T x S     each fixed setting of --threads (requests in flight per fragment) and --task-sizes
   raw       the same byte ranges (every column chunk the plan reads) fetched by --raw-threads
-            threads in this process into reused buffers, with no decoding: the store's limit
-            for these bytes
+            threads in requests of --raw-sizes, in this process, into reused buffers, with no
+            decoding: the store's limit for these bytes is the best of them
 
 and prints a Markdown table per store: seconds, GiB/s of planned bytes, and each setting's time
 relative to untuned (above 1.00x: untuned is faster).
@@ -201,6 +201,7 @@ def main() -> None:
     parser.add_argument("--threads", default="1,4,16,64", help="requests in flight per task")
     parser.add_argument("--task-sizes", default="256KiB,1MiB,4MiB,16MiB")
     parser.add_argument("--raw-threads", default="16,64")
+    parser.add_argument("--raw-sizes", default="4MiB,16MiB")
     parser.add_argument("--repeats", type=int, default=3,
                         help="rounds over every setting; each setting's median (or min)")
     parser.add_argument("--statistic", choices=["median", "min"], default="median",
@@ -256,9 +257,11 @@ def main() -> None:
                     runs[f"gpuframe {threads} x {size}"] = (
                         lambda t=int(threads), s=parse_bytes(size):
                         read(requests_in_flight=t, task_size=s))
-                for threads in args.raw_threads.split(","):
-                    runs[f"raw range reads, {threads} threads x 4MiB"] = (
-                        lambda t=int(threads): raw_ranges(urls, ranges, storage, t, 4 * 2**20))
+                for threads, size in product(args.raw_threads.split(","),
+                                             args.raw_sizes.split(",")):
+                    runs[f"raw range reads, {threads} threads x {size}"] = (
+                        lambda t=int(threads), s=parse_bytes(size):
+                        raw_ranges(urls, ranges, storage, t, s))
                 results = list(timed(runs, args.repeats, args.statistic).items())
                 untuned = results[0][1]
                 best_fixed = min(s for n, s in results if n.startswith("gpuframe ") and
