@@ -1,14 +1,15 @@
 """Remote files copied into device memory, for cuDF to decode where they land.
 
 The GPU reader hands cuDF one copy per remote file holding only the planned ranges
-(:func:`~gpuframe.io.read.device_copies`). Copies in host memory cost twice over: a fresh
+(:func:`~gpuframe.io.read.read_device_copies`). Copies in host memory cost twice over: a fresh
 buffer per read pays a page fault per page the fetch writes, and cuDF then moves pageable
 bytes to the device itself. On an H200 host, 1.78 GiB of column chunks over loopback HTTP:
 fetched into fresh host copies 1.01 s, into reused buffers 0.16 s; decoded by cuDF from the
 pageable copies 0.25 s, from the same bytes once pinned 0.056 s. So each request lands in a
 pinned staging buffer that is reused (CuPy's pinned pool keeps them for the next read) and is
 copied from there to its offset in the file's device buffer; cuDF reads device buffers as
-sources (``rmm.DeviceBuffer`` is a pylibcudf span) without another copy.
+sources (``rmm.DeviceBuffer`` is a pylibcudf span) without another copy: fetched in 0.19 s,
+decoded in 0.019 s.
 
 A copy is as long as the file (the planned ranges sit at their own offsets), so where the read
 skips columns its device buffer holds gaps: :func:`copy_batches` bounds what the copies of one
@@ -29,6 +30,10 @@ COPY_SLACK = 2**30
 """Device bytes a batch of copies may always take (:func:`copy_batches`): small reads go in one
 cuDF call whatever their gaps."""
 
+STAGING_BYTES = 2**30
+"""Pinned staging that one fetch may take (fewer requests at once where the plan's would need
+more: 64 of 64 MiB would pin 4 GiB). CuPy's pinned pool keeps it for the next read."""
+
 CopyJob = tuple[Source, Sequence[tuple[int, int]], int, Mapping[int, bytes]]
 """One file's copy: (its source, the ranges to fetch at their own offsets, the copy's length,
 bytes already known by offset: magic numbers, footer)."""
@@ -38,9 +43,10 @@ def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size:
                  staging: Sequence[memoryview],
                  place: Callable[[int, int, memoryview], None]) -> None:
     """Fetch every job's ranges by ``requests_in_flight`` requests at once, each into a free
-    buffer of ``staging`` (as many as requests in flight, each as long as the longest
-    request: :func:`request_bytes`), then ``place(job, offset, bytes)`` them; the known bytes
-    are placed first. A short answer raises :class:`RemoteError` naming the file and range."""
+    buffer of ``staging`` (each as long as the longest request, :func:`request_bytes`; fewer
+    buffers than requests in flight hold the requests to their number), then
+    ``place(job, offset, bytes)`` them; the known bytes are placed first. A short answer raises
+    :class:`RemoteError` naming the file and range."""
     for job, (_, _, _, known) in enumerate(jobs):
         for offset, data in known.items():
             place(job, offset, memoryview(data))
@@ -95,8 +101,9 @@ def request_bytes(jobs: Sequence[CopyJob], request_size: int | None) -> int:
 def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
                         request_size: int | None) -> list[Any]:
     """An ``rmm.DeviceBuffer`` per job, ``length`` bytes holding the job's ranges and known
-    bytes at their offsets (:func:`fetch_staged` through pinned buffers); the rest is
-    whatever the allocation held, which a reader of the planned units never touches."""
+    bytes at their offsets (:func:`fetch_staged` through pinned buffers, at most
+    :data:`STAGING_BYTES` of them); the rest is whatever the allocation held, which a reader of
+    the planned units never touches."""
     import cupy
     import rmm
 
@@ -104,8 +111,8 @@ def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
     pieces = sum(len(_pieces(ranges, requests_in_flight, request_size))
                  for _, ranges, _, _ in jobs)
     size = request_bytes(jobs, request_size)
-    pinned = [cupy.cuda.alloc_pinned_memory(max(1, size))
-              for _ in range(max(1, min(requests_in_flight, pieces)))]
+    buffers = min(requests_in_flight, pieces, STAGING_BYTES // max(1, size))
+    pinned = [cupy.cuda.alloc_pinned_memory(max(1, size)) for _ in range(max(1, buffers))]
     staging = [memoryview(np.frombuffer(p, np.uint8, size)) for p in pinned]
 
     def place(job: int, offset: int, data: memoryview) -> None:

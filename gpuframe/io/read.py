@@ -173,8 +173,9 @@ class CudfReader:
     ran at 5.7 GiB/s, in one call at 22 GiB/s (cuDF decodes the files' pages together).
     Remote Parquet and ORC: the planned ranges are fetched concurrently (Little's law's
     requests in flight) into copies of the files in device memory, which cuDF decodes in one
-    call (:func:`read_device_copies`); cuDF 26.10's own remote reader fetched whole files over HTTP (seen on
-    an H200: three full GETs for one fragment), which a read must never do. Remote CSV, and
+    call (:func:`read_device_copies`); cuDF 26.10's own remote reader fetched whole files over
+    HTTP (seen on an H200: three full GETs for one fragment), which a read must never do.
+    Remote CSV, and
     remote reads with filters (selective: the filter columns first), go through
     :class:`ArrowReader` and are moved to the GPU.
     """
