@@ -175,9 +175,8 @@ class CudfReader:
     requests in flight) into copies of the files in device memory, which cuDF decodes in one
     call (:func:`read_device_copies`); cuDF 26.10's own remote reader fetched whole files over
     HTTP (seen on an H200: three full GETs for one fragment), which a read must never do.
-    Remote CSV, and
-    remote reads with filters (selective: the filter columns first), go through
-    :class:`ArrowReader` and are moved to the GPU.
+    Remote CSV, and remote reads with filters (selective: the filter columns first), go
+    through :class:`ArrowReader` and are moved to the GPU.
     """
 
     def read(self, key: str, tasks: Sequence[FragmentTask]) -> tuple[Any, ReadStats]:
