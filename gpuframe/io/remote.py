@@ -6,7 +6,8 @@ last 64 KiB of a remote file), and the read step fetches the column chunks it ne
 :func:`read_ranges`, many requests in flight, never the whole file. How many requests, and of
 what size, follows Little's law (:func:`choose_concurrency`, from what :func:`probe_storage`
 measured where the reads run): requests large enough that latency is a small part of each, and
-enough of them in flight to cover the store's bandwidth times its latency.
+enough of them in flight to cover the store's bandwidth times the time each request takes while
+the store delivers that bandwidth.
 
 Options live in :class:`StorageOptions`, resolved by :func:`storage_options` from defaults, then
 ``GPUFRAME_<FIELD>`` environment variables, then the call's keywords.
@@ -38,21 +39,27 @@ from .errors import (
 
 FOOTER_PROBE = 64 * 2**10
 BANDWIDTH_PROBE = 4 * 2**20
-"""Bytes of each bandwidth probe (at most half the file): long enough that transfer, not
-latency, dominates on a fast store."""
+"""Bytes of each read that measures one request's rate alone (at most half the file): long
+enough that transfer, not latency, dominates on a fast store."""
 PARALLEL_PROBES = 32
 """The most concurrent reads that measure what a store serves to many requests at once: the
 probe doubles them from 2 while the store's rate still grows (:data:`PROBE_GAIN`)."""
 PROBE_GAIN = 1.15
 """Doubling the concurrent probes must raise the measured rate this much to go on."""
-PROBE_STEP_BYTES = 8 * BANDWIDTH_PROBE
-"""The most bytes one round of concurrent probes reads in all (past 8 probes, each reads less),
-so that a round on a slow store stays short."""
+PROBE_READ_BYTES = 16 * 2**20
+"""The largest read of the probe's concurrent steps, which read requests of the size chosen
+for the store (:func:`choose_request_size`) up to this, however many run at once. Reads that
+shrank as they multiplied (32 MiB in all a round: 2 MiB each at 16, 1 MiB at 32) measured a
+Python server's ~1000 requests a second, not its bandwidth: 6.7 GB/s of a loopback server
+from which 16 requests of 16 MiB got 12 (H200 host)."""
+PROBE_MEMORY = 256 * 2**20
+"""The most buffer memory one concurrent step reads into: past it, reads at once share buffers
+(their bytes are thrown away), so 32 reads of 16 MiB need 256 MiB, not 512."""
 PROBE_STEP_SECONDS = 0.1
 """The least time each probe step reads for, its reads repeated until then: a single round of
-32 MiB lasts 16 ms at 2 GB/s, short enough that noise decided where the ramp stopped. The six
-steps (1 to 32 reads at once) so take about 0.6 s, once per store and process, and read what
-the store serves in that time (~1.2 GB at 2 GB/s)."""
+32 MiB lasts 16 ms at 2 GB/s, short enough that noise decided where the ramp stopped. Each
+step (one read alone, then 2 to 32 at once) so takes 0.1 s, up to one read's time more, once
+per store and process."""
 DEFAULT_REQUEST_SIZE = 4 * 2**20
 """Request size where nothing was measured (``requests_in_flight`` set, no ``task_size``)."""
 MIN_REQUEST_SIZE = 2**20
@@ -661,13 +668,33 @@ def _run(pieces: list[tuple[int, int, int]], max_in_flight: int, fetch: Any) -> 
 
 @dataclass(frozen=True)
 class StoreProbe:
-    """What one process measured of a store: the time to first byte of a small read
-    (``latency_s``), one request's transfer rate (``stream_bandwidth``) and the most that
-    requests at once got together (``bandwidth``), all in bytes/s."""
+    """What one process measured of a store (:func:`probe_storage`), rates in bytes/s.
+
+    ``latency_s``: the time to first byte of a small read; ``stream_bandwidth``: one request's
+    transfer rate when it is the only one; ``bandwidth``: what ``requests_at_once`` reads of
+    ``request_size`` bytes got together at the knee of the probe's curve, where doubling them
+    stopped paying, each taking ``request_seconds`` on average there. Little's law holds at the
+    knee: ``requests_at_once = bandwidth x request_seconds / request_size``."""
 
     latency_s: float
     stream_bandwidth: float
     bandwidth: float
+    request_seconds: float = 0.0
+    """Mean seconds one request took at the knee; 0: not measured (as one request alone)."""
+    request_size: int = 0
+    """Bytes of each read at the knee."""
+    requests_at_once: int = 1
+    """Reads at once at the knee."""
+
+    @property
+    def loaded_bandwidth(self) -> float:
+        """One request's transfer rate while the store delivers :attr:`bandwidth`: its time at
+        the knee less one latency (at least a tenth of it, when the two are too close to tell
+        apart). Below :attr:`stream_bandwidth` where requests at once slow each other down."""
+        if self.request_seconds <= 0 or self.request_size <= 0:
+            return self.stream_bandwidth
+        transfer = max(self.request_seconds - self.latency_s, self.request_seconds / 10)
+        return self.request_size / transfer
 
 
 @dataclass(frozen=True)
@@ -676,12 +703,17 @@ class Concurrency:
 
     Little's law: requests in flight = rate x time each spends in flight. ``readers`` tasks
     read at once (every worker thread) and share the store's ``bandwidth``, so each task's
-    share serves ``share / request_size`` requests a second; each request spends ``latency``
-    waiting and ``request_size / stream_bandwidth`` transferring (one request alone gets
-    ``stream_bandwidth``). So ``share / stream_bandwidth + latency * share / request_size``
-    requests keep a task's share busy: more when one stream cannot fill it, more when latency
-    is long. The request size itself is chosen first, so that latency is at most
-    :data:`LATENCY_SHARE` of each request's time (:func:`choose_request_size`).
+    share serves ``share / request_size`` requests a second. Each request spends ``latency``
+    waiting and ``request_size / stream_bandwidth`` transferring, where ``stream_bandwidth`` is
+    one request's rate *while the store delivers its bandwidth*, measured at the knee of the
+    probe's curve (:attr:`StoreProbe.loaded_bandwidth`), not alone: requests at once slow each
+    other down (3 requests of a loopback server that gave one alone 2.5 GB/s got ~1 GB/s each,
+    H200 host), and the rate alone chose 3 requests where 16 read 4x as fast. So
+    ``share / stream_bandwidth + latency * share / request_size`` requests keep a task's share
+    busy; at the probe's request size they add up, over all readers, to the reads at once at
+    its knee. The request size itself is chosen first, from latency and the rate of one request
+    alone (``alone_bandwidth``), so that latency is at most :data:`LATENCY_SHARE` of each
+    request's time (:func:`choose_request_size`).
     """
 
     latency_s: float
@@ -690,13 +722,19 @@ class Concurrency:
     request_size: int
     source: str = "measured"
     stream_bandwidth: float = 0.0
-    """One request's transfer rate; 0: the same as :attr:`bandwidth`."""
+    """One request's transfer rate while the store delivers :attr:`bandwidth`; 0: the same as
+    :attr:`bandwidth`."""
     readers: int = 1
     """Tasks reading at once, each with :attr:`requests_in_flight` requests; they share
     :attr:`bandwidth`."""
     mean_request: int = 0
     """The mean request a plan makes, when its ranges are shorter than :attr:`request_size`
     (:func:`fit_to_ranges`); 0: not fitted."""
+    alone_bandwidth: float = 0.0
+    """One request's transfer rate with no other request at once; 0: not measured."""
+    probed_at_once: int = 0
+    """Reads at once, over all probes, where the store's rate stopped growing; 0: not
+    measured."""
 
     @property
     def bytes_in_flight(self) -> int:
@@ -713,12 +751,16 @@ class Concurrency:
                     f"{_human(self.request_size)} in flight>")
         stream = self.stream_bandwidth or self.bandwidth
         readers = f" over {self.readers} readers" if self.readers > 1 else ""
+        alone = (f"{self.alone_bandwidth / 1e6:.1f} MB/s per request alone, "
+                 if self.alone_bandwidth else "")
+        knee = f" at {self.probed_at_once} at once" if self.probed_at_once else ""
         mean = (f" ({_human(self.mean_request)} on average for this plan)"
                 if self.mean_request else "")
         return (f"<Concurrency measured: latency {self.latency_s * 1e6:.0f} us, "
-                f"bandwidth {self.bandwidth / 1e6:.1f} MB/s{readers} ({stream / 1e6:.1f} MB/s "
-                f"per request) -> {self.requests_in_flight} requests of "
-                f"{_human(self.request_size)}{mean} in flight>")
+                f"bandwidth {self.bandwidth / 1e6:.1f} MB/s{readers}{knee} ({alone}"
+                f"{stream / 1e6:.1f} MB/s per request{' under load' if alone else ''}) -> "
+                f"{self.requests_in_flight} requests of {_human(self.request_size)}{mean} "
+                f"in flight>")
 
 
 def _human(nbytes: float) -> str:
@@ -732,7 +774,8 @@ def _human(nbytes: float) -> str:
 def littles_law(latency_s: float, bandwidth: float, request_size: int,
                 max_in_flight: int, stream_bandwidth: float | None = None) -> tuple[int, int]:
     """(requests in flight, request size) that keep a store of ``bandwidth`` busy; see
-    :class:`Concurrency`. ``stream_bandwidth``: one request's rate (default ``bandwidth``).
+    :class:`Concurrency`. ``stream_bandwidth``: one request's transfer rate while the store
+    delivers ``bandwidth`` (default ``bandwidth``).
 
     When more than ``max_in_flight`` requests would be needed, requests grow instead, so the
     bytes in flight still cover ``bandwidth * latency_s``.
@@ -777,24 +820,30 @@ def choose_concurrency(probes: Sequence[StoreProbe], storage: StorageOptions,
     """Requests in flight and their size from probes made at once by each reading process.
 
     The probes ran concurrently (one per worker), so each saw the store shared as it will be
-    during the read: the store's bandwidth is their sum, and latency and one request's rate
-    are their medians. ``readers``: the tasks that will read at once (default: one per
-    probe); each gets ``bandwidth / readers``. A ``task_size`` option fixes the request size.
+    during the read: the store's bandwidth is the sum of what each got at its knee; latency,
+    one request's rate alone and one request's rate under that load
+    (:attr:`StoreProbe.loaded_bandwidth`) are their medians. ``readers``: the tasks that will
+    read at once (default: one per probe); each gets ``bandwidth / readers``, and as many
+    requests as Little's law asks for that share with the loaded rate (:func:`littles_law`),
+    so that at the probes' request size all readers together keep as many requests in flight
+    as the probes had at their knee. A ``task_size`` option fixes the request size.
     """
     if not probes:
         raise OptionError("choose_concurrency needs at least one probe")
     latency = _median([p.latency_s for p in probes])
-    stream = _median([p.stream_bandwidth for p in probes])
+    alone = _median([p.stream_bandwidth for p in probes])
+    loaded = _median([p.loaded_bandwidth for p in probes])
     bandwidth = sum(p.bandwidth for p in probes)
     readers = max(1, readers or len(probes))
     share = bandwidth / readers
-    stream = min(stream, share) if share > 0 else stream
-    size = storage.task_size or choose_request_size(latency, stream, share / stream
-                                                    if stream > 0 else 1.0, fragment_bytes)
+    streams = share / loaded if loaded > 0 else 1.0
+    size = storage.task_size or choose_request_size(latency, min(alone, share) if share > 0
+                                                    else alone, streams, fragment_bytes)
     count, request_size = littles_law(latency, share, size, storage.max_requests_in_flight,
-                                      stream)
-    return Concurrency(latency, bandwidth, count, request_size, stream_bandwidth=stream,
-                       readers=readers)
+                                      loaded)
+    return Concurrency(latency, bandwidth, count, request_size, stream_bandwidth=loaded,
+                       readers=readers, alone_bandwidth=alone,
+                       probed_at_once=sum(p.requests_at_once for p in probes))
 
 
 def fit_to_ranges(concurrency: Concurrency, lengths: Sequence[int],
@@ -875,16 +924,25 @@ def measure_storage(source: Source, storage: StorageOptions | None = None, probe
 
 def probe_storage(source: Source, storage: StorageOptions | None = None,
                   probes: int = 3) -> StoreProbe:
-    """Latency and bandwidth of ``source``'s store, from a few first reads in this process.
+    """Latency, one request's rate, and the knee of the store's rate against requests at once,
+    from a few first reads in this process.
 
-    Latency is the fastest of ``probes`` 4 KiB reads; one request's rate comes from reads of
-    :data:`BANDWIDTH_PROBE` bytes (at least ``task_size``, at most half the file) one after
-    another, less that latency each; the store's bandwidth from such reads at once, 2, 4, 8...
-    of them (up to :data:`PARALLEL_PROBES` and the requests-in-flight limit) while doubling them
-    still raises the rate by :data:`PROBE_GAIN`. Each step reads for :data:`PROBE_STEP_SECONDS`
-    (:data:`PROBE_STEP_BYTES` a round). A fixed 8 measured 898 MB/s of a loopback HTTP server
-    from which 16 readers got 2.1 GB/s (H200 host): Little's law then chose 2 requests in
-    flight, and the read went at 0.64x of 16 requests'."""
+    Latency is the fastest of ``probes`` 4 KiB reads; one request's rate alone comes from reads
+    of :data:`BANDWIDTH_PROBE` bytes (at least ``task_size``) one after another, less that
+    latency each. From those two the request size (:func:`choose_request_size`, or
+    ``task_size``; at most :data:`PROBE_READ_BYTES` and half the file), and reads of that size,
+    2, 4, 8... at once (up to :data:`PARALLEL_PROBES` and the requests-in-flight limit), while
+    doubling them still raises the rate by :data:`PROBE_GAIN`. The knee is the last count that
+    raised it: its rate and the mean time of one read there go into the probe, so Little's law can
+    use the response time under load (:class:`Concurrency`). One read alone is not timed again
+    at that size: latency plus its transfer at the rate alone.
+
+    Each step reads for :data:`PROBE_STEP_SECONDS`, and its last reads end up to one read's
+    time later (~16 latencies, by the request size's rule); at most 6 steps, one past the
+    knee. Peak memory: the buffers of one step, at most :data:`PROBE_MEMORY` (256 MiB; 32 reads
+    of 8 MiB or less take 32 x their size). On a 16-core H200 host a loopback HTTP server gave
+    one 4 MiB read alone 2.5 GB/s and 16 of 16 MiB at once 12 GB/s; the rate alone in Little's
+    law chose 3 requests of 32 MiB (2.9 GiB/s, 0.25x of 16 x 16 MiB)."""
     storage = storage or storage_options()
     size = source.size()
     probe = min(4096, size)
@@ -894,22 +952,27 @@ def probe_storage(source: Source, storage: StorageOptions | None = None,
         source.read_range(min(i * probe, max(0, size - probe)), probe)
         latencies.append(time.perf_counter() - start)
     latency = min(latencies)
-    length = min(max(storage.task_size or 0, BANDWIDTH_PROBE), max(probe, size // 2))
-    stream = _transfer_rate(source, [0], length, latency)
+    half = max(probe, size // 2)
+    length = min(max(storage.task_size or 0, BANDWIDTH_PROBE), PROBE_READ_BYTES, half)
+    stream = _transfer_rate(source, length, latency)
+    each = min(storage.task_size or choose_request_size(latency, stream), PROBE_READ_BYTES,
+               half)
+    if each <= 0 or stream <= 0:  # an empty file: nothing to time
+        return StoreProbe(latency, stream, stream)
+    seconds = latency + each / stream
+    bandwidth, knee = each / seconds, 1
     most = min(PARALLEL_PROBES, storage.max_requests_in_flight)
-    span = max(1, size - length + 1)
-    bandwidth, together = stream, 2
+    span = max(1, size - each + 1)
+    together = 2
     while together <= most:
-        each = max(probe, min(length, PROBE_STEP_BYTES // together))
         offsets = [(i * each) % span for i in range(together)]
-        _read_together(source, offsets, memoryview(bytearray(together * probe)))  # connect first
-        rate = _transfer_rate(source, offsets, each, latency)
-        grew = rate >= bandwidth * PROBE_GAIN
-        bandwidth = max(bandwidth, rate)
-        if not grew:
+        _read_together(source, offsets, probe, memoryview(bytearray(probe)))  # connect first
+        rate, per_read = _loaded_rate(source, offsets, each)
+        if rate < bandwidth * PROBE_GAIN:
             break
+        bandwidth, seconds, knee = rate, per_read, together
         together *= 2
-    return StoreProbe(latency, stream, bandwidth)
+    return StoreProbe(latency, stream, bandwidth, seconds, each, knee)
 
 
 def probe_store(path: str, storage: StorageOptions) -> StoreProbe:
@@ -918,48 +981,69 @@ def probe_store(path: str, storage: StorageOptions) -> StoreProbe:
         return probe_storage(source, storage)
 
 
-def _read_together(source: Source, offsets: Sequence[int], buffer: memoryview,
-                   until: float = 0.0) -> tuple[int, int]:
-    """(bytes, reads) of reading at each offset into its share of ``buffer``, all at once (a
-    thread each); each thread reads on, the next ranges of the file in turn, until ``until`` (a
-    ``time.perf_counter()``) has passed.
+def _read_together(source: Source, offsets: Sequence[int], length: int, buffer: memoryview,
+                   until: float = 0.0) -> list[tuple[int, int, float]]:
+    """(bytes, reads, seconds) of each thread reading ``length`` bytes at its offset, all at
+    once (a thread each); each thread reads on, the next ranges of the file in turn, until
+    ``until`` (a ``time.perf_counter()``) has passed.
 
-    Into a buffer, as reads fill their sparse copies: a new bytes object a read would time the
-    client's page faults instead of the store (16 threads of 4 MiB ``read_range`` got 1 GiB/s
-    of a loopback server from which ``read_ranges_into`` got 9 on a 16-core host)."""
-    length = len(buffer) // len(offsets)
+    Into ``buffer``, slices of ``length`` that threads take in turn (several threads share one
+    where it holds fewer slices than threads: the bytes are thrown away), as reads fill their
+    sparse copies: a new bytes object a read would time the client's page faults instead of the
+    store (16 threads of 4 MiB ``read_range`` got 1 GiB/s of a loopback server from which
+    ``read_ranges_into`` got 9 on a 16-core host)."""
+    slots = max(1, len(buffer) // max(1, length))
+    stride = len(offsets) * length
     span = max(1, source.size() - length + 1)
+    start = time.perf_counter()
 
-    def read_on(index: int) -> tuple[int, int]:
-        view, offset = buffer[index * length:(index + 1) * length], offsets[index]
+    def read_on(index: int) -> tuple[int, int, float]:
+        slot = index % slots
+        view, offset = buffer[slot * length:(slot + 1) * length], offsets[index]
         nbytes = reads = 0
         while reads == 0 or time.perf_counter() < until:
             nbytes += source.read_range_into(offset, view)
             reads += 1
-            offset = (offset + len(buffer)) % span
-        return nbytes, reads
+            offset = (offset + stride) % span
+        return nbytes, reads, max(time.perf_counter() - start, 1e-9)
 
     if len(offsets) == 1:
-        return read_on(0)
+        return [read_on(0)]
     with ThreadPoolExecutor(len(offsets), thread_name_prefix="gpuframe-probe") as pool:
-        done = list(pool.map(read_on, range(len(offsets))))
-    return sum(nbytes for nbytes, _ in done), sum(reads for _, reads in done)
+        return list(pool.map(read_on, range(len(offsets))))
 
 
-def _transfer_rate(source: Source, offsets: Sequence[int], length: int,
-                   latency: float) -> float:
-    """Bytes a second of reading ``length`` bytes at each offset, all at once, for
+def _probe_buffer(together: int, length: int) -> memoryview:
+    """Room for ``together`` reads of ``length`` bytes, at most :data:`PROBE_MEMORY` of it
+    (never less than one read)."""
+    slots = max(1, min(together, PROBE_MEMORY // max(1, length)))
+    return memoryview(bytearray(slots * length))
+
+
+def _transfer_rate(source: Source, length: int, latency: float) -> float:
+    """Bytes a second of one request alone: reads of ``length`` bytes one after another for
     :data:`PROBE_STEP_SECONDS`.
 
-    Transfer time is what the reads took beyond one latency per read of each thread; when the
-    two are too close to tell apart (tiny files, noise), count at least a tenth of it rather
-    than divide by ~0."""
-    buffer = memoryview(bytearray(len(offsets) * length))
-    start = time.perf_counter()
-    nbytes, reads = _read_together(source, offsets, buffer, start + PROBE_STEP_SECONDS)
-    elapsed = time.perf_counter() - start
-    waited = reads / len(offsets) * latency
-    return nbytes / max(elapsed - waited, elapsed / 10, 1e-9)
+    Transfer time is what the reads took beyond one latency each; when the two are too close
+    to tell apart (tiny files, noise), count at least a tenth of it rather than divide by
+    ~0."""
+    [(nbytes, reads, elapsed)] = _read_together(source, [0], length, _probe_buffer(1, length),
+                                                time.perf_counter() + PROBE_STEP_SECONDS)
+    return nbytes / max(elapsed - reads * latency, elapsed / 10)
+
+
+def _loaded_rate(source: Source, offsets: Sequence[int], length: int) -> tuple[float, float]:
+    """(bytes a second, mean seconds of one read) of reading ``length`` bytes at each offset,
+    all at once, for :data:`PROBE_STEP_SECONDS`: what the store delivers to that many requests,
+    and the time each takes meanwhile, by Little's law: reads at once / reads a second.
+
+    Each thread's bytes and reads a second count up to its own last read's end: a thread whose
+    last read ended early waited for the others' (up to one read's time) reading nothing, and
+    the whole step's time would count that wait as the store's."""
+    threads = _read_together(source, offsets, length, _probe_buffer(len(offsets), length),
+                             time.perf_counter() + PROBE_STEP_SECONDS)
+    rate = sum(nbytes / seconds for nbytes, _, seconds in threads)
+    return rate, len(threads) / sum(reads / seconds for _, reads, seconds in threads)
 
 
 def list_s3(url: str, storage: StorageOptions) -> list[str]:

@@ -285,7 +285,8 @@ def test_measure_storage_over_http(http_server):
     assert isinstance(chosen, Concurrency) and chosen.source == "measured"
     assert chosen.latency_s > 0 and chosen.bandwidth > 0
     assert chosen.latency_s < 0.02, "loopback answers in well under 20 ms"
-    assert chosen.bandwidth >= chosen.stream_bandwidth > 0
+    assert chosen.stream_bandwidth > 0 and chosen.alone_bandwidth > 0
+    assert chosen.probed_at_once >= 1
     assert (chosen.requests_in_flight, chosen.request_size) == littles_law(
         chosen.latency_s, chosen.bandwidth, 2**16, StorageOptions().max_requests_in_flight,
         chosen.stream_bandwidth)
@@ -328,21 +329,23 @@ def _measured_through(http_server, shape: str) -> Concurrency:
 def test_choice_follows_the_stores_latency_and_bandwidth(http_server):
     """A server that adds 40 ms before each answer gets larger requests (so latency stays a
     small part of each) than the same 10 MB/s-per-request server without the delay; both get
-    as many requests in flight as the streams it serves at once, plus latency x bandwidth."""
+    as many requests in flight as the streams it serves at once, at the rate each got there,
+    plus latency x bandwidth."""
     fast = _measured_through(http_server, "shaped-0ms-10MBps")
     slow = _measured_through(http_server, "shaped-40ms-10MBps")
     assert slow.latency_s >= 0.04 > fast.latency_s
     for chosen in (fast, slow):
         # a one-request timing: on a loaded 2-core CI machine it once came out at 0.37x
-        assert 0.25 * 10e6 < chosen.stream_bandwidth < 1.5 * 10e6, chosen
-        assert chosen.bandwidth > 2 * chosen.stream_bandwidth, "the server serves many at once"
+        assert 0.25 * 10e6 < chosen.alone_bandwidth < 1.5 * 10e6, chosen
+        assert 0 < chosen.stream_bandwidth < 1.5 * chosen.alone_bandwidth, chosen
+        assert chosen.bandwidth > 2 * chosen.alone_bandwidth, "the server serves many at once"
         assert chosen.requests_in_flight >= chosen.bandwidth / chosen.stream_bandwidth
         assert chosen.bytes_in_flight >= chosen.latency_s * chosen.bandwidth
         assert chosen.request_size == choose_request_size(
-            chosen.latency_s, chosen.stream_bandwidth,
+            chosen.latency_s, chosen.alone_bandwidth,
             chosen.bandwidth / chosen.stream_bandwidth)
     assert slow.request_size > fast.request_size
-    assert slow.request_size >= 15 * 0.04 * slow.stream_bandwidth
+    assert slow.request_size >= 15 * 0.04 * slow.alone_bandwidth
     assert "requests of" in repr(slow) and "latency" in repr(slow)
 
 
@@ -351,7 +354,8 @@ def test_the_probe_adds_requests_while_the_store_serves_more(http_server):
     loaded 2-core machine): the probe doubles its requests past 8, the most a fixed probe
     made, while the rate still grows."""
     chosen = _measured_through(http_server, "shaped-0ms-2MBps")
-    assert chosen.bandwidth > 10 * chosen.stream_bandwidth, chosen
+    assert chosen.bandwidth > 10 * chosen.alone_bandwidth, chosen
+    assert chosen.probed_at_once >= 16 and chosen.requests_in_flight >= 16, chosen
 
 
 class _LongTailSource(remote.Source):
@@ -399,3 +403,109 @@ def test_read_measures_on_every_worker_at_once(engine, http_server):
     assert chosen.readers == readers and chosen.source == "measured"
     assert (readers == 1) or f"over {readers} readers" in repr(chosen)
     assert measure_on_workers(engine, url, storage_options()) is chosen, "remembered per store"
+
+
+class _SharedStore(remote.Source):
+    """A store that answers each request after ``latency`` and then sends it at ``stream``
+    bytes/s, slowed by ``contention`` for each other request being sent at once (their share
+    of the server's CPU), all of them together at most ``link`` bytes/s. Nothing is copied:
+    reads sleep out their time, a chunk at a time at the rate of the moment, each chunk until
+    its due time (so one that overslept, on a loaded machine, makes the next one shorter)."""
+
+    CHUNK = 128 * 2**10
+
+    def __init__(self, latency, stream, link, contention=0.0):
+        super().__init__("shared://")
+        self.latency, self.stream, self.link, self.contention = latency, stream, link, contention
+        self.sending = 0
+        self.guard = threading.Lock()
+
+    def rate(self, sending):
+        """What each of ``sending`` requests at once gets."""
+        return min(self.stream / (1 + self.contention * (sending - 1)), self.link / sending)
+
+    def _fetch_size(self):
+        return 2**30
+
+    def _read(self, offset, length):
+        self._read_into(offset, memoryview(bytearray(length)))
+        return bytes(length)
+
+    def _read_into(self, offset, view):
+        time.sleep(self.latency)
+        with self.guard:
+            self.sending += 1
+        try:
+            due = time.perf_counter()
+            for start in range(0, len(view), self.CHUNK):
+                with self.guard:
+                    rate = self.rate(self.sending)
+                due += min(self.CHUNK, len(view) - start) / rate
+                time.sleep(max(0.0, due - time.perf_counter()))
+        finally:
+            with self.guard:
+                self.sending -= 1
+        return len(view)
+
+
+def test_requests_in_flight_reach_the_knee_where_requests_slow_each_other():
+    """One request alone gets 100 MB/s, but each other one at once slows it by a tenth, and the
+    link caps them all at 500 MB/s: 8 at once get 471 MB/s (59 MB/s each), 16 no more. Little's
+    law with the rate of one request alone asked for 5 (357 MB/s); with the rate each got at
+    the probe's knee it asks for the 8 there."""
+    store = _SharedStore(latency=0.001, stream=100e6, link=500e6, contention=0.1)
+    assert store.rate(8) * 8 > 1.15 * store.rate(4) * 4 and store.rate(16) * 16 == 500e6
+    started = time.perf_counter()
+    probe = remote.probe_storage(store, storage_options())
+    assert time.perf_counter() - started < 3, "the probe must stay cheap"
+    assert probe.requests_at_once >= 8, probe  # 8; 16 where a loaded machine slowed the 8
+    assert probe.loaded_bandwidth < 0.8 * probe.stream_bandwidth, probe
+    chosen = remote.choose_concurrency([probe], storage_options())
+    assert chosen.request_size == probe.request_size  # 2 MiB: 15 x 1 ms x 100 MB/s
+    # At the probe's request size, Little's law gives back the reads at once at the knee.
+    assert 0 <= chosen.requests_in_flight - probe.requests_at_once <= 1, chosen
+    old = littles_law(chosen.latency_s, chosen.bandwidth, chosen.request_size, 64,
+                      chosen.alone_bandwidth)
+    assert old[0] <= 6, "the rate alone keeps too few requests in flight"
+    assert f"{probe.requests_at_once} at once" in repr(chosen) and "under load" in repr(chosen)
+
+
+def test_requests_in_flight_cover_latency_on_a_store_that_serves_all_at_once():
+    """10 ms before each answer, 256 KiB requests (task_size), 100 MB/s each, a 200 MB/s link:
+    requests mostly wait, so ~8 must be waiting to keep the link busy (latency x bandwidth)
+    besides those sending; the probe's ramp finds the link's limit at 16 at once (8 get 166
+    MB/s, 32 no more than 200)."""
+    store = _SharedStore(latency=0.010, stream=100e6, link=200e6)
+    options = storage_options(task_size=256 * 2**10)
+    probe = remote.probe_storage(store, options)
+    assert probe.requests_at_once >= 16 and probe.request_size == 256 * 2**10, probe
+    assert probe.bandwidth > 0.8 * 200e6, probe
+    chosen = remote.choose_concurrency([probe], options)
+    assert chosen.request_size == 256 * 2**10
+    waiting = chosen.latency_s * chosen.bandwidth / chosen.request_size
+    assert chosen.requests_in_flight >= waiting + 1 > 7, chosen
+    assert 0 <= chosen.requests_in_flight - probe.requests_at_once <= 1, chosen
+    capped = remote.choose_concurrency([probe], storage_options(options,
+                                                                max_requests_in_flight=6))
+    assert capped.requests_in_flight == 6 and capped.request_size > 256 * 2**10
+
+
+def test_choose_concurrency_applies_littles_law_at_the_probes_knee():
+    # The H200 loopback server: 469 us, 2.53 GB/s alone, 16 reads of 16 MiB at once 12.1 GB/s.
+    knee = remote.StoreProbe(469e-6, 2.53e9, 12.1e9, 16 * 2**24 / 12.1e9, 2**24, 16)
+    chosen = remote.choose_concurrency([knee], storage_options())
+    assert chosen.request_size == 32 * 2**20  # 15 x 469 us x 2.53 GB/s, a power of two
+    assert chosen.requests_in_flight == 16, chosen
+    assert "16 at once" in repr(chosen) and "2530.0 MB/s per request alone" in repr(chosen)
+    # The rate alone in Little's law chose 3.
+    assert littles_law(469e-6, 6.68e9, 32 * 2**20, 64, 2.53e9)[0] == 3
+    # Two workers probed at once, each reaching its knee at 8 reads of 4 MiB in 40 ms; 8 worker
+    # threads then share the 2 x 800 MB/s, so each keeps 2 of the 16 requests in flight.
+    worker = remote.StoreProbe(0.002, 100e6, 800e6, 0.040, 4 * 2**20, 8)
+    shared = remote.choose_concurrency([worker, worker], storage_options(task_size=4 * 2**20),
+                                       readers=8)
+    assert (shared.requests_in_flight, shared.readers, shared.probed_at_once) == (2, 8, 16)
+    # A probe with nothing measured under load counts on the rate alone, as before.
+    alone = remote.StoreProbe(0.010, 1e9, 1e9)
+    assert remote.choose_concurrency([alone], storage_options(task_size=4 * 2**20)
+                                     ).requests_in_flight == 4
