@@ -212,7 +212,7 @@ def main() -> None:
     import gpuframe
     from gpuframe.io.formats import column_chunk_ranges
     from gpuframe.io.plan import plan_fragments
-    from gpuframe.io.read import measure_on_workers
+    from gpuframe.io.read import measure_on_workers, worker_device_memory
 
     root = Path(args.dir or os.path.join(tempfile.gettempdir(), "gpuframe-ingest-remote"))
     backend = "cudf" if args.device == "gpu" else "pandas"
@@ -237,7 +237,10 @@ def main() -> None:
                     process, storage = start_s3(paths, root / name)
                     urls = [f"s3://bench/{r.as_posix()}" for r in relative]
                 processes.append(process)
+                # planned as read_parquet plans (the workers' GPUs set the partitions'
+                # size, which the request size depends on), so "untuned chose" is its choice
                 plan = plan_fragments(urls, storage=storage, workers=engine.workers,
+                                      device_memory=worker_device_memory(engine),
                                       measure=lambda path, options, fragment_bytes:
                                       measure_on_workers(engine, path, options, fragment_bytes))
                 ranges = {url: [] for url in urls}

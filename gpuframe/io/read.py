@@ -50,7 +50,7 @@ from .remote import (
     Concurrency,
     Source,
     StorageOptions,
-    choose_concurrency,
+    StoreProbe,
     fit_to_ranges,
     open_source,
     probe_store,
@@ -563,7 +563,7 @@ def measure_on_workers(engine: Any, path: str, storage: StorageOptions,
     if scheme_of(path) == "file":
         return measure_here(path, storage, fragment_bytes)
 
-    def measure() -> Concurrency:
+    def probe() -> tuple[list[StoreProbe], int]:
         threads = engine.client.nthreads()
         workers = sorted(threads)
         token = new_token()
@@ -571,11 +571,9 @@ def measure_on_workers(engine: Any, path: str, storage: StorageOptions,
                                         allow_other_workers=False, pure=False,
                                         key=f"gpuframe-plan-measure-{token}-{i}")
                    for i, worker in enumerate(workers)]
-        probes = engine.client.gather(futures)
-        return choose_concurrency(probes, storage, readers=sum(threads.values()),
-                                  fragment_bytes=fragment_bytes)
+        return engine.client.gather(futures), sum(threads.values())
 
-    return remembered_concurrency(path, storage, measure)
+    return remembered_concurrency(path, storage, probe, fragment_bytes)
 
 
 def metadata_on_workers(engine: Any, workers: Sequence[str], paths: Sequence[str],

@@ -871,7 +871,7 @@ def _median(values: Sequence[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-_measured: dict[tuple[str, str, str | None], Concurrency] = {}
+_measured: dict[tuple[str, str, str | None], tuple[tuple[StoreProbe, ...], int]] = {}
 _measured_lock = threading.Lock()
 
 
@@ -884,42 +884,48 @@ def _store_of(path: str, storage: StorageOptions) -> tuple[str, str, str | None]
 
 
 def forget_measurements() -> None:
-    """Drop every store's measured concurrency, so the next read measures again."""
+    """Drop every store's probes, so the next read measures again."""
     with _measured_lock:
         _measured.clear()
 
 
 def remembered_concurrency(path: str, storage: StorageOptions,
-                           measure: Callable[[], Concurrency]) -> Concurrency:
-    """The concurrency for ``path``'s store: configured, already measured, or ``measure()``.
+                           probe: Callable[[], tuple[Sequence[StoreProbe], int]],
+                           fragment_bytes: int | None = None) -> Concurrency:
+    """The concurrency for ``path``'s store: configured, or chosen (:func:`choose_concurrency`)
+    for this read's ``storage`` options and ``fragment_bytes`` from the store's probes, made
+    by ``probe()`` (the probes, and the readers that will share the store) on its first read.
 
-    An explicit ``requests_in_flight`` option wins over any measurement. A measurement is kept
+    An explicit ``requests_in_flight`` option wins over any measurement. The probes are kept
     per store (scheme, host and S3 endpoint) for the life of the process, so only the first
-    read of a store pays for it (:func:`forget_measurements` clears it)."""
+    read of a store pays for them (:func:`forget_measurements` clears them); the choice is
+    made again for each read, since it depends on the read: a plan of 128 MiB partitions caps
+    requests at 4 MiB where 32 streams must share a partition, and a choice kept from it held
+    a GPU's reads of 4 GiB partitions to 4 MiB requests (H200: 3.64 GiB/s, 16 MiB 4.66)."""
     if storage.requests_in_flight is not None:
         return Concurrency(0.0, 0.0, storage.requests_in_flight,
                            storage.task_size or DEFAULT_REQUEST_SIZE, "configured")
     store = _store_of(path, storage)
     with _measured_lock:
         known = _measured.get(store)
-    if known is not None:
-        return known
-    chosen = measure()
-    with _measured_lock:
-        return _measured.setdefault(store, chosen)
+    if known is None:
+        probes, readers = probe()
+        with _measured_lock:
+            known = _measured.setdefault(store, (tuple(probes), readers))
+    return choose_concurrency(known[0], storage, readers=known[1],
+                              fragment_bytes=fragment_bytes)
 
 
 def measure_storage(source: Source, storage: StorageOptions | None = None, probes: int = 3,
                     fragment_bytes: int | None = None) -> Concurrency:
     """Requests in flight and their size for ``source``'s store, measured in this process
-    (:func:`probe_storage`, then :func:`choose_concurrency` for one reader); remembered per
-    store (:func:`remembered_concurrency`). A read on a cluster measures on its workers
-    instead (``gpuframe.io.read.measure_on_workers``)."""
+    (:func:`probe_storage`, then :func:`choose_concurrency` for one reader); the probe is
+    remembered per store (:func:`remembered_concurrency`). A read on a cluster measures on
+    its workers instead (``gpuframe.io.read.measure_on_workers``)."""
     storage = storage or storage_options()
     return remembered_concurrency(
-        source.path, storage,
-        lambda: choose_concurrency([probe_storage(source, storage, probes)], storage,
-                                   fragment_bytes=fragment_bytes))
+        source.path, storage, lambda: ([probe_storage(source, storage, probes)], 1),
+        fragment_bytes)
 
 
 def probe_storage(source: Source, storage: StorageOptions | None = None,

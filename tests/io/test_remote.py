@@ -292,8 +292,11 @@ def test_measure_storage_over_http(http_server):
         chosen.stream_bandwidth)
     assert f"{chosen.requests_in_flight} requests of" in repr(chosen)
     before = source.requests
-    assert measure_storage(source, storage_options(task_size=2**16)) is chosen
-    assert source.requests == before
+    assert measure_storage(source, storage_options(task_size=2**16)) == chosen
+    # the store's probes are kept, the choice is each read's own: no new probe for it
+    other = measure_storage(source, storage_options(task_size=2**18))
+    assert (other.latency_s, other.bandwidth) == (chosen.latency_s, chosen.bandwidth)
+    assert other.request_size == 2**18 and source.requests == before
     configured = measure_storage(source, storage_options(requests_in_flight=5))
     assert (configured.requests_in_flight, configured.source) == (5, "configured")
 
@@ -402,7 +405,9 @@ def test_read_measures_on_every_worker_at_once(engine, http_server):
     readers = sum(engine.client.nthreads().values())
     assert chosen.readers == readers and chosen.source == "measured"
     assert (readers == 1) or f"over {readers} readers" in repr(chosen)
-    assert measure_on_workers(engine, url, storage_options()) is chosen, "remembered per store"
+    with get_task_stream(engine.client) as stream:
+        again = measure_on_workers(engine, url, storage_options())
+    assert again == chosen and not stream.data, "the store's probes are remembered"
 
 
 class _SharedStore(remote.Source):
