@@ -257,8 +257,9 @@ def read_device_copies(tasks: Sequence[FragmentTask], fetchers: Sequence[Fetcher
     concurrency = tasks[0].concurrency
     frames, rows = [], []
     for batch in copy_batches(jobs):
+        fetched = sum(n for i in batch for _, n in jobs[i][1])
         copies = fetch_device_copies([jobs[i] for i in batch], concurrency.requests_in_flight,
-                                     concurrency.request_size)
+                                     concurrency.request_size_for(fetched))
         frame, counts = tasks[0].format.read_cudf([tasks[i] for i in batch], copies)
         del copies  # before the next batch's are allocated
         frames.append(frame)

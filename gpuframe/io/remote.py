@@ -68,6 +68,11 @@ LATENCY_SHARE = 1 / 16
 """The part of each request's time that may go to latency (the per-request cost): requests
 are made ``(1 - share) / share`` times latency x one request's rate long, so that fewer,
 larger requests amortise it."""
+WAVES = 4
+"""Requests each request in flight should make in one fetch (:meth:`Concurrency.request_size_for`):
+when a fetch is only one or two rounds of requests, its last round's stragglers leave the
+other connections idle. H200, 1.8 GiB over loopback HTTP in one GPU read task: 32 requests of
+32 MiB in flight (64 chunks, two rounds) 0.29-0.31 s; 16 of 16 MiB (eight rounds) 0.19-0.20 s."""
 
 
 def _text(value: str) -> str:
@@ -744,6 +749,15 @@ class Concurrency:
     def share(self) -> float:
         """The bandwidth one reading task can count on."""
         return self.bandwidth / max(1, self.readers)
+
+    def request_size_for(self, nbytes: int) -> int:
+        """The request size for one fetch of ``nbytes``: the chosen size, or smaller, so that
+        each request in flight makes :data:`WAVES` requests (not below
+        :data:`MIN_REQUEST_SIZE`); a configured size is kept as it is."""
+        if self.source != "measured":
+            return self.request_size
+        waves = math.ceil(nbytes / (max(1, self.requests_in_flight) * WAVES))
+        return min(self.request_size, max(MIN_REQUEST_SIZE, waves))
 
     def __repr__(self) -> str:
         if self.source != "measured":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 import threading
 import time
 
@@ -321,6 +322,17 @@ def test_fit_to_ranges_keeps_small_chunks_covered():
     assert fit_to_ranges(chosen, [64 * 2**20], 64) is chosen  # split into full requests
     configured = Concurrency(0.0, 0.0, 5, 2**20, "configured")
     assert fit_to_ranges(configured, [100] * 4, 64) is configured
+
+
+def test_a_fetch_makes_several_rounds_of_requests():
+    chosen = Concurrency(0.001, 8e9, 32, 32 * 2**20, stream_bandwidth=230e6)
+    # 1.8 GiB by 32 requests of 32 MiB would be two rounds: four rounds of ~14 MiB instead
+    size = chosen.request_size_for(1818 * 2**20)
+    assert size == math.ceil(1818 * 2**20 / (32 * remote.WAVES))
+    assert chosen.request_size_for(100 * 2**30) == 32 * 2**20  # never larger than chosen
+    assert chosen.request_size_for(2**20) == remote.MIN_REQUEST_SIZE
+    configured = Concurrency(0.0, 0.0, 32, 32 * 2**20, "configured")
+    assert configured.request_size_for(2**20) == 32 * 2**20
 
 
 def _measured_through(http_server, shape: str) -> Concurrency:
