@@ -45,7 +45,8 @@ PARALLEL_PROBES = 32
 """The most concurrent reads that measure what a store serves to many requests at once: the
 probe doubles them from 2 while the store's rate still grows (:data:`PROBE_GAIN`)."""
 PROBE_GAIN = 1.15
-"""Doubling the concurrent probes must raise the measured rate this much to go on."""
+"""Doubling the concurrent probes must raise the measured rate this much to go on. The step
+that stops the ramp still counts when it gained at all (:func:`probe_storage`)."""
 PROBE_READ_BYTES = 16 * 2**20
 """The largest read of the probe's concurrent steps, which read requests of the size chosen
 for the store (:func:`choose_request_size`) up to this, however many run at once. Reads that
@@ -952,10 +953,14 @@ def probe_storage(source: Source, storage: StorageOptions | None = None,
     latency each. From those two the request size (:func:`choose_request_size`, or
     ``task_size``; at most :data:`PROBE_READ_BYTES` and half the file), and reads of that size,
     2, 4, 8... at once (up to :data:`PARALLEL_PROBES` and the requests-in-flight limit), while
-    doubling them still raises the rate by :data:`PROBE_GAIN`. The knee is the last count that
-    raised it: its rate and the mean time of one read there go into the probe, so Little's law can
-    use the response time under load (:class:`Concurrency`). One read alone is not timed again
-    at that size: latency plus its transfer at the rate alone.
+    doubling them still raises the rate by :data:`PROBE_GAIN`. The knee is the count that got
+    the highest rate, the last step's too when it gained less than that but gained: near a
+    flat top the ramp's stop moves with noise, and too few requests in flight cost more than
+    too many (H200 host, loopback HTTP, two loans: knees at 32 and at 8 reads at once, 7.3 and
+    6.2 GB/s; reads of 1.8 GiB with 32 requests 5.26 GiB/s, with 9 4.50, fixed 64 never slower
+    than fixed 16). Its rate and the mean time of one read there go into the probe, so Little's
+    law can use the response time under load (:class:`Concurrency`). One read alone is not
+    timed again at that size: latency plus its transfer at the rate alone.
 
     Each step reads for :data:`PROBE_STEP_SECONDS`, and its last reads end up to one read's
     time later (~16 latencies, by the request size's rule); at most 6 steps, one past the
@@ -988,9 +993,11 @@ def probe_storage(source: Source, storage: StorageOptions | None = None,
         offsets = [(i * each) % span for i in range(together)]
         _read_together(source, offsets, probe, memoryview(bytearray(probe)))  # connect first
         rate, per_read = _loaded_rate(source, offsets, each)
-        if rate < bandwidth * PROBE_GAIN:
+        grew = rate >= bandwidth * PROBE_GAIN
+        if rate > bandwidth:
+            bandwidth, seconds, knee = rate, per_read, together
+        if not grew:
             break
-        bandwidth, seconds, knee = rate, per_read, together
         together *= 2
     return StoreProbe(latency, stream, bandwidth, seconds, each, knee)
 
