@@ -23,8 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import RemoteError
-from .remote import Source, _pieces, _run
+from .remote import Source, _pieces, _run, read_exactly_into
 
 COPY_SLACK = 2**30
 """Device bytes a batch of copies may always take (:func:`copy_batches`): small reads go in one
@@ -46,7 +45,8 @@ def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size:
     buffer of ``staging`` (each as long as the longest request, :func:`request_bytes`; fewer
     buffers than requests in flight hold the requests to their number), then
     ``place(job, offset, bytes)`` them; the known bytes are placed first. A short answer raises
-    :class:`RemoteError` naming the file and range."""
+    a :class:`~gpuframe.io.errors.RemoteError` naming the file and range
+    (:func:`~gpuframe.io.remote.read_exactly_into`)."""
     for job, (_, _, _, known) in enumerate(jobs):
         for offset, data in known.items():
             place(job, offset, memoryview(data))
@@ -60,11 +60,7 @@ def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size:
         job, start, length = piece
         buffer = free.get()
         try:
-            count = jobs[job][0].read_range_into(start, buffer[:length])
-            if count != length:
-                raise RemoteError(f"{jobs[job][0].path}: bytes {start}-{start + length} ended "
-                                  f"after {count} bytes; the file is shorter than its footer "
-                                  "says")
+            read_exactly_into(jobs[job][0], start, buffer[:length])
             place(job, start, buffer[:length])
         finally:
             free.put(buffer)

@@ -641,14 +641,20 @@ def read_ranges_into(jobs: Sequence[tuple[Source, Sequence[tuple[int, int]], mem
     pieces = [(job, start, length) for job, (_, ranges, _) in enumerate(jobs)
               for _, start, length in _pieces(ranges, max_in_flight, request_size)]
 
-    def fetch(piece: tuple[int, int, int]) -> int:
+    def fetch(piece: tuple[int, int, int]) -> None:
         source, _, buffer = jobs[piece[0]]
-        return source.read_range_into(piece[1], buffer[piece[1]:piece[1] + piece[2]])
+        read_exactly_into(source, piece[1], buffer[piece[1]:piece[1] + piece[2]])
 
-    for (job, start, length), count in zip(pieces, _run(pieces, max_in_flight, fetch)):
-        if count != length:
-            raise RemoteError(f"{jobs[job][0].path}: bytes {start}-{start + length} ended "
-                              f"after {count} bytes; the file is shorter than its footer says")
+    _run(pieces, max_in_flight, fetch)
+
+
+def read_exactly_into(source: Source, offset: int, view: memoryview) -> None:
+    """All of ``view`` from ``source`` at ``offset``: a short answer is a
+    :class:`RemoteError` naming the file and the range."""
+    count = source.read_range_into(offset, view)
+    if count != len(view):
+        raise RemoteError(f"{source.path}: bytes {offset}-{offset + len(view)} ended after "
+                          f"{count} bytes; the file is shorter than its footer says")
 
 
 def _pieces(ranges: Sequence[tuple[int, int]], max_in_flight: int,
