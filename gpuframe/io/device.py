@@ -39,13 +39,14 @@ bytes already known by offset: magic numbers, footer)."""
 
 
 def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size: int | None,
-                 staging: Sequence[memoryview],
+                 staging: Callable[[int, int], Sequence[memoryview]],
                  place: Callable[[int, int, memoryview], None]) -> None:
     """Fetch every job's ranges by ``requests_in_flight`` requests at once, each into a free
-    buffer of ``staging`` (each as long as the longest request, :func:`request_bytes`; fewer
-    buffers than requests in flight hold the requests to their number), then
-    ``place(job, offset, bytes)`` them; the known bytes are placed first. A short answer raises
-    a :class:`~gpuframe.io.errors.RemoteError` naming the file and range
+    buffer of ``staging(requests, longest)`` (the fetch's requests and its longest request: as
+    many buffers as should be in flight, each at least that long; fewer buffers than requests
+    in flight hold the requests to their number), then ``place(job, offset, bytes)`` them; the
+    known bytes are placed first. A short answer raises a
+    :class:`~gpuframe.io.errors.RemoteError` naming the file and range
     (:func:`~gpuframe.io.remote.read_exactly_into`)."""
     for job, (_, _, _, known) in enumerate(jobs):
         for offset, data in known.items():
@@ -53,7 +54,7 @@ def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size:
     pieces = [(job, start, length) for job, (_, ranges, _, _) in enumerate(jobs)
               for _, start, length in _pieces(ranges, requests_in_flight, request_size)]
     free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
-    for buffer in staging:
+    for buffer in staging(len(pieces), max((length for _, _, length in pieces), default=0)):
         free.put(buffer)
 
     def fetch(piece: tuple[int, int, int]) -> None:
@@ -88,12 +89,6 @@ def copy_batches(jobs: Sequence[CopyJob]) -> list[list[int]]:
     return batches
 
 
-def request_bytes(jobs: Sequence[CopyJob], request_size: int | None) -> int:
-    """The longest request :func:`fetch_staged` makes for ``jobs``."""
-    longest = max((n for _, ranges, _, _ in jobs for _, n in ranges), default=0)
-    return min(longest, request_size) if request_size else longest
-
-
 def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
                         request_size: int | None) -> list[Any]:
     """An ``rmm.DeviceBuffer`` per job, ``length`` bytes holding the job's ranges and known
@@ -104,12 +99,11 @@ def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
     import rmm
 
     copies = [rmm.DeviceBuffer(size=length) for _, _, length, _ in jobs]
-    pieces = sum(len(_pieces(ranges, requests_in_flight, request_size))
-                 for _, ranges, _, _ in jobs)
-    size = request_bytes(jobs, request_size)
-    buffers = min(requests_in_flight, pieces, STAGING_BYTES // max(1, size))
-    pinned = [cupy.cuda.alloc_pinned_memory(max(1, size)) for _ in range(max(1, buffers))]
-    staging = [memoryview(np.frombuffer(p, np.uint8, size)) for p in pinned]
+
+    def staging(pieces: int, size: int) -> list[memoryview]:
+        buffers = min(requests_in_flight, pieces, STAGING_BYTES // max(1, size))
+        pinned = [cupy.cuda.alloc_pinned_memory(max(1, size)) for _ in range(max(1, buffers))]
+        return [memoryview(np.frombuffer(p, np.uint8, size)) for p in pinned]
 
     def place(job: int, offset: int, data: memoryview) -> None:
         host = np.frombuffer(data, np.uint8)

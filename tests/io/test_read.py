@@ -37,7 +37,6 @@ from gpuframe.io.device import (
     copy_batches,
     fetch_device_copies,
     fetch_staged,
-    request_bytes,
 )
 from gpuframe.io.remote import Concurrency, open_source
 
@@ -445,16 +444,21 @@ def test_staged_fetch_builds_what_fetching_in_place_builds(dataset_dir, http_ser
     fetchers = [Fetcher(task) for task in fragment_tasks(remote)]
     jobs = copy_layouts(fragment_tasks(remote), fetchers)
     expected = [copy.getvalue() for copy in fetch_sparse_copies(jobs, 2, None)]
-    staging = [memoryview(bytearray(request_bytes(jobs, 4096))) for _ in range(2)]
+    staging: list[memoryview] = []
     copies = [bytearray(length) for _, _, length, _ in jobs]
     fetched = []  # lengths of what came through the staging buffers (not the known bytes)
+
+    def two_buffers(pieces: int, size: int) -> list[memoryview]:
+        assert pieces > 4 and size <= 4096
+        staging.extend(memoryview(bytearray(size)) for _ in range(2))
+        return staging
 
     def place(job: int, offset: int, data: memoryview) -> None:
         copies[job][offset:offset + len(data)] = data
         if any(data.obj is buffer.obj for buffer in staging):
             fetched.append(len(data))
 
-    fetch_staged(jobs, 2, 4096, staging, place)
+    fetch_staged(jobs, 2, 4096, two_buffers, place)
     assert copies == expected
     assert len(fetched) > 4 * len(staging) and max(fetched) <= 4096
     for fetcher in fetchers:
@@ -482,7 +486,7 @@ def test_a_short_answer_to_a_staged_fetch_names_the_file(tmp_path):
     with open_source(str(path)) as source:
         with pytest.raises(RemoteError, match=r"short.bin: bytes 8192-12288 ended after 1808"):
             fetch_staged([(source, [(0, 12_288)], 12_288, {})], 2, 4096,
-                         [memoryview(bytearray(4096)) for _ in range(2)],
+                         lambda pieces, size: [memoryview(bytearray(size)) for _ in range(2)],
                          lambda job, offset, data: None)
 
 
