@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 from ..backend import get_backend
 from .device import CopyJob, copy_batches, fetch_device_copies
 from .formats import FileFormat, format_for
-from .plan import ReadPlan, measure_here, plan_fragments, read_metadata_each
+from .plan import FOOTER_THREADS, ReadPlan, measure_here, plan_fragments, read_metadata_each
 from .remote import (
     DEFAULT_REQUEST_SIZE,
     Concurrency,
@@ -232,7 +232,7 @@ def copy_layouts(tasks: Sequence[FragmentTask], fetchers: Sequence[Fetcher]) -> 
     format lays them out (:meth:`~gpuframe.io.formats.FileFormat.sparse_layout`). The layout
     needs each file's size: asked of all the files at once, one round trip rather than one per
     file (a HEAD each: 20-50 ms apiece on an object store)."""
-    with ThreadPoolExecutor(min(len(fetchers), 16) or 1,
+    with ThreadPoolExecutor(min(len(fetchers), FOOTER_THREADS) or 1,
                             thread_name_prefix="gpuframe-size") as pool:
         sizes = list(pool.map(lambda fetcher: fetcher.source.size(), fetchers))
     jobs = []
