@@ -404,6 +404,43 @@ def test_the_probe_times_steps_past_the_stores_slowest_reads():
     assert probe.bandwidth > 8 * probe.stream_bandwidth, probe
 
 
+class _StallingSource(remote.Source):
+    """A store that serves every request at once in 10 ms (4 KiB reads in 1 ms), but stalls
+    once: the reads in flight when 16 first run at once all end 0.25 s later, as if the host
+    paused (a collection, a busy neighbour)."""
+
+    def __init__(self):
+        super().__init__("stall://")
+        self.running = 0
+        self.stalled_until = 0.0
+        self.guard = threading.Lock()
+
+    def _fetch_size(self):
+        return 256 * 2**10
+
+    def _read(self, offset, length):
+        if length <= 4096:
+            time.sleep(0.001)
+            return bytes(length)
+        with self.guard:
+            self.running += 1
+            if self.running == 16 and not self.stalled_until:
+                self.stalled_until = time.perf_counter() + 0.25
+        time.sleep(0.01)
+        time.sleep(max(0.0, self.stalled_until - time.perf_counter()))
+        with self.guard:
+            self.running -= 1
+        return bytes(length)
+
+
+def test_one_stalled_probe_step_does_not_end_the_ramp():
+    """The step of 16 reads stalls; read again, it gains, and the ramp goes on to 32."""
+    source = _StallingSource()
+    probe = remote.probe_storage(source, storage_options())
+    assert source.stalled_until, "the store stalled"
+    assert probe.requests_at_once == remote.PARALLEL_PROBES, probe
+
+
 def test_read_measures_on_every_worker_at_once(engine, http_server):
     from distributed import get_task_stream
 
@@ -491,11 +528,12 @@ def test_requests_in_flight_reach_the_knee_where_requests_slow_each_other():
                                           ((180, 200), 4), ((95,), 1)])
 def test_the_knee_is_the_count_with_the_highest_rate(monkeypatch, rates, knee):
     """Rates (MB/s) of 2, 4, 8 reads at once after one alone at ~100: the ramp stops at the
-    first doubling that gains less than PROBE_GAIN, and keeps that step when it still gained."""
-    steps = iter(rates)
+    first doubling that gains less than PROBE_GAIN (read twice, the same), and keeps that step
+    when it still gained."""
+    at_once = dict(zip((2, 4, 8), rates))
     monkeypatch.setattr(remote, "_transfer_rate", lambda source, length, latency: 100e6)
     monkeypatch.setattr(remote, "_loaded_rate",
-                        lambda source, offsets, each: (next(steps) * 1e6, 0.01))
+                        lambda source, offsets, each: (at_once[len(offsets)] * 1e6, 0.01))
     store = _SharedStore(latency=0.0, stream=1e12, link=1e12)
     probe = remote.probe_storage(store, storage_options(task_size=2**20))
     assert probe.requests_at_once == knee, probe
