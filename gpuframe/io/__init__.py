@@ -27,7 +27,8 @@ from .read import (
     read_parquet_with_report,
     read_with_report,
 )
-from .remote import Concurrency, StorageOptions, storage_options
+from .remote import StorageOptions, storage_options
+from .tuning import Concurrency
 
 __all__ = [
     "Concurrency",

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .remote import Source, _pieces, _run, read_exactly_into
+from .remote import Source, cut_requests, read_exactly_into, run_requests
 
 COPY_SLACK = 2**30
 """Device bytes a batch of copies may always take (:func:`copy_batches`): small reads go in one
@@ -52,7 +52,7 @@ def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size:
         for offset, data in known.items():
             place(job, offset, memoryview(data))
     pieces = [(job, start, length) for job, (_, ranges, _, _) in enumerate(jobs)
-              for _, start, length in _pieces(ranges, requests_in_flight, request_size)]
+              for _, start, length in cut_requests(ranges, requests_in_flight, request_size)]
     free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
     for buffer in staging(len(pieces), max((length for _, _, length in pieces), default=0)):
         free.put(buffer)
@@ -66,7 +66,7 @@ def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size:
         finally:
             free.put(buffer)
 
-    _run(pieces, requests_in_flight, fetch)
+    run_requests(pieces, requests_in_flight, fetch)
 
 
 def copy_batches(jobs: Sequence[CopyJob]) -> list[list[int]]:

@@ -35,16 +35,8 @@ from ..errors import GpuframeError, OptionError
 from .errors import ColumnNotFoundError, SchemaMismatchError, SourceNotFoundError
 from .filters import Term, normalize_filters, partition_may_match
 from .formats import FileFormat, format_for
-from .remote import (
-    Concurrency,
-    StorageOptions,
-    fit_to_ranges,
-    list_s3,
-    measure_storage,
-    open_source,
-    scheme_of,
-    storage_options,
-)
+from .remote import StorageOptions, list_s3, open_source, scheme_of, storage_options
+from .tuning import Concurrency, fit_to_ranges, measure_storage
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 CPU_PARTITION_BYTES = 128 * 2**20

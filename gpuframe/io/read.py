@@ -46,19 +46,20 @@ from .device import CopyJob, copy_batches, fetch_device_copies
 from .formats import FileFormat, format_for
 from .plan import FOOTER_THREADS, ReadPlan, measure_here, plan_fragments, read_metadata_each
 from .remote import (
-    DEFAULT_REQUEST_SIZE,
-    Concurrency,
-    Source,
     StorageOptions,
-    StoreProbe,
-    fit_to_ranges,
     open_source,
-    probe_store,
     read_ranges,
     read_ranges_into,
-    remembered_concurrency,
     scheme_of,
     storage_options,
+)
+from .tuning import (
+    DEFAULT_REQUEST_SIZE,
+    Concurrency,
+    StoreProbe,
+    fit_to_ranges,
+    probe_store,
+    remembered_concurrency,
 )
 
 logger = logging.getLogger("gpuframe")
@@ -335,7 +336,7 @@ class Fetcher:
         """This fragment's share of the task's requests in flight for ``ranges``: Little's law
         asks for more where they are shorter than the plan's requests (a selective read's pages,
         from KiBs to a MiB against requests of 16 MiB), so that as many bytes stay in flight
-        (:func:`~gpuframe.io.remote.fit_to_ranges`)."""
+        (:func:`~gpuframe.io.tuning.fit_to_ranges`)."""
         fitted = fit_to_ranges(self.task.concurrency, [n for _, n in ranges],
                                self.task.storage.max_requests_in_flight)
         return max(1, fitted.requests_in_flight // self.sharing)
@@ -553,10 +554,10 @@ def measure_on_workers(engine: Any, path: str, storage: StorageOptions,
                        fragment_bytes: int | None = None) -> Concurrency:
     """The store's :class:`Concurrency`, measured where the reads run: one
     ``gpuframe-plan-measure-<token>-<i>`` task per worker, all at once, each probing ``path``
-    (:func:`~gpuframe.io.remote.probe_store`), so each sees the store shared as during the
+    (:func:`~gpuframe.io.tuning.probe_store`), so each sees the store shared as during the
     read and its own process's limits, not the client's. Every worker thread reads a fragment
     at a time, so the store's bandwidth is shared by that many readers. Remembered per store
-    like :func:`~gpuframe.io.remote.measure_storage`. Local files are measured here: a
+    like :func:`~gpuframe.io.tuning.measure_storage`. Local files are measured here: a
     round trip to the workers would cost more than the measurement.
     """
     from ..frame import new_token

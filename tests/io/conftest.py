@@ -32,7 +32,7 @@ import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
 
-from gpuframe.io import remote
+from gpuframe.io import tuning
 
 ROWS_PER_GROUP = 1000
 GROUPS_PER_FILE = 4
@@ -366,6 +366,6 @@ def closed_port() -> int:
 @pytest.fixture(autouse=True)
 def _fresh_measurements():
     """Little's-law measurements are cached per process; each test starts without them."""
-    remote.forget_measurements()
+    tuning.forget_measurements()
     yield
-    remote.forget_measurements()
+    tuning.forget_measurements()

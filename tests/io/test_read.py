@@ -38,7 +38,8 @@ from gpuframe.io.device import (
     fetch_device_copies,
     fetch_staged,
 )
-from gpuframe.io.remote import Concurrency, open_source
+from gpuframe.io.remote import open_source, storage_options
+from gpuframe.io.tuning import Concurrency
 
 
 def plain(frame: pd.DataFrame) -> pd.DataFrame:
@@ -545,3 +546,21 @@ def test_each_workers_gpu_memory_is_asked_once_per_engine():
     assert worker_device_memory(engine) == [80 * 2**30] * 2
     assert worker_device_memory(engine, ["tcp://b:2", "tcp://c:3"]) == [80 * 2**30] * 2
     assert asked == [["tcp://a:1", "tcp://b:2"], ["tcp://c:3"]]
+
+
+def test_read_measures_on_every_worker_at_once(engine, http_server):
+    from distributed import get_task_stream
+
+    from gpuframe.io.read import measure_on_workers
+
+    url = f"{http_server.url}/blob/2mib.bin"
+    with get_task_stream(engine.client) as stream:
+        chosen = measure_on_workers(engine, url, storage_options())
+    keys = [task["key"] for task in stream.data]
+    assert len([k for k in keys if k.startswith("gpuframe-plan-measure-")]) == len(engine.workers)
+    readers = sum(engine.client.nthreads().values())
+    assert chosen.readers == readers and chosen.source == "measured"
+    assert (readers == 1) or f"over {readers} readers" in repr(chosen)
+    with get_task_stream(engine.client) as stream:
+        again = measure_on_workers(engine, url, storage_options())
+    assert again == chosen and not stream.data, "the store's probes are remembered"
