@@ -157,14 +157,48 @@ def hash_rows(table: Any, on: Sequence[str], *, threads: int | None = None) -> A
 
 def hash_split(frame: Any, on: Sequence[str], n: int, backend: str) -> list[Any]:
     """``frame``'s rows split into ``n`` frames of its backend ('pandas' or 'cudf') by the hash
-    of ``on``: what the exchange sends to each worker."""
+    of ``on``: what the exchange sends to each worker.
+
+    Columns that are not keys and that the packer cannot pack (decimals, lists, structs) are
+    carried: the rest is packed with each row's number, by which every destination then takes
+    its rows of them, in the same order. A dataset read with such columns is joined like any
+    other, not refused."""
+    keys = [on] if isinstance(on, str) else list(on)
     if backend == "cudf":
-        packed = hash_partition(frame, on, n)
-        return [unpack(packed.destination(d)) for d in range(n)]
+        carried = [name for name in _device_unpackable(frame) if name not in keys]
+        if not carried:
+            packed = hash_partition(frame, keys, n)
+            return [unpack(packed.destination(d)) for d in range(n)]
+        import cupy
+
+        row = _unused_name(frame.columns)
+        numbered = frame.drop(columns=carried)
+        numbered[row] = cupy.arange(len(frame), dtype=cupy.int64)
+        packed = hash_partition(numbered, keys, n)
+        return [_take_carried_device(unpack(packed.destination(d)), frame, carried, row)
+                for d in range(n)]
     # The Arrow schema's pandas metadata travels through the packing, so to_pandas gives back
     # the frame's own dtypes (nullable integers, strings, time zones).
-    packed = hash_partition(pa.Table.from_pandas(frame, preserve_index=False), on, n)
-    return [unpack(packed.destination(d)).to_pandas() for d in range(n)]
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    carried = [field.name for field in table.schema
+               if field.name not in keys and not _host_packable(field.type)]
+    if not carried:
+        packed = hash_partition(table, keys, n)
+        return [unpack(packed.destination(d)).to_pandas() for d in range(n)]
+    row = _unused_name(table.schema.names)
+    numbered = table.drop_columns(carried).append_column(
+        row, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    packed = hash_partition(numbered, keys, n)
+    return [_take_carried_host(unpack(packed.destination(d)), table, carried, row).to_pandas()
+            for d in range(n)]
+
+
+def _unused_name(names: Sequence[Any]) -> str:
+    """A column name that is none of ``names``: where the row numbers travel."""
+    name = "__gpuframe_row__"
+    while name in set(names):
+        name += "_"
+    return name
 
 
 # --- the CPU side -------------------------------------------------------------------------------
@@ -198,33 +232,65 @@ def _partition_host(table: pa.Table, on: Sequence[str], n: int, threads: int
                             core.chars, table.schema.metadata)
 
 
+def _host_packed_type(kind: pa.DataType) -> pa.DataType:
+    """The type an Arrow column of ``kind`` is packed as: dictionaries decoded, booleans as
+    bytes, string and binary views as large strings and binaries."""
+    if pa.types.is_dictionary(kind):
+        return _host_packed_type(kind.value_type)
+    if pa.types.is_boolean(kind):
+        return pa.uint8()
+    if pa.types.is_string_view(kind):
+        return pa.large_string()
+    if pa.types.is_binary_view(kind):
+        return pa.large_binary()
+    return kind
+
+
+def _host_kind(packed: pa.DataType) -> int | None:
+    """The core's kind of a packed Arrow type; None where the core cannot pack it."""
+    if _is_string(packed):
+        return STRING
+    if pa.types.is_floating(packed) and not pa.types.is_float16(packed):
+        return FLOATING
+    if (pa.types.is_integer(packed) or pa.types.is_temporal(packed)) and \
+            packed.bit_width in (8, 16, 32, 64):
+        return FIXED
+    return None
+
+
+def _host_packable(kind: pa.DataType) -> bool:
+    return _host_kind(_host_packed_type(kind)) is not None
+
+
+def _take_carried_host(part: pa.Table, table: pa.Table, carried: list[str],
+                       row: str) -> pa.Table:
+    """One destination's packed columns with its rows of ``table``'s ``carried`` columns (by
+    the row numbers in ``row``), in ``table``'s column order and schema."""
+    rows = part.column(row)
+    columns = {name: part.column(name) for name in part.schema.names if name != row}
+    columns.update((name, table.column(name).take(rows)) for name in carried)
+    return pa.Table.from_arrays([columns[name] for name in table.schema.names],
+                                schema=table.schema)
+
+
 def _host_column(field: pa.Field, column: pa.ChunkedArray) -> tuple[ColumnSpec, tuple]:
     """The spec of one Arrow column and its argument for the core (buffers as NumPy views)."""
     array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    kind = array.type
-    if pa.types.is_dictionary(kind):
+    if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
-    elif pa.types.is_boolean(kind):
-        array = array.cast(pa.uint8())
-    elif pa.types.is_string_view(kind):
-        array = array.cast(pa.large_string())
-    elif pa.types.is_binary_view(kind):
-        array = array.cast(pa.large_binary())
-    packed = array.type
+    packed = _host_packed_type(array.type)
+    if packed != array.type:
+        array = array.cast(packed)
     buffers = array.buffers()
     nullable = array.null_count > 0
     validity = _host_bytes(buffers[0]) if nullable else None
-    if _is_string(packed):
+    kind_code = _host_kind(packed)
+    if kind_code == STRING:
         width = 8 if pa.types.is_large_string(packed) or pa.types.is_large_binary(packed) else 4
         spec = ColumnSpec(field.name, STRING, width, nullable, packed, field.type)
         return spec, (STRING, width, array.offset, _host_bytes(buffers[2]), validity,
                       _host_bytes(buffers[1]))
-    if pa.types.is_floating(packed) and not pa.types.is_float16(packed):
-        kind_code = FLOATING
-    elif (pa.types.is_integer(packed) or pa.types.is_temporal(packed)) and \
-            packed.bit_width in (8, 16, 32, 64):
-        kind_code = FIXED
-    else:
+    if kind_code is None:
         raise UnsupportedColumnTypeError(
             f"column {field.name!r} has type {field.type}, which the hash partitioner cannot "
             f"pack (integers, floats, booleans, temporal types, strings and binary can)")
@@ -256,7 +322,7 @@ def _restore(array: pa.Array, wanted: pa.DataType) -> pa.Array:
     if array.type == wanted:
         return array
     if pa.types.is_dictionary(wanted):
-        return array.dictionary_encode().cast(wanted)
+        return _restore(array, wanted.value_type).dictionary_encode().cast(wanted)
     return array.cast(wanted)
 
 
@@ -305,26 +371,54 @@ def _partition_device(frame: Any, on: Sequence[str], n: int) -> PackedPartitions
     return PackedPartitions(specs, buffer, core.rows, core.byte_offsets, core.pieces, core.chars)
 
 
+def _device_kind(type_id: Any) -> int | None:
+    """The core's kind of a pylibcudf type; None where the core cannot pack it."""
+    import pylibcudf as plc
+
+    if type_id == plc.TypeId.STRING:
+        return STRING
+    if type_id.name in _DEVICE_FLOATING:
+        return FLOATING
+    if type_id.name in _DEVICE_FIXED:
+        return FIXED
+    return None
+
+
+def _device_unpackable(frame: Any) -> list[Any]:
+    """The columns of a cuDF DataFrame that the core cannot pack (decimals, lists, structs,
+    categoricals)."""
+    table, _ = frame.to_pylibcudf()
+    return [name for name, column in zip(frame.columns, table.columns())
+            if _device_kind(column.type().id()) is None]
+
+
+def _take_carried_device(part: Any, frame: Any, carried: list[Any], row: str) -> Any:
+    """:func:`_take_carried_host` for a cuDF destination of ``frame``."""
+    taken = frame[carried].take(part[row].values).reset_index(drop=True)
+    part = part.drop(columns=[row])
+    for name in carried:
+        part[name] = taken[name]
+    return part[list(frame.columns)]
+
+
 def _device_columns(frame: Any) -> list[tuple[Any, tuple[ColumnSpec, tuple]]]:
     """(name, (spec, core argument)) for each column of a cuDF DataFrame, buffers as CuPy views."""
     import pylibcudf as plc
 
-    floating = {getattr(plc.TypeId, name) for name in _DEVICE_FLOATING}
-    fixed = {getattr(plc.TypeId, name) for name in _DEVICE_FIXED}
     table, _ = frame.to_pylibcudf()
     out = []
     for name, column in zip(frame.columns, table.columns()):
         type_id = column.type().id()
+        kind = _device_kind(type_id)
         nullable = column.null_count() > 0
         validity = _device_bytes(column.null_mask()) if nullable else None
-        if type_id == plc.TypeId.STRING:
+        if kind == STRING:
             offsets = column.child(0)
             width = 8 if offsets.type().id() == plc.TypeId.INT64 else 4
             spec = ColumnSpec(name, STRING, width, nullable, column.type())
             arg = (STRING, width, column.offset(), _device_bytes(column.data()), validity,
                    _device_bytes(offsets.data()))
-        elif type_id in fixed or type_id in floating:
-            kind = FLOATING if type_id in floating else FIXED
+        elif kind is not None:
             width = plc.types.size_of(column.type())
             spec = ColumnSpec(name, kind, width, nullable, column.type())
             arg = (kind, width, column.offset(), _device_bytes(column.data()), validity, None)

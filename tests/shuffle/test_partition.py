@@ -250,6 +250,41 @@ def test_pandas_frames_go_through_arrow_and_come_back():
     assert hash_partition(frame, ["k"], 3).rows.tolist() == [len(p) for p in parts]
 
 
+def test_columns_the_packer_cannot_pack_are_carried_with_their_rows():
+    """Decimals, lists and structs that are not keys reach each destination with their rows,
+    in order; as keys they are still refused, naming the column."""
+    from decimal import Decimal
+
+    rng = np.random.default_rng(13)
+    rows = 300
+    frame = pd.DataFrame({
+        "price": [Decimal(int(v)) / 100 if v % 7 else None for v in rng.integers(0, 10**6, rows)],
+        "k": rng.integers(0, 25, rows),
+        "tags": [list(range(int(v) % 4)) for v in rng.integers(0, 100, rows)],
+        "where": [{"x": int(v), "y": "s" * (int(v) % 3)} for v in rng.integers(0, 9, rows)],
+        "name": pd.array(rng.choice(["a", None, "cc"], rows), dtype="str"),
+    })
+    parts = hash_split(frame, ["k"], 4, "pandas")
+    plain = hash_split(frame[["k", "name"]], ["k"], 4, "pandas")
+    assert sum(len(p) for p in parts) == rows
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    for part, want in zip(parts, plain):
+        assert part.columns.tolist() == frame.columns.tolist()
+        assert part.dtypes.tolist() == frame.dtypes.tolist()
+        pd.testing.assert_frame_equal(part[["k", "name"]], want)
+        got = pa.Table.from_pandas(part, preserve_index=False)
+        assert got.schema.field("price").type == table.schema.field("price").type
+    # each row's carried values are its own: the rows of one key, in order, across columns
+    for part in parts:
+        for key, group in part.groupby("k", sort=False):
+            source = frame[frame["k"] == key]
+            assert group["price"].tolist() == source["price"].tolist()
+            assert [list(v) for v in group["tags"]] == source["tags"].tolist()
+            assert group["where"].tolist() == source["where"].tolist()
+    with pytest.raises(UnsupportedColumnTypeError, match="'tags'"):
+        hash_split(frame, ["tags"], 4, "pandas")
+
+
 def test_errors_name_the_column_or_option():
     table = random_table(20)
     with pytest.raises(UnknownKeyColumnError, match="'nope'"):
@@ -417,3 +452,23 @@ def test_cudf_frames_partition_like_arrow_tables():
         assert same_table(got, want), f"destination {d}"
     parts = hash_split(frame, on, 6, "cudf")
     assert [len(p) for p in parts] == on_cpu.rows.tolist()
+
+
+@pytest.mark.gpu
+def test_cudf_frames_carry_the_columns_the_packer_cannot_pack():
+    device_or_skip()
+    cudf = pytest.importorskip("cudf")
+    rng = np.random.default_rng(14)
+    table = pa.table({"k": pa.array(rng.integers(0, 25, 2000)),
+                      "price": pa.array([int(v) for v in rng.integers(0, 10**6, 2000)],
+                                        pa.int64()).cast(pa.decimal128(12, 2)),
+                      "tags": pa.array([list(range(int(v) % 4)) for v in
+                                        rng.integers(0, 100, 2000)], pa.list_(pa.int64()))})
+    frame = cudf.DataFrame.from_arrow(table)
+    parts = hash_split(frame, ["k"], 4, "cudf")
+    expected = hash_split(table.to_pandas(), ["k"], 4, "pandas")
+    for part, want in zip(parts, expected):
+        assert part.columns.tolist() == ["k", "price", "tags"]
+        got = part.to_arrow().to_pydict()
+        assert got == pa.Table.from_pandas(want, preserve_index=False).cast(
+            part.to_arrow().schema).to_pydict()
