@@ -285,6 +285,24 @@ def test_columns_the_packer_cannot_pack_are_carried_with_their_rows():
         hash_split(frame, ["tags"], 4, "pandas")
 
 
+def test_unpacked_columns_point_into_the_packed_buffer():
+    """Zero-copy out: every unpacked buffer (booleans aside, cast back from bytes) lies inside
+    the packed buffer."""
+    table = random_table(3000, seed=15)
+    packed = hash_partition(table, ["i64"], 5)
+    start = packed.buffer.ctypes.data
+    end = start + packed.buffer.nbytes
+    for d in range(5):
+        part = unpack(packed.destination(d))
+        for field, column in zip(part.schema, part.columns):
+            if pa.types.is_boolean(field.type) or pa.types.is_dictionary(field.type):
+                continue
+            for buffer in column.chunk(0).buffers():
+                if buffer is not None and buffer.size:
+                    assert start <= buffer.address and buffer.address + buffer.size <= end, \
+                        f"destination {d}, column {field.name!r} was copied"
+
+
 def test_errors_name_the_column_or_option():
     table = random_table(20)
     with pytest.raises(UnknownKeyColumnError, match="'nope'"):
