@@ -7,14 +7,19 @@ last 64 KiB of a remote file), and the read step fetches the column chunks it ne
 what size, is :mod:`gpuframe.io.tuning`'s to choose.
 
 Options live in :class:`StorageOptions`, resolved by :func:`storage_options` from defaults, then
-``GPUFRAME_<FIELD>`` environment variables, then the call's keywords.
+``GPUFRAME_<FIELD>`` environment variables, then the call's keywords. Without ``key=``, S3 reads
+take the AWS default chain's credentials: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and
+``AWS_SESSION_TOKEN``, then the profile ``AWS_PROFILE`` names in ``~/.aws``, then the machine's
+role.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import os
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -60,6 +65,64 @@ def _option(default: Any, parse: Callable[[str], Any], doc: str, *, secret: bool
     return field(default=default, repr=not secret, metadata={"parse": parse, "doc": doc})
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE_BAD = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]|[^\x00-\xff]")
+ENGINE_HEADERS = frozenset({"range", "accept-encoding"})
+"""Headers every range request sets itself, which ``http_headers`` may not replace."""
+
+
+def _headers(value: Any) -> tuple[tuple[str, str], ...]:
+    """``http_headers`` as (name, value) pairs, hashable and picklable as the options must be:
+    from a mapping, such pairs, or a JSON object's text (how ``GPUFRAME_HTTP_HEADERS`` holds
+    them). Errors name the header, never its value: values mostly hold tokens."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:  # its text is the value's: not chained, not shown
+            raise OptionError("http_headers is not a JSON object of header names to values "
+                              f"({exc.msg} at character {exc.pos})") from None
+        if not isinstance(value, dict):
+            raise OptionError("http_headers must be a JSON object of header names to values, "
+                              f"not a JSON {type(value).__name__}")
+    try:
+        pairs = [(name, text) for name, text in
+                 (value.items() if isinstance(value, Mapping) else value)]
+    except (TypeError, ValueError):
+        raise OptionError("http_headers must map header names to values, e.g. "
+                          "{'Authorization': 'Bearer ...'}") from None
+    seen: set[str] = set()
+    for name, text in pairs:
+        _check_header(name, text)
+        if name.lower() in seen:
+            raise OptionError(f"http_headers: {name!r} is given twice")
+        seen.add(name.lower())
+    return tuple(pairs)
+
+
+def _check_header(name: Any, text: Any) -> None:
+    """One header that http.client would send as given (it refuses line breaks, naming the
+    value, and encodes values as Latin-1) and that leaves the range reads' own alone."""
+    if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+        start = _HEADER_NAME.match(name) if isinstance(name, str) else None
+        raise OptionError("http_headers: a header name"
+                          + (f" (starting {start.group()!r})" if start else "")
+                          + " holds more than letters, digits and !#$%&'*+-.^_`|~; give the "
+                          "name as the key and the rest as its value")
+    if name.lower() in ENGINE_HEADERS:
+        raise OptionError(f"http_headers: {name!r} is set by gpuframe's range reads "
+                          "themselves and cannot be given")
+    if not isinstance(text, str):
+        raise OptionError(f"http_headers: the value of {name!r} must be a str, not "
+                          f"{type(text).__name__}")
+    bad = _HEADER_VALUE_BAD.search(text)
+    if bad:
+        raise OptionError(f"http_headers: the value of {name!r} holds a line break, control "
+                          f"or non-Latin-1 character at position {bad.start()}; a header "
+                          "value is one line of text")
+
+
 @dataclass(frozen=True)
 class StorageOptions:
     """Where remote files live and how hard to pull on them. Local paths ignore all of it."""
@@ -69,8 +132,21 @@ class StorageOptions:
     )
     key: str | None = _option(None, _text, "S3 access key id; None: the AWS default chain")
     secret: str | None = _option(None, _text, "S3 secret access key", secret=True)
+    session_token: str | None = _option(
+        None, _text, "S3 session token of temporary (STS) credentials, given with their key= "
+        "and secret=", secret=True
+    )
     region: str | None = _option(None, _text, "S3 region; None: the AWS default")
     anonymous: bool = _option(False, _flag, "S3 without credentials (public buckets)")
+    virtual_addressing: bool = _option(
+        False, _flag, "S3 buckets in the host name (bucket.endpoint) at an endpoint= too, for "
+        "stores that serve no path-style requests; AWS itself always gets them"
+    )
+    http_headers: tuple[tuple[str, str], ...] = _option(
+        (), _text, "headers sent with every HTTP(S) request, a mapping such as "
+        "{'Authorization': 'Bearer ...'} (in the environment: a JSON object); not sent on to "
+        "another host a URL redirects to", secret=True
+    )
     requests_in_flight: int | None = _option(
         None, _count, "concurrent range requests per file; None: chosen by Little's law"
     )
@@ -84,6 +160,7 @@ class StorageOptions:
     timeout: float = _option(30.0, _seconds, "seconds to connect or wait for a response")
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "http_headers", _headers(self.http_headers))
         if self.max_requests_in_flight < 1:
             raise OptionError(f"max_requests_in_flight={self.max_requests_in_flight} must be "
                               "at least 1")
@@ -307,7 +384,11 @@ class HttpSource(Source):
     (:func:`_ca_bundle`), the environment's proxies (:func:`_proxy_for`, credentials in the
     proxy's URL), a URL's ``user:password@`` sent as Basic authentication, up to
     :data:`HTTP_REDIRECTS` redirects followed, no retries. Not kept: ``~/.netrc`` credentials,
-    cookies between requests, SOCKS proxies (which needed PySocks)."""
+    cookies between requests, SOCKS proxies (which needed PySocks).
+
+    ``http_headers`` go with every request (an ``Authorization`` among them replaces the URL's
+    ``user:password@``); like ``Authorization``, none of them follows a redirect to another
+    host, so a token is never handed to a CDN or a presigned URL's store."""
 
     def __init__(self, url: str, storage: StorageOptions):
         import urllib3
@@ -315,10 +396,22 @@ class HttpSource(Source):
         super().__init__(url)
         self._timeout = storage.timeout
         self._pool = _http_pool(_proxy_for(url), _ca_bundle(), storage.max_requests_in_flight)
-        self._retries = urllib3.Retry(total=None, connect=0, read=False, status=0, other=0,
-                                      redirect=HTTP_REDIRECTS)
+        names = [name for name, _ in storage.http_headers]
+        self._retries = urllib3.Retry(
+            total=None, connect=0, read=False, status=0, other=0, redirect=HTTP_REDIRECTS,
+            remove_headers_on_redirect=urllib3.Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT | {
+                name.lower() for name in names})
         self._url, login = _login(url)
-        self._headers = urllib3.make_headers(basic_auth=login) if login else {}
+        headers = urllib3.HTTPHeaderDict(urllib3.make_headers(basic_auth=login) if login else {})
+        headers.update(storage.http_headers)
+        self._headers = dict(headers.items())
+        if names:
+            self._denied_hint = f"check the http_headers sent ({', '.join(names)})"
+        elif login:
+            self._denied_hint = "check the URL's user:password@, or give http_headers="
+        else:
+            self._denied_hint = ("give credentials as http_headers={'Authorization': ...} or "
+                                 "as user:password@ in the URL")
 
     def _get(self, headers: Mapping[str, str], method: str = "GET") -> Any:
         """The answer, its body not yet read; a failure to connect, or a timeout, is an
@@ -342,7 +435,8 @@ class HttpSource(Source):
         if status == 404:
             raise SourceNotFoundError(f"no such file: {self.path} (HTTP 404)")
         if status in (401, 403):
-            raise AccessDeniedError(f"access denied to {self.path} (HTTP {status})")
+            raise AccessDeniedError(f"access denied to {self.path} (HTTP {status}): "
+                                    f"{self._denied_hint}")
         raise RemoteError(f"{method} {self.path} failed: HTTP {status} {response.reason}")
 
     def _fetch_size(self) -> int:
@@ -467,10 +561,17 @@ def s3_filesystem(storage: StorageOptions) -> Any:
                 kwargs["scheme"] = endpoint.scheme
             if storage.region:
                 kwargs["region"] = storage.region
+            if storage.virtual_addressing:
+                kwargs["force_virtual_addressing"] = True
             if storage.key is not None or storage.secret is not None:
                 if storage.key is None or storage.secret is None:
                     raise OptionError("S3 credentials need both key= and secret=")
                 kwargs["access_key"], kwargs["secret_key"] = storage.key, storage.secret
+                kwargs["session_token"] = storage.session_token
+            elif storage.session_token is not None:
+                raise OptionError("session_token= needs the key= and secret= it was issued "
+                                  "with (the AWS default chain takes AWS_SESSION_TOKEN with "
+                                  "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
             _filesystems[storage] = fs.S3FileSystem(**kwargs)
         return _filesystems[storage]
 
@@ -483,7 +584,13 @@ def s3_error(exc: OSError, url: str, storage: StorageOptions) -> RemoteError:
     if any(mark in lowered for mark in ("access_denied", "accessdenied", "invalidaccesskeyid",
                                         "signaturedoesnotmatch", "http response code: 403",
                                         "forbidden")):
-        return AccessDeniedError(f"access denied to {url}{where}: check key=/secret= ({text})")
+        return AccessDeniedError(f"access denied to {url}{where}: check key=/secret="
+                                 f"/session_token= ({text})")
+    if storage.session_token is not None and "http status 400" in lowered:
+        # S3 refuses an expired or wrong token with 400 ExpiredToken or InvalidToken, and the
+        # answer to a HEAD (every open) has no body to name it.
+        return AccessDeniedError(f"access denied to {url}{where}: HTTP 400, most often an "
+                                 f"expired or wrong session_token= ({text})")
     if any(mark in lowered for mark in ("path does not exist", "nosuchkey", "nosuchbucket",
                                         "http response code: 404", "resource_not_found")):
         return SourceNotFoundError(f"no such object: {url}{where} ({text})")
@@ -639,8 +746,6 @@ def run_requests(pieces: list[tuple[int, int, int]], max_in_flight: int,
     with ThreadPoolExecutor(min(max_in_flight, len(pieces)),
                             thread_name_prefix="gpuframe-range") as pool:
         return list(pool.map(fetch, pieces))
-
-
 
 
 def list_s3(url: str, storage: StorageOptions) -> list[str]:

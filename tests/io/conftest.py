@@ -7,7 +7,8 @@ folder with Range support and logs every request (and, under ``/shaped-<ms>ms-<M
 that latency and throttles each response to that rate: a store with known numbers for the
 Little's-law tests); ``https_server`` serves it over TLS with a certificate no store trusts;
 ``s3_server`` is a moto S3 server holding the same files in a bucket, with IAM authentication
-on, so wrong credentials are refused as by AWS.
+on, so wrong credentials are refused as by AWS, and temporary (STS) credentials are checked whole:
+key, secret and session token.
 """
 
 from __future__ import annotations
@@ -141,6 +142,8 @@ class HttpServer:
     log: list[ServedRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     connections: int = 0
+    token: str = "gpuframe-test-token"
+    """What '/bearer/...' wants as 'Authorization: Bearer <token>'."""
 
     def reset(self) -> None:
         with self.lock:
@@ -159,7 +162,8 @@ class HttpServer:
 class _RangeHandler(BaseHTTPRequestHandler):
     """Static files with Range support; '/norange/...' ignores Range, '/forbidden/...' is 403,
     '/brokenoff/...' sends half the body it announced and closes the connection,
-    '/shaped-<ms>ms-<MB>MBps/...' waits <ms> before answering and sends at <MB> MB/s. A target
+    '/shaped-<ms>ms-<MB>MBps/...' waits <ms> before answering and sends at <MB> MB/s,
+    '/bearer/...' is 401 without the state's token as 'Authorization: Bearer'. A target
     in absolute form ('http://host/flat/...', what a proxy is asked) names the same file."""
 
     protocol_version = "HTTP/1.1"
@@ -191,9 +195,12 @@ class _RangeHandler(BaseHTTPRequestHandler):
         honour_range = not path.startswith("/norange/")
         self._broken_off = path.startswith("/brokenoff/")
         target = (self.state.root
-                  / re.sub(r"^/(norange|forbidden|brokenoff)/", "/", path).lstrip("/"))
+                  / re.sub(r"^/(norange|forbidden|brokenoff|bearer)/", "/", path).lstrip("/"))
         if path.startswith("/forbidden/"):
             return self._reply(403, b"forbidden", body)
+        if (path.startswith("/bearer/")
+                and self.headers.get("Authorization") != f"Bearer {self.state.token}"):
+            return self._reply(401, b"unauthorized", body, {"WWW-Authenticate": "Bearer"})
         if self.state.root.resolve() not in target.resolve().parents or not target.is_file():
             return self._reply(404, b"not found", body)
         data = target.read_bytes()
@@ -310,6 +317,8 @@ class S3Server:
     bucket: str
     key: str
     secret: str
+    temporary: tuple[str, str, str]
+    """Key, secret and session token of a role assumed through STS, allowed the same."""
 
     def url(self, relative: str) -> str:
         return f"s3://{self.bucket}/{relative}"
@@ -317,6 +326,10 @@ class S3Server:
     def options(self, **overrides) -> dict:
         return {"endpoint": self.endpoint, "key": self.key, "secret": self.secret,
                 "region": "us-east-1", **overrides}
+
+    def temporary_options(self, **overrides) -> dict:
+        key, secret, token = self.temporary
+        return {**self.options(key=key, secret=secret, session_token=token), **overrides}
 
 
 @pytest.fixture(scope="session")
@@ -334,22 +347,26 @@ def s3_server(dataset_dir):
         session = boto3.Session(aws_access_key_id="setup", aws_secret_access_key="setup",
                                 region_name="us-east-1")
         iam = session.client("iam", endpoint_url=endpoint)
+        s3_all = ('{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
+                  '"Action": "s3:*", "Resource": "*"}]}')
         iam.create_user(UserName="reader")
-        iam.put_user_policy(
-            UserName="reader", PolicyName="s3-all",
-            PolicyDocument='{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
-                           '"Action": "s3:*", "Resource": "*"}]}',
-        )
+        iam.put_user_policy(UserName="reader", PolicyName="s3-all", PolicyDocument=s3_all)
         access = iam.create_access_key(UserName="reader")["AccessKey"]
+        role = iam.create_role(RoleName="reader", AssumeRolePolicyDocument="{}")["Role"]
+        iam.put_role_policy(RoleName="reader", PolicyName="s3-all", PolicyDocument=s3_all)
+        temporary = session.client("sts", endpoint_url=endpoint).assume_role(
+            RoleArn=role["Arn"], RoleSessionName="reader")["Credentials"]
         s3 = session.client("s3", endpoint_url=endpoint)
         s3.create_bucket(Bucket="data")
         for path in sorted(dataset_dir.rglob("*")):
             if path.is_file() and path.parent.name != "blob":
                 s3.put_object(Bucket="data", Key=path.relative_to(dataset_dir).as_posix(),
                               Body=path.read_bytes())
-        # From here on every request must be signed with the IAM user's key.
+        # From here on every request must be signed with the IAM user's or the role's key.
         requests.post(f"{endpoint}/moto-api/reset-auth", data=b"0", timeout=10)
-        yield S3Server(endpoint, "data", access["AccessKeyId"], access["SecretAccessKey"])
+        yield S3Server(endpoint, "data", access["AccessKeyId"], access["SecretAccessKey"],
+                       (temporary["AccessKeyId"], temporary["SecretAccessKey"],
+                        temporary["SessionToken"]))
     finally:
         requests.post(f"{endpoint}/moto-api/reset-auth", data=b"inf", timeout=10)
         server.stop()

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import base64
 import io
+import pickle
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pandas as pd
 import pytest
 
+import gpuframe
 from gpuframe.errors import GpuframeError, OptionError
 from gpuframe.io import remote
 from gpuframe.io.errors import (
@@ -53,6 +57,38 @@ def test_storage_options_errors(monkeypatch):
         storage_options()
     with pytest.raises(OptionError, match="ftp"):
         open_source("ftp://host/file.parquet")
+
+
+def test_http_headers_come_from_the_environment_as_json_and_stay_secret(monkeypatch):
+    monkeypatch.setenv("GPUFRAME_HTTP_HEADERS", '{"Authorization": "Bearer env-token"}')
+    assert storage_options().http_headers == (("Authorization", "Bearer env-token"),)
+    chosen = storage_options(http_headers={"X-Api-Key": "call-key"}, session_token="sts-token")
+    assert chosen.http_headers == (("X-Api-Key", "call-key"),)  # the call's replace the env's
+    assert storage_options(chosen, timeout=5.0).http_headers == chosen.http_headers
+    for secret in ("call-key", "X-Api-Key", "sts-token"):
+        assert secret not in repr(chosen)
+    travelled = pickle.loads(pickle.dumps(chosen))  # as into the workers' tasks
+    assert travelled == chosen and hash(travelled) == hash(chosen)
+    assert travelled.session_token == "sts-token"
+    monkeypatch.setenv("GPUFRAME_HTTP_HEADERS", "none")
+    assert storage_options().http_headers == ()
+
+
+@pytest.mark.parametrize("headers, message", [
+    ({"Authorization": "Bearer s3cret\r\nX-Injected: 1"},
+     "the value of 'Authorization' holds a line break.* at position 13"),
+    ({"Authorization: Bearer s3cret": ""}, r"a header name \(starting 'Authorization'\)"),
+    ({"Authorization": 5}, "the value of 'Authorization' must be a str, not int"),
+    ({"Range": "bytes=0-"}, "'Range' is set by gpuframe's range reads"),
+    ([("X-Key", "s3cret"), ("x-key", "s3cret")], "'x-key' is given twice"),
+    (["Authorization: Bearer s3cret"], "must map header names to values"),
+    ('{"Authorization": "Bearer s3cret"', "not a JSON object .*at character 33"),
+    ('["Authorization", "Bearer s3cret"]', "not a JSON list"),
+])
+def test_bad_http_headers_name_the_option_not_the_secret(headers, message):
+    with pytest.raises(OptionError, match="http_headers.*" + message) as info:
+        storage_options(http_headers=headers)
+    assert "s3cret" not in str(info.value) and info.value.__cause__ is None
 
 
 def test_local_source(dataset_dir):
@@ -134,6 +170,93 @@ def test_http_goes_through_the_environments_proxy(dataset_dir, http_server, clos
     monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{closed_port}")
     monkeypatch.setenv("no_proxy", "127.0.0.1")
     assert open_source(f"{http_server.url}/{PART}").read_range(10, 20) == data[10:30]
+
+
+def test_http_headers_go_with_every_request(dataset_dir, http_server):
+    """'/bearer/...' answers 401 without the token: every request must carry it."""
+    data = (dataset_dir / PART).read_bytes()
+    url = f"{http_server.url}/bearer/{PART}"
+    with pytest.raises(AccessDeniedError, match=f"bearer/{PART} \\(HTTP 401\\): give "
+                                                "credentials as http_headers="):
+        open_source(url).size()
+    with pytest.raises(AccessDeniedError, match=r"check the http_headers sent \(Authorization\)"
+                       ) as info:
+        open_source(url, storage_options(http_headers={"Authorization": "Bearer wrong-one"})
+                    ).read_range(0, 10)
+    assert "wrong-one" not in str(info.value)
+    token = {"Authorization": f"Bearer {http_server.token}"}
+    http_server.reset()
+    source = open_source(url, storage_options(http_headers=token))
+    assert source.size() == len(data)
+    assert read_ranges(source, [(0, 4), (1000, 3000)], max_in_flight=2, request_size=1024) == [
+        data[:4], data[1000:4000]]
+    buffer = bytearray(len(data))
+    read_ranges_into([(source, [(100, 8)], memoryview(buffer))], max_in_flight=1)
+    assert buffer[100:108] == data[100:108] and source.read_tail(16) == (len(data), data[-16:])
+    assert {r.method for r in http_server.log} == {"HEAD", "GET"} and len(http_server.log) == 7
+    assert {(r.status // 100, r.authorization) for r in http_server.log} == {
+        (2, token["Authorization"])}
+    login = url.replace("//", "//reader:s3cret@")  # the header replaces the URL's login
+    assert open_source(login, storage_options(http_headers=token)).read_range(0, 4) == data[:4]
+    assert http_server.log[-1].authorization == token["Authorization"]
+
+
+class _Redirecting(BaseHTTPRequestHandler):
+    """'/away' redirects to 'localhost' (another host than 127.0.0.1 to a client), '/near' to
+    127.0.0.1, '/land' answers any Range with 8 bytes; each request's headers are kept."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[tuple[str, dict[str, str]]]
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.seen.append((self.path, dict(self.headers)))
+        port = self.server.server_address[1]
+        host = {"/away": "localhost", "/near": "127.0.0.1"}.get(self.path)
+        if host:
+            self.send_response(302)
+            self.send_header("Location", f"http://{host}:{port}/land")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(206)
+        self.send_header("Content-Range", "bytes 0-7/8")
+        self.send_header("Content-Length", "8")
+        self.end_headers()
+        self.wfile.write(b"landed!!")
+
+
+def test_http_headers_stay_off_another_host_a_url_redirects_to():
+    """Like Authorization (urllib3 drops it), a token in any header must not reach a CDN or a
+    presigned URL's store another host serves."""
+    handler = type("Handler", (_Redirecting,), {"seen": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        options = storage_options(http_headers={"X-Api-Key": "api-key", "Authorization": "t"})
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        for start in ("away", "near"):
+            assert open_source(f"{base}/{start}", options).read_range(0, 8) == b"landed!!"
+    finally:
+        server.shutdown()
+        server.server_close()
+    sent = [(path, {name for name in headers if name in ("X-Api-Key", "Authorization")})
+            for path, headers in handler.seen]
+    both = {"X-Api-Key", "Authorization"}
+    assert sent == [("/away", both), ("/land", set()), ("/near", both), ("/land", both)]
+
+
+def test_http_headers_reach_the_workers(engine, dataset_dir, http_server):
+    names = ["flat/part-0.parquet", "flat/part-1.parquet"]
+    frame = gpuframe.read_parquet([f"{http_server.url}/bearer/{name}" for name in names],
+                                  columns=["id", "name"], partition_bytes=1,
+                                  http_headers={"Authorization": f"Bearer {http_server.token}"})
+    assert frame.npartitions > 1
+    pd.testing.assert_frame_equal(frame.to_pandas().reset_index(drop=True),
+                                  pd.read_parquet(dataset_dir / "flat", columns=["id", "name"]))
 
 
 def test_https_verifies_the_servers_certificate(dataset_dir, https_server, monkeypatch):
@@ -251,6 +374,42 @@ def test_s3_ranges_and_errors(dataset_dir, s3_server, closed_port):
                                                     timeout=5.0))
     with pytest.raises(UnreachableError, match=f"127.0.0.1:{closed_port}"):
         open_source(s3_server.url(PART), unreachable)
+
+
+def test_s3_temporary_credentials_need_their_session_token(dataset_dir, s3_server):
+    """moto checks an assumed role's session token as AWS does."""
+    data = (dataset_dir / PART).read_bytes()
+    key, secret, token = s3_server.temporary
+    options = storage_options(s3_server.temporary_options())
+    assert open_source(s3_server.url(PART), options).read_range(10, 20) == data[10:30]
+    assert token not in repr(options) and secret not in repr(options)
+    without = storage_options(s3_server.options(key=key, secret=secret))
+    with pytest.raises(AccessDeniedError, match=f"{PART} at endpoint {s3_server.endpoint}: "
+                                                "check key=/secret=/session_token=") as info:
+        open_source(s3_server.url(PART), without)
+    wrong = storage_options(s3_server.temporary_options(session_token="not-the-token"))
+    with pytest.raises(AccessDeniedError, match=f"{PART} at endpoint {s3_server.endpoint}: "
+                                                "HTTP 400, most often an expired or wrong "
+                                                "session_token=") as wrong_info:
+        open_source(s3_server.url(PART), wrong)
+    for error in (info.value, wrong_info.value):
+        assert token not in str(error) and secret not in str(error)
+    alone = storage_options(s3_server.options(key=None, secret=None, session_token=token))
+    with pytest.raises(OptionError, match="session_token= needs the key= and secret="):
+        open_source(s3_server.url(PART), alone)
+
+
+def test_s3_virtual_addressing_puts_the_bucket_in_the_host_name(dataset_dir, s3_server):
+    """moto takes the bucket from the host name of an endpoint that is no IP and not plain
+    'localhost' (curl resolves '*.localhost' to loopback): path-style requests then ask for a
+    bucket 's3', virtual-hosted ones for the bucket in the URL."""
+    data = (dataset_dir / PART).read_bytes()
+    named = s3_server.endpoint.replace("127.0.0.1", "s3.localhost")
+    path_style = storage_options(s3_server.options(endpoint=named))
+    with pytest.raises(SourceNotFoundError, match=f"s3://data/{PART}"):
+        open_source(s3_server.url(PART), path_style)
+    virtual = storage_options(s3_server.options(endpoint=named, virtual_addressing=True))
+    assert open_source(s3_server.url(PART), virtual).read_range(10, 20) == data[10:30]
 
 
 def test_s3_listing(s3_server):
