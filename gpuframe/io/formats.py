@@ -83,6 +83,17 @@ class FileFormat:
     def unit_rows(self, metadata: Any, index: int) -> int:
         raise NotImplementedError
 
+    def describe_units(self, metadata: Any, units: Sequence[int]) -> str:
+        """``units`` as an error message names them ('row group 3', 'stripes 0-7')."""
+        name = self.unit_name if len(units) != 1 else self.unit_name[:-1]
+        if len(units) > 2 and list(units) == list(range(units[0], units[-1] + 1)):
+            return f"{name} {units[0]}-{units[-1]}"
+        return f"{name} " + ", ".join(map(str, units))
+
+    def file_size(self, metadata: Any) -> int | None:
+        """The file's size when it was planned, where the metadata says."""
+        return None
+
     def ranges(self, metadata: Any, units: Sequence[int],
                columns: Sequence[str]) -> list[tuple[int, int]]:
         """(offset, length) of the bytes reading ``columns`` of ``units`` fetches."""
@@ -92,7 +103,8 @@ class FileFormat:
                    columns: Sequence[str]) -> pa.Table:
         """``columns`` of ``units`` of the task's file as an Arrow table (the pandas backend).
 
-        ``fetcher`` (:class:`gpuframe.io.read.Fetcher`) fetches byte ranges and counts them."""
+        ``fetcher`` (:class:`gpuframe.io.read.Fetcher`) fetches byte ranges and counts them;
+        its ``naming_failures([unit])`` names the unit at fault where a format can tell."""
         raise NotImplementedError
 
     def read_rows(self, task: Any, fetcher: Any, rows: Mapping[int, np.ndarray],
@@ -198,7 +210,14 @@ class ParquetFormat(FileFormat):
                    columns: Sequence[str]) -> pa.Table:
         handle = fetcher.file(self.ranges(task.metadata, units, columns))
         parquet = pq.ParquetFile(handle, metadata=task.metadata)
-        return parquet.read_row_groups(list(units), columns=list(columns), use_threads=False)
+        try:
+            return parquet.read_row_groups(list(units), columns=list(columns),
+                                           use_threads=False)
+        except (OSError, pa.ArrowException):
+            for group in units if len(units) > 1 else ():  # which one is at fault
+                with fetcher.naming_failures([group]):
+                    parquet.read_row_group(group, columns=list(columns), use_threads=False)
+            raise
 
     def read_rows(self, task: Any, fetcher: Any, rows: Mapping[int, np.ndarray],
                   columns: Sequence[str]) -> pa.Table:
@@ -416,6 +435,9 @@ class OrcFormat(FileFormat):
     def arrow_schema(self, path: str, metadata: OrcMetadata) -> pa.Schema:
         return metadata.schema
 
+    def file_size(self, metadata: OrcMetadata) -> int:
+        return metadata.size
+
     def units(self, metadata: OrcMetadata, columns: Sequence[str],
               result_columns: Sequence[str]) -> list[Unit]:
         return [Unit(i, rows, length, length)
@@ -437,8 +459,10 @@ class OrcFormat(FileFormat):
                               known={metadata.size - len(metadata.tail): metadata.tail})
         opened = orc.ORCFile(handle)
         schema = pa.schema([task.metadata.schema.field(c) for c in columns])
-        batches = [opened.read_stripe(i, columns=list(columns)).select(list(columns))
-                   for i in units]
+        batches = []
+        for i in units:
+            with fetcher.naming_failures([i]):
+                batches.append(opened.read_stripe(i, columns=list(columns)).select(list(columns)))
         return pa.Table.from_batches(batches, schema=schema)
 
     def sparse_layout(self, metadata: OrcMetadata, size: int
@@ -569,6 +593,12 @@ class CsvFormat(FileFormat):
 
     def arrow_schema(self, path: str, metadata: CsvMetadata) -> pa.Schema:
         return metadata.schema
+
+    def describe_units(self, metadata: CsvMetadata, units: Sequence[int]) -> str:
+        return f"bytes {metadata.ranges[units[0]][0]}-{metadata.ranges[units[-1]][1]}"
+
+    def file_size(self, metadata: CsvMetadata) -> int:
+        return metadata.size
 
     def units(self, metadata: CsvMetadata, columns: Sequence[str],
               result_columns: Sequence[str]) -> list[Unit]:

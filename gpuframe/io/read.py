@@ -22,6 +22,10 @@ between formats is asked of the plan's :class:`~gpuframe.io.formats.FileFormat`:
   task size set from the same numbers; remote Parquet and ORC decoded from copies in device
   memory (:func:`read_device_copies`); cuDF is imported only on the workers that run it.
 
+Bytes that do not decode at read time (a file cut, rewritten or corrupted since planning) raise
+the engine's errors naming the file and unit (:func:`read_failure`), and the first failed task's
+error reaches the caller as itself (:func:`raise_dataset_error`).
+
 Every worker reports what it fetched as a Dask event (topic ``gpuframe-read``); the client folds
 them into a :class:`ReadReport`: bytes read against bytes of the result's columns.
 """
@@ -35,14 +39,24 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from distributed import wait
 
 from ..backend import get_backend
 from .device import CopyJob, copy_batches, fetch_device_copies
+from .errors import (
+    AccessDeniedError,
+    CorruptFileError,
+    DatasetError,
+    RemoteError,
+    SourceNotFoundError,
+    TruncatedFileError,
+    UnreachableError,
+)
 from .formats import FileFormat, format_for
 from .plan import FOOTER_THREADS, ReadPlan, measure_here, plan_fragments, read_metadata_each
 from .remote import (
@@ -71,6 +85,11 @@ asks for (1 MiB): each task is a bounce-buffer copy of its own. 16 warm Parquet 
 H200, 16 threads, one cuDF call: 1 MiB 0.100 s, 4 MiB 0.081 s, 16 MiB 0.089 s (int columns,
 1.76 GiB); 0.163, 0.131, 0.136 s (strings, 1.92 GiB)."""
 STAGE_EVENT_TOPIC = "gpuframe-stage"  # client-side stages: {"stage": ..., "seconds": ...}
+DECODE_ERRORS = (OSError, ValueError, RuntimeError, IndexError, EOFError, pa.ArrowException)
+"""What decoding bytes that are not what planning saw raises: Arrow's ``OSError`` ('Corrupt
+snappy compressed data.') and ``ArrowInvalid``, cuDF's ``RuntimeError``, and the
+``EOFError`` of a range that ends early (:meth:`Fetcher.bytes`). :func:`read_failure` turns
+them into the engine's errors naming the file; ``MemoryError`` is never one of them."""
 _ROW = "__gpuframe_row__"
 
 
@@ -201,7 +220,8 @@ class CudfReader:
                                                     len(tasks)),
                                  "task_size": max(first.concurrency.request_size,
                                                   KVIKIO_TASK_SIZE)})
-            frame, rows = first.format.read_cudf(tasks)
+            with naming_failures(tasks, lambda i: first.format.read_cudf([tasks[i]])):
+                frame, rows = first.format.read_cudf(tasks)
             fetched = sum(n for task in tasks
                           for _, n in task.format.ranges(task.metadata, task.units,
                                                          task.file_columns))
@@ -261,7 +281,10 @@ def read_device_copies(tasks: Sequence[FragmentTask], fetchers: Sequence[Fetcher
         fetched = sum(n for i in batch for _, n in jobs[i][1])
         copies = fetch_device_copies([jobs[i] for i in batch], concurrency.requests_in_flight,
                                      concurrency.request_size_for(fetched))
-        frame, counts = tasks[0].format.read_cudf([tasks[i] for i in batch], copies)
+        batch_tasks = [tasks[i] for i in batch]
+        with naming_failures(batch_tasks, lambda i: tasks[0].format.read_cudf(
+                [batch_tasks[i]], [copies[i]])):
+            frame, counts = tasks[0].format.read_cudf(batch_tasks, copies)
         del copies  # before the next batch's are allocated
         frames.append(frame)
         rows.extend(counts)
@@ -302,6 +325,57 @@ def fetch_sparse_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
 
 
 READERS = {"pandas": ArrowReader, "cudf": CudfReader}
+
+
+def read_failure(task: FragmentTask, units: Sequence[int], exc: BaseException) -> DatasetError:
+    """``exc``, raised decoding ``units`` of the task's file, as the engine's error naming the
+    file and units. The file is looked at again, since at read time the likeliest cause is a
+    change after planning: a file gone is a :class:`SourceNotFoundError`, one that ends before
+    the planned ranges a :class:`TruncatedFileError`, else a :class:`CorruptFileError` (with
+    the size planning saw, where the format knows it and it changed)."""
+    where = f"{task.path} ({task.format.describe_units(task.metadata, units)})"
+    try:
+        with open_source(task.path, task.storage) as source:
+            size: int | None = source.size()
+    except SourceNotFoundError as gone:
+        return SourceNotFoundError(f"{where}: the file went away after planning: {gone}")
+    except DatasetError:
+        size = None  # the store cannot say now; the decoding error stands
+    ranges = task.format.ranges(task.metadata, units, task.file_columns)
+    end = max((offset + length for offset, length in ranges), default=0)
+    if size is not None and size < end:
+        return TruncatedFileError(f"{where}: the file ends at byte {size}, the plan reads up "
+                                  f"to byte {end}: it was cut or rewritten after planning "
+                                  f"({type(exc).__name__}: {exc})")
+    planned = task.format.file_size(task.metadata)
+    changed = (f"; it was {planned} bytes at planning, {size} now"
+               if None not in (planned, size) and planned != size else "")
+    return CorruptFileError(f"{where} cannot be decoded: {type(exc).__name__}: {exc}{changed}")
+
+
+@contextlib.contextmanager
+def naming_failures(tasks: Sequence[FragmentTask],
+                    read_alone: Callable[[int], Any]) -> Iterator[None]:
+    """Failures of decoding several tasks' files in one call (cuDF's readers, whose errors
+    name no file) raised as :func:`read_failure`'s errors for the file at fault, found by
+    reading each file alone: ``read_alone(i)`` reads ``tasks[i]``."""
+    try:
+        yield
+    except (DatasetError, MemoryError):
+        raise
+    except DECODE_ERRORS as exc:
+        for i, task in enumerate(tasks if len(tasks) > 1 else ()):
+            try:
+                read_alone(i)
+            except (DatasetError, MemoryError):
+                raise
+            except DECODE_ERRORS as alone:
+                raise read_failure(task, task.units, alone) from alone
+        if len(tasks) == 1:
+            raise read_failure(tasks[0], tasks[0].units, exc) from exc
+        raise CorruptFileError(f"{len(tasks)} files read in one call cannot be decoded together, "
+                               f"though each can alone ({', '.join(t.path for t in tasks)}): "
+                               f"{type(exc).__name__}: {exc}") from exc
 
 
 class Fetcher:
@@ -364,18 +438,45 @@ class Fetcher:
         return pa.BufferReader(copy.getbuffer())
 
     def bytes(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        return read_ranges(self.source, ranges, self.requests_in_flight(ranges),
+        """The bytes of ``ranges``; an ``EOFError`` where the file ends before one of them
+        does (cut since planning), which :meth:`naming_failures` names: a short range parsed
+        as CSV would be fewer rows, silently."""
+        data = read_ranges(self.source, ranges, self.requests_in_flight(ranges),
                            self.task.concurrency.request_size)
+        for (offset, length), got in zip(ranges, data):
+            if len(got) != length:
+                raise EOFError(f"bytes {offset}-{offset + length} ended after {len(got)}")
+        return data
 
     def read(self, units: Sequence[int], columns: Sequence[str]) -> pa.Table:
         self.units_read = max(self.units_read, len(units))
-        return self.task.format.read_units(self.task, self, units, columns)
+        with self.naming_failures(units):
+            return self.task.format.read_units(self.task, self, units, columns)
 
     def read_rows(self, rows: Mapping[int, np.ndarray], columns: Sequence[str]) -> pa.Table:
         """``columns`` at ``rows`` (unit -> row indices in it), fetching what the format
         needs for them alone (:meth:`~gpuframe.io.formats.FileFormat.read_rows`)."""
         self.units_read = max(self.units_read, len(rows))
-        return self.task.format.read_rows(self.task, self, rows, columns)
+        with self.naming_failures(list(rows)):
+            return self.task.format.read_rows(self.task, self, rows, columns)
+
+    @contextlib.contextmanager
+    def naming_failures(self, units: Sequence[int]) -> Iterator[None]:
+        """Failures of decoding ``units`` raised as :func:`read_failure`'s errors; a format
+        that reads units one by one narrows them to the unit at fault."""
+        try:
+            yield
+        except (UnreachableError, AccessDeniedError, MemoryError):
+            raise
+        except RemoteError as exc:  # a short answer: the file may have been cut since planning
+            failure = read_failure(self.task, units, exc)
+            if isinstance(failure, (TruncatedFileError, SourceNotFoundError)):
+                raise failure from exc
+            raise
+        except DatasetError:
+            raise
+        except DECODE_ERRORS as exc:
+            raise read_failure(self.task, units, exc) from exc
 
     def __enter__(self) -> Fetcher:
         return self
@@ -468,7 +569,9 @@ def read_parquet(source: Any, columns: Sequence[str] | None = None,
     1/32 of the workers' smallest GPU, 128 MiB without GPUs). Storage options (``endpoint``,
     ``key``, ``secret``, ``region``, ``anonymous``, ``requests_in_flight``, ``task_size``, ...)
     come as ``storage=`` or keywords. Raises if any partition fails; never returns a partial
-    frame.
+    frame. A read task's own error reaches the caller as itself, naming the file (and unit):
+    a file deleted, cut or corrupted after planning is a ``SourceNotFoundError``
+    (a ``FileNotFoundError``), ``TruncatedFileError`` or ``CorruptFileError``.
     """
     return _read(source, "parquet", columns, filters, partition_bytes, storage, engine,
                  storage_overrides, with_report=False)[0]
@@ -662,6 +765,8 @@ def read_plan(plan: ReadPlan, engine: Any = None, workers: Sequence[str] | None 
     meta = plan.schema.empty_table().to_pandas()
     frame = DistributedFrame(engine, futures, meta, owners)
     try:
+        wait(futures)
+        raise_dataset_error(futures, owners)
         frame.persist()
     except BaseException:
         engine.client.cancel(futures)  # no partial frame survives a failed read
@@ -671,6 +776,21 @@ def read_plan(plan: ReadPlan, engine: Any = None, workers: Sequence[str] | None 
     report = _report(plan, engine, {f.key for f in futures}, time.perf_counter() - start)
     logger.info("read %s: %r", plan.format.name, report)
     return frame, report
+
+
+def raise_dataset_error(futures: Sequence[Any], owners: Sequence[str]) -> None:
+    """Raise the first failed read task's :class:`~gpuframe.io.errors.DatasetError` as itself,
+    the worker's traceback and a note of the task and worker added, so a caller catches a file
+    gone between planning and reading with ``except FileNotFoundError`` like one gone before
+    (the frame's ``PartitionError`` would hide the class). Other failures are left to
+    :meth:`~gpuframe.frame.DistributedFrame.persist`."""
+    for index, (future, owner) in enumerate(zip(futures, owners)):
+        if future.status != "error":
+            continue
+        error = future.exception()
+        if isinstance(error, DatasetError):
+            error.add_note(f"raised by read task {future.key} (partition {index}) on {owner}")
+            raise error.with_traceback(future.traceback())
 
 
 def _report(plan: ReadPlan, engine: Any, keys: set[str], seconds: float) -> ReadReport:

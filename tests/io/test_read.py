@@ -14,8 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 
 import gpuframe
-from gpuframe.errors import PartitionError
-from gpuframe.io.errors import RemoteError, SchemaMismatchError, TruncatedFileError
+from gpuframe.io.errors import (
+    CorruptFileError,
+    DatasetError,
+    RemoteError,
+    SchemaMismatchError,
+    SourceNotFoundError,
+    TruncatedFileError,
+)
 from gpuframe.io.plan import plan_fragments
 from gpuframe.io.read import (
     READERS,
@@ -233,7 +239,91 @@ def test_failed_fragment_fails_the_read(engine, dataset_dir, tmp_path):
     copy = shutil.copytree(dataset_dir / "flat", tmp_path / "flat")
     plan = plan_fragments(str(copy), workers=engine.workers, storage={"requests_in_flight": 1})
     (copy / "part-1.parquet").unlink()
-    with pytest.raises(PartitionError, match="SourceNotFoundError.*no such file: .*part-1.parquet"):
+    with pytest.raises(FileNotFoundError, match="no such file: .*part-1.parquet") as caught:
+        read_plan(plan, engine)
+    assert isinstance(caught.value, SourceNotFoundError)
+    assert any("raised by read task gpuframe-read-parquet-" in note
+               for note in caught.value.__notes__)
+
+
+def _write_rows(path, kind: str, rows: int = 20_000) -> None:
+    """Sorted ids in several snappy row groups or stripes."""
+    table = pa.table({"id": np.arange(rows), "x": np.random.default_rng(1).random(rows),
+                      "s": [f"s{i % 7}" for i in range(rows)]})
+    if kind == "parquet":
+        pq.write_table(table, path, compression="snappy", row_group_size=rows // 4)
+    else:
+        orc.write_table(table, path, compression="snappy", stripe_size=4096)
+
+
+def _zero(path, start: int, end: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[start:end] = bytes(end - start)
+    path.write_bytes(bytes(data))
+
+
+def _truncate(path) -> None:
+    with open(path, "r+b") as handle:
+        handle.truncate(3000)
+
+
+@pytest.mark.parametrize("store", ["local", "http"])
+@pytest.mark.parametrize("kind, unit", [("parquet", "row group 0"), ("orc", "stripe 0")])
+@pytest.mark.parametrize("change, error, message", [
+    pytest.param(lambda path: _zero(path, 100, 400), CorruptFileError,
+                 "{source} \\({unit}\\) cannot be decoded", id="zeroed"),
+    pytest.param(_truncate, TruncatedFileError, "{source} .*ends at byte 3000", id="truncated"),
+    pytest.param(os.unlink, FileNotFoundError, "no such file: {source}", id="deleted"),
+])
+def test_a_file_changed_after_planning_fails_the_read_naming_it(engine, http_server, tmp_path,
+                                                                 store, kind, unit, change,
+                                                                 error, message):
+    folder = http_server.root / tmp_path.name  # served over HTTP too
+    folder.mkdir()
+    path = folder / f"changing.{kind}"
+    _write_rows(path, kind)
+    source = str(path) if store == "local" else f"{http_server.url}/{tmp_path.name}/{path.name}"
+    plan = plan_fragments(source, format=kind, workers=engine.workers, partition_bytes=1,
+                          storage={"requests_in_flight": 2})
+    assert len(plan.fragments) > 1
+    change(path)
+    with pytest.raises(error, match=message.format(source=source, unit=unit)) as caught:
+        read_plan(plan, engine)
+    assert isinstance(caught.value, DatasetError)
+
+
+@pytest.mark.parametrize("kind, unit", [("parquet", "row group 1"), ("orc", "stripe 1")])
+def test_a_corrupt_unit_among_many_read_together_is_named(engine, tmp_path, kind, unit):
+    path = tmp_path / f"late.{kind}"
+    _write_rows(path, kind)
+    plan = plan_fragments(str(path), format=kind, workers=engine.workers)
+    [task] = fragment_tasks(plan)
+    assert len(task.units) > 2
+    offset, length = task.format.ranges(task.metadata, [1], task.file_columns)[0]
+    _zero(path, offset + 40, offset + length - 40)
+    with pytest.raises(CorruptFileError, match=f"{path} \\({unit}\\) cannot be decoded"):
+        read_plan(plan, engine)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind, unit", [("parquet", "row group"), ("orc", "stripe")])
+def test_cudf_reader_names_the_corrupt_file_among_those_read_in_one_call(tmp_path, kind, unit):
+    good, bad = tmp_path / f"good.{kind}", tmp_path / f"bad.{kind}"
+    _write_rows(good, kind)
+    _write_rows(bad, kind)
+    tasks = fragment_tasks(plan_fragments([str(good), str(bad)], format=kind))
+    _zero(bad, 100, 400)
+    with pytest.raises(CorruptFileError, match=f"{bad} \\({unit}s? [0-9].*cannot be decoded"):
+        READERS["cudf"]().read("k", tasks)
+
+
+def test_a_csv_file_cut_after_planning_fails_the_read(engine, tmp_path):
+    path = tmp_path / "cut.csv"
+    path.write_text("a,b\n" + "1,x\n" * 1000)
+    plan = plan_fragments(str(path), format="csv", workers=engine.workers)
+    with open(path, "r+b") as handle:
+        handle.truncate(2000)  # on a line boundary: parsed, the rest would be fewer rows
+    with pytest.raises(TruncatedFileError, match=f"{path} \\(bytes 4-4004\\).*ends at byte 2000"):
         read_plan(plan, engine)
 
 
@@ -264,7 +354,7 @@ def test_budget_comes_from_the_workers_device_memory(engine, dataset_dir):
 def test_failed_csv_fragment_fails_the_read(engine, tmp_path):
     path = tmp_path / "late.csv"
     path.write_text("a,b\n" + "1,x\n" * 300_000 + "oops,x\n")
-    with pytest.raises(PartitionError, match=r"CorruptFileError.*late.csv bytes"):
+    with pytest.raises(CorruptFileError, match=r"late.csv bytes"):
         read_csv(str(path), partition_bytes=2**19)
 
 
