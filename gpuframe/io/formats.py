@@ -8,8 +8,8 @@ Planning and reading are the same for every format (:mod:`~gpuframe.io.plan`,
   Read once per file on the client and sent to the read tasks, so workers never fetch it again;
 - its *units*: the pieces a fragment is made of, with their rows and bytes: Parquet row groups,
   ORC stripes, CSV byte ranges that start and end on line boundaries;
-- whether statistics can prove a unit holds no matching row (Parquet's min/max; pyarrow exposes
-  no ORC stripe statistics, and CSV has none: there the filters only apply to rows);
+- whether statistics can prove a unit holds no matching row (Parquet's and ORC's min/max; CSV
+  has none: there the filters only apply to rows);
 - how to read some units' columns: with pyarrow (the pandas backend), or with cuDF.
 
 Formats are small picklable objects; their options (CSV's delimiter, header and types) travel
@@ -18,7 +18,10 @@ with each read task.
 
 from __future__ import annotations
 
+import datetime
 import functools
+import struct
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -35,6 +38,8 @@ from .remote import FOOTER_PROBE, Source
 ORC_MAGIC = b"ORC"
 ORC_TAIL_GUESS = 16 * 2**10
 """Bytes Arrow's ORC reader fetches from a file's end before it knows the tail's length."""
+EPOCH = datetime.date(1970, 1, 1)
+"""Day 0 of ORC's date statistics."""
 CSV_SAMPLE = 2**20
 """Bytes of a CSV file's head whose rows give the column types."""
 CSV_PROBE = 64 * 2**10
@@ -338,35 +343,54 @@ def column_chunk_ranges(metadata: pq.FileMetaData, row_groups: Sequence[int],
     return merged
 
 
+Statistics = tuple[Any, Any, "int | None"]
+"""(min, max, nulls) of a column in one unit; min and max None where unknown."""
+
 
 def row_group_may_match(row_group: pq.RowGroupMetaData, metadata: pq.FileMetaData,
                         partition: Mapping[str, Any], dnf: list[list[Term]] | None) -> bool:
     """False only when statistics or hive values prove no row can satisfy ``dnf``."""
-    if row_group.num_rows == 0:
+    return statistics_may_match(dnf, partition, row_group.num_rows,
+                                lambda column: _chunk_statistics(row_group, metadata, column))
+
+
+def _chunk_statistics(row_group: pq.RowGroupMetaData, metadata: pq.FileMetaData,
+                      column: str) -> Statistics | None:
+    indices = column_indices(metadata, [column])
+    if len(indices) != 1:
+        return None
+    stats = row_group.column(indices[0]).statistics
+    if stats is None:
+        return None
+    nulls = stats.null_count if stats.has_null_count else None
+    if not stats.has_min_max:
+        return None, None, nulls
+    return stats.min, stats.max, nulls
+
+
+def statistics_may_match(dnf: list[list[Term]] | None, partition: Mapping[str, Any],
+                         rows: int, statistics: Callable[[str], Statistics | None]) -> bool:
+    """False only when a unit's hive values or column statistics prove none of its ``rows``
+    can satisfy ``dnf``; ``statistics(column)``: what the unit's metadata knows of a column,
+    None where nothing."""
+    if rows == 0:
         return False
     if dnf is None:
         return True
-    return any(all(_term_may_match(term, row_group, metadata, partition) for term in conj)
-               for conj in dnf)
 
+    def term_may_match(column: str, op: str, value: Any) -> bool:
+        if column in partition:
+            known = partition[column]
+            return range_may_match(op, value, known, known, 1 if known is None else 0, 1)
+        stats = statistics(column)
+        if stats is None:
+            return True
+        low, high, nulls = stats
+        if low is None or high is None:
+            return not (nulls is not None and nulls == rows)
+        return range_may_match(op, value, low, high, nulls, rows)
 
-def _term_may_match(term: Term, row_group: pq.RowGroupMetaData, metadata: pq.FileMetaData,
-                    partition: Mapping[str, Any]) -> bool:
-    column, op, value = term
-    rows = row_group.num_rows
-    if column in partition:
-        known = partition[column]
-        return range_may_match(op, value, known, known, 1 if known is None else 0, 1)
-    indices = column_indices(metadata, [column])
-    if len(indices) != 1:
-        return True
-    stats = row_group.column(indices[0]).statistics
-    if stats is None:
-        return True
-    nulls = stats.null_count if stats.has_null_count else None
-    if not stats.has_min_max:
-        return not (nulls is not None and nulls == rows)
-    return range_may_match(op, value, stats.min, stats.max, nulls, rows)
+    return any(all(term_may_match(*term) for term in conj) for conj in dnf)
 
 
 @dataclass(frozen=True)
@@ -382,14 +406,19 @@ class OrcMetadata:
     tail: bytes
     """The file's last bytes as Arrow's reader opens it (at least :data:`ORC_TAIL_GUESS`), so
     read tasks open the file without fetching its tail again."""
+    statistics: tuple[Mapping[str, Statistics], ...] = ()
+    """Each stripe's min, max and nulls by top-level column, where the tail holds them in a
+    form read here (:func:`orc_stripe_statistics`); () where not."""
 
 
 class OrcFormat(FileFormat):
     """ORC: units are stripes, read with ``pyarrow.orc.ORCFile.read_stripe``.
 
     The stripes' places come from the file tail (``serialized_file_tail``, decoded here: Arrow
-    gives no accessor for them). pyarrow exposes no stripe statistics (only their count), so
-    stripes are never pruned; filters apply to rows. A stripe's bytes are counted and fetched
+    gives no accessor for them), and so do their statistics (pyarrow 26 exposes only their
+    count): filters skip the stripes whose min/max prove no row matches, as Parquet's skip row
+    groups, then apply to rows (:func:`orc_stripe_statistics` says which columns and
+    compressions give statistics). A stripe's bytes are counted and fetched
     whole: its own footer, not the file's, says how they split between columns. So a
     filter-columns-first read would fetch a surviving stripe twice, and is not done.
     """
@@ -413,10 +442,13 @@ class OrcFormat(FileFormat):
         handle = pa.PythonFile(RangeFile(source, {size - len(tail): tail}), mode="r")
         try:
             opened = orc.ORCFile(handle)
-            stripes = _orc_stripes(opened.reader.serialized_file_tail())
+            file_tail = opened.reader.serialized_file_tail()
+            stripes = _orc_stripes(file_tail)
             tail_length = (opened.file_postscript_length + 1 + opened.file_footer_length
                            + opened.stripe_statistics_length)
             schema = opened.schema
+            compression = opened.compression
+            statistics_length = opened.stripe_statistics_length
         except (OSError, pa.ArrowException, ValueError, IndexError) as exc:
             raise TruncatedFileError(
                 f"{path} is truncated or its tail is corrupt: it starts like ORC, but its "
@@ -430,7 +462,10 @@ class OrcFormat(FileFormat):
                 raise TruncatedFileError(
                     f"{path} is truncated or corrupt: stripe {index} lies at bytes "
                     f"{offset}-{offset + length}, past the data's end at {data_end}")
-        return OrcMetadata(size, tail_length, stripes, schema, tail[-keep:])
+        start = len(tail) - tail_length
+        statistics = orc_stripe_statistics(file_tail, tail[start:start + statistics_length],
+                                           compression, schema, stripes)
+        return OrcMetadata(size, tail_length, stripes, schema, tail[-keep:], statistics)
 
     def arrow_schema(self, path: str, metadata: OrcMetadata) -> pa.Schema:
         return metadata.schema
@@ -442,6 +477,11 @@ class OrcFormat(FileFormat):
               result_columns: Sequence[str]) -> list[Unit]:
         return [Unit(i, rows, length, length)
                 for i, (_, length, rows) in enumerate(metadata.stripes)]
+
+    def unit_may_match(self, metadata: OrcMetadata, unit: Unit, partition: Mapping[str, Any],
+                       dnf: list[list[Term]] | None) -> bool:
+        known = metadata.statistics[unit.index] if metadata.statistics else {}
+        return statistics_may_match(dnf, partition, unit.rows or 0, known.get)
 
     def unit_rows(self, metadata: OrcMetadata, index: int) -> int:
         return metadata.stripes[index][2]
@@ -487,6 +527,15 @@ def _varint(data: bytes, position: int) -> tuple[int, int]:
         shift += 7
 
 
+def _varints(data: bytes) -> list[int]:
+    """The values of a packed repeated integer field."""
+    values, position = [], 0
+    while position < len(data):
+        value, position = _varint(data, position)
+        values.append(value)
+    return values
+
+
 def _proto_fields(data: bytes) -> list[tuple[int, Any]]:
     """(field number, value) of a serialized protobuf message: ints, or bytes for the
     length-delimited fields (nested messages, strings)."""
@@ -519,6 +568,90 @@ def _orc_stripes(file_tail: bytes) -> tuple[tuple[int, int, int], ...]:
             stripes.append((info.get(1, 0), info.get(2, 0) + info.get(3, 0) + info.get(4, 0),
                             info.get(5, 0)))
     return tuple(stripes)
+
+
+def orc_stripe_statistics(file_tail: bytes, section: bytes, compression: str,
+                          schema: pa.Schema, stripes: Sequence[tuple[int, int, int]]
+                          ) -> tuple[dict[str, Statistics], ...]:
+    """Each stripe's (min, max, nulls) by top-level column, from ORC's Metadata section
+    (``section``, before the footer: StripeStatistics = field 1, each a list of
+    ColumnStatistics by column id) and the footer's types (field 4; the root struct's subtypes
+    are the top-level columns' ids).
+
+    Integer, floating, string and date columns give statistics; others (timestamps, whose
+    minimum is in the writer's time zone, decimals, booleans, nested) only their nulls. The
+    section is read when uncompressed, ZLIB or SNAPPY; LZ4 and ZSTD chunks do not say their
+    decompressed size, which Arrow's codecs need: such files, and a section that does not
+    parse, prune no stripe ((), never an error: statistics only skip work)."""
+    try:
+        footer = next(value for number, value in _proto_fields(file_tail) if number == 2)
+        root = _proto_fields(next(value for number, value in _proto_fields(footer)
+                                  if number == 4))
+        names = [value.decode() for number, value in root if number == 3]
+        ids = [i for number, value in root if number == 2
+               for i in (_varints(value) if isinstance(value, bytes) else [value])]
+        columns = {name: i for name, i in zip(names, ids) if name in schema.names}
+        found = [[value for number, value in _proto_fields(stripe) if number == 1]
+                 for number, stripe in _proto_fields(_orc_decompress(section, compression))
+                 if number == 1]
+        if len(found) != len(stripes):
+            return ()
+        return tuple({name: _orc_column_statistics(stats[i], schema.field(name).type, rows)
+                      for name, i in columns.items() if i < len(stats)}
+                     for stats, (_, _, rows) in zip(found, stripes))
+    except (ValueError, IndexError, KeyError, StopIteration, UnicodeDecodeError, zlib.error,
+            pa.ArrowException):
+        return ()
+
+
+def _orc_decompress(data: bytes, compression: str) -> bytes:
+    """An ORC stream's bytes: chunks behind 3-byte headers (length << 1 | original)."""
+    if compression == "UNCOMPRESSED":
+        return data
+    chunks, position = [], 0
+    while position < len(data):
+        header = int.from_bytes(data[position:position + 3], "little")
+        chunk = data[position + 3:position + 3 + (header >> 1)]
+        position += 3 + (header >> 1)
+        if header & 1:
+            chunks.append(chunk)
+        elif compression == "ZLIB":
+            chunks.append(zlib.decompress(chunk, -15))  # raw deflate
+        elif compression == "SNAPPY":
+            size, _ = _varint(chunk, 0)  # snappy's own preamble
+            chunks.append(pa.Codec("snappy").decompress(chunk, size, asbytes=True))
+        else:
+            raise ValueError(f"stripe statistics compressed with {compression} are not read")
+    return b"".join(chunks)
+
+
+def _orc_column_statistics(data: bytes, kind: pa.DataType, rows: int) -> Statistics:
+    """(min, max, nulls) of a column in a stripe of ``rows`` from its ColumnStatistics:
+    values = field 1 (those not null); integer 2, double 3, string 4, date 7 statistics,
+    each minimum = 1, maximum = 2."""
+    fields = dict(_proto_fields(data))
+    low = high = None
+    if pa.types.is_integer(kind) and 2 in fields:
+        ints = dict(_proto_fields(fields[2]))
+        if 1 in ints and 2 in ints:
+            low, high = _zigzag(ints[1]), _zigzag(ints[2])
+    elif pa.types.is_floating(kind) and 3 in fields:
+        doubles = dict(_proto_fields(fields[3]))
+        if 1 in doubles and 2 in doubles:
+            low, high = (struct.unpack("<d", doubles[i])[0] for i in (1, 2))
+    elif (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and 4 in fields:
+        strings = dict(_proto_fields(fields[4]))
+        if 1 in strings and 2 in strings:
+            low, high = strings[1].decode(), strings[2].decode()
+    elif pa.types.is_date32(kind) and 7 in fields:
+        dates = dict(_proto_fields(fields[7]))
+        if 1 in dates and 2 in dates:
+            low, high = (EPOCH + datetime.timedelta(days=_zigzag(dates[i])) for i in (1, 2))
+    return low, high, None if 1 not in fields else rows - fields[1]
+
+
+def _zigzag(value: int) -> int:
+    return (value >> 1) ^ -(value & 1)
 
 
 @dataclass(frozen=True)

@@ -582,8 +582,8 @@ def read_orc(source: Any, columns: Sequence[str] | None = None,
              storage: StorageOptions | dict | None = None, engine: Any = None,
              **storage_overrides: Any) -> Any:
     """An ORC dataset as a :class:`gpuframe.DistributedFrame`: :func:`read_parquet`'s sources
-    and options, with stripes for row groups. pyarrow exposes no stripe statistics, so filters
-    skip no stripe; they apply to rows (filter columns first, as for Parquet)."""
+    and options, with stripes for row groups: filters skip the stripes whose statistics prove
+    no row matches (:func:`~gpuframe.io.formats.orc_stripe_statistics`), then apply to rows."""
     return _read(source, "orc", columns, filters, partition_bytes, storage, engine,
                  storage_overrides, with_report=False)[0]
 

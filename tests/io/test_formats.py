@@ -3,6 +3,9 @@ over the Range HTTP and moto S3 servers, against pyarrow and pandas reading the 
 
 from __future__ import annotations
 
+import datetime
+
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -63,28 +66,61 @@ def test_orc_units_are_stripes(dataset_dir):
     assert "stripes 4/4 kept" in repr(plan)
 
 
-@pytest.mark.parametrize("columns, filters", [
-    (None, None),
-    (["name", "id"], [("id", ">=", 2500), ("id", "<", 5200)]),
-    (["x"], [[("name", "==", "name-3")], [("id", "<", 10)]]),
+@pytest.mark.parametrize("columns, filters, kept", [
+    (None, None, 8),
+    (["name", "id"], [("id", ">=", 2500), ("id", "<", 5200)], 4),  # ids 2000-5999
+    (["x"], [[("name", "==", "name-3")], [("id", "<", 10)]], 8),  # every stripe has name-3
+    (["id"], [[("x", ">", 3999.5)], [("name", "in", ["zz"])]], 0),
 ])
-def test_orc_fragments_read_like_pyarrow(dataset_dir, columns, filters):
+def test_orc_fragments_read_like_pyarrow(dataset_dir, columns, filters, kept):
     plan = plan_fragments(str(dataset_dir / "orc"), columns, filters, partition_bytes=1,
                           format="orc", storage=FIXED)
     got, _ = read_all(plan)
     pd.testing.assert_frame_equal(got, expected(orc_table(dataset_dir / "orc"), columns,
                                                 filters))
-    assert plan.units_total == plan.units_kept == 8  # no stripe statistics to prune by
+    assert (plan.units_kept, plan.units_total) == (kept, 8)
 
 
 def test_orc_reads_each_stripe_once(dataset_dir):
-    plan = plan_fragments(str(dataset_dir / "orc" / "part-0.orc"), ["name"], [("id", "==", 2500)],
-                          format="orc", storage=FIXED)
+    plan = plan_fragments(str(dataset_dir / "orc" / "part-0.orc"), ["id"],
+                          [("name", "==", "name-4")], format="orc", storage=FIXED)
     got, stats = read_all(plan)
-    assert got["name"].tolist() == ["name-4"]
+    assert got["id"].tolist() == [i for i in range(4000) if i % 13 == 4 and i % 97]
     assert stats[0].units_read == 4
     metadata = next(iter(plan.footers.values()))
     assert stats[0].bytes_read == plan.total_bytes == sum(s[1] for s in metadata.stripes)
+
+
+@pytest.mark.parametrize("compression, prunes", [
+    ("uncompressed", True), ("zlib", True), ("snappy", True),
+    ("zstd", False),  # chunks that do not say their decompressed size: no statistics
+])
+def test_orc_stripe_statistics_skip_stripes_like_parquet_row_groups(tmp_path, compression,
+                                                                    prunes):
+    rows = 60_000
+    ids = np.arange(rows)
+    table = pa.table({
+        "id": ids, "x": ids / 4, "s": [f"s{i:06d}" for i in ids],
+        "day": pa.array([datetime.date(2024, 1, 1) + datetime.timedelta(days=int(i) // 1500)
+                         for i in ids]),
+        "late": pa.array([None if i < 36_000 else int(i) for i in ids], pa.int32()),
+        "flag": ids % 2 == 0,
+    })
+    path = tmp_path / "sorted.orc"
+    orc.write_table(table, path, compression=compression, stripe_size=4096, batch_size=1000)
+    stripes = orc.ORCFile(str(path)).nstripes
+    assert stripes >= 4
+    for filters in ([("id", ">=", 57_000)], [("x", "<", 100.0)], [("s", "==", "s000042")],
+                    [("day", ">", datetime.date(2024, 1, 30))], [("late", "<", 100)],
+                    [[("id", "<", 3)], [("s", ">", "s059990")]], [("flag", "==", True)]):
+        plan = plan_fragments(str(path), filters=filters, format="orc", storage=FIXED)
+        got, _ = read_all(plan)
+        pd.testing.assert_frame_equal(got, expected(table, filters=filters))
+        assert plan.units_total == stripes
+        if prunes and filters[0][0] != "flag":  # booleans have no min/max
+            assert plan.units_kept < stripes, filters
+        else:
+            assert plan.units_kept == stripes, filters
 
 
 def test_orc_errors_name_the_file(dataset_dir):

@@ -332,7 +332,8 @@ def test_orc_and_csv_reads_on_the_cluster(engine, dataset_dir):
     want = pd.read_parquet(dataset_dir / "flat", columns=columns, filters=filters)
     orc_frame = gpuframe.read_orc(str(dataset_dir / "orc"), columns, filters, partition_bytes=1)
     check_same(orc_frame, want)
-    assert orc_frame.npartitions == 8 and set(orc_frame.owners) == set(engine.workers)
+    # 8 stripes of 1000 ids: the 2 below id 2000 are skipped by their statistics
+    assert orc_frame.npartitions == 6 and set(orc_frame.owners) == set(engine.workers)
     assert all(f.key.startswith("gpuframe-read-orc-") for f in orc_frame.futures)
     csv_frame, report = read_with_report(str(dataset_dir / "csv"), "csv", columns, filters,
                                          partition_bytes=40_000)
