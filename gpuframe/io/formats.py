@@ -672,8 +672,12 @@ class CsvFormat(FileFormat):
 
     Types are inferred from the first MiB of each file (``schema=`` gives some or all of them);
     empty fields are nulls, as in pandas. CSV has no statistics: filters apply to rows after
-    parsing, and every range is read whole. A quoted field holding a newline would be split
-    between two ranges: give such files ``partition_bytes`` larger than the file.
+    parsing, and every range is read whole.
+
+    A split point can fall inside a quoted field that holds a newline, which no small read
+    can tell from a line's end: such files need ``newlines_in_values=True``, which reads each
+    file whole, as one unit (Arrow's ``ParseOptions.newlines_in_values``), whatever
+    ``partition_bytes`` says.
     """
 
     name = "csv"
@@ -681,14 +685,18 @@ class CsvFormat(FileFormat):
     selective = False
 
     def __init__(self, delimiter: str = ",", header: bool = True,
-                 schema: pa.Schema | Mapping[str, Any] | None = None):
+                 schema: pa.Schema | Mapping[str, Any] | None = None,
+                 newlines_in_values: bool = False):
         if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in "\r\n\"":
             raise OptionError(f"delimiter={delimiter!r} must be one character, not a quote or "
                               "newline")
         if not isinstance(header, bool):
             raise OptionError(f"header={header!r} must be True or False")
+        if not isinstance(newlines_in_values, bool):
+            raise OptionError(f"newlines_in_values={newlines_in_values!r} must be True or False")
         self.delimiter = delimiter
         self.header = header
+        self.newlines_in_values = newlines_in_values
         self.types = _csv_types(schema)
 
     def read_metadata(self, source: Source, partition_bytes: int) -> CsvMetadata:
@@ -699,23 +707,23 @@ class CsvFormat(FileFormat):
         if size == 0:
             raise CorruptFileError(f"{path} is empty, not a CSV file")
         head = source.read_range(0, min(size, CSV_SAMPLE))
-        complete = head if len(head) == size else head[:head.rfind(b"\n") + 1]
+        complete = head if len(head) == size else head[:self._record_end(head, last=True)]
         if not complete:
             raise CorruptFileError(f"{path}: its first line is longer than {CSV_SAMPLE} bytes")
         data_start = 0
         if self.header:
-            newline = head.find(b"\n")
-            data_start = size if newline < 0 else newline + 1
+            newline = self._record_end(head, last=False)
+            data_start = size if newline == 0 else newline
         try:
             sample = csv.read_csv(pa.BufferReader(complete), self._read_options(None),
                                   self._parse_options(), self._convert_options(self.types))
         except pa.ArrowException as exc:
-            raise CorruptFileError(f"{path} cannot be read as CSV: {exc}") from exc
+            raise CorruptFileError(f"{path} cannot be read as CSV: {exc}{self._hint}") from exc
         if b"\x00" in complete:
             raise CorruptFileError(f"{path} is not a CSV file (it holds NUL bytes)")
         starts = [data_start]
         point = data_start + partition_bytes
-        while point < size:
+        while point < size and not self.newlines_in_values:
             start = _next_line_start(source, point, size)
             if start >= size:
                 break
@@ -761,7 +769,7 @@ class CsvFormat(FileFormat):
             first, last = ranges[0][0], ranges[-1][0] + ranges[-1][1]
             raise CorruptFileError(
                 f"{task.path} bytes {first}-{last}: {exc} (the types were inferred from the "
-                "file's first MiB; give them with schema=)") from exc
+                f"file's first MiB; give them with schema=){self._hint}") from exc
 
     def read_cudf(self, tasks: Sequence[Any], sources: Sequence[Any] | None = None
                   ) -> tuple[Any, list[int]]:
@@ -797,7 +805,30 @@ class CsvFormat(FileFormat):
     def _parse_options(self) -> Any:
         import pyarrow.csv as csv
 
-        return csv.ParseOptions(delimiter=self.delimiter)
+        return csv.ParseOptions(delimiter=self.delimiter,
+                                newlines_in_values=self.newlines_in_values)
+
+    @property
+    def _hint(self) -> str:
+        """What a parse error adds: the option that reads quoted newlines, where it is off."""
+        if self.newlines_in_values:
+            return ""
+        return ("; if a quoted field holds a newline, read the file with "
+                "newlines_in_values=True")
+
+    def _record_end(self, data: bytes, last: bool) -> int:
+        """Where the first (``last``: the last) record of ``data`` that ends in it ends: after
+        a newline, which with ``newlines_in_values`` must have an even count of quotes before
+        it (a doubled quote inside a field counts twice); 0 where none."""
+        if not last:
+            end = data.find(b"\n")
+            while self.newlines_in_values and end >= 0 and data.count(b'"', 0, end) % 2:
+                end = data.find(b"\n", end + 1)
+            return end + 1
+        end = data.rfind(b"\n")
+        while self.newlines_in_values and end >= 0 and data.count(b'"', 0, end) % 2:
+            end = data.rfind(b"\n", 0, end)
+        return end + 1
 
     def _convert_options(self, types: Mapping[str, pa.DataType]) -> Any:
         import pyarrow.csv as csv
@@ -810,7 +841,8 @@ class CsvFormat(FileFormat):
                           for f in schema], schema.metadata)
 
     def __repr__(self) -> str:
-        return f"<CsvFormat delimiter={self.delimiter!r} header={self.header}>"
+        return (f"<CsvFormat delimiter={self.delimiter!r} header={self.header} "
+                f"newlines_in_values={self.newlines_in_values}>")
 
 
 def _csv_types(schema: pa.Schema | Mapping[str, Any] | None) -> dict[str, pa.DataType]:

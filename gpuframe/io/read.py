@@ -590,7 +590,8 @@ def read_orc(source: Any, columns: Sequence[str] | None = None,
 
 def read_csv(source: Any, columns: Sequence[str] | None = None,
              filters: Sequence[Any] | None = None, *, delimiter: str = ",", header: bool = True,
-             schema: pa.Schema | dict | None = None, partition_bytes: int | None = None,
+             schema: pa.Schema | dict | None = None, newlines_in_values: bool = False,
+             partition_bytes: int | None = None,
              storage: StorageOptions | dict | None = None, engine: Any = None,
              **storage_overrides: Any) -> Any:
     """A CSV dataset as a :class:`gpuframe.DistributedFrame`: :func:`read_parquet`'s sources
@@ -601,8 +602,11 @@ def read_csv(source: Any, columns: Sequence[str] | None = None,
     ``schema``: column types (a ``pyarrow.Schema`` or ``{name: type}``) for some or all
     columns; the others are inferred from each file's first MiB. Empty fields are nulls.
     ``filters`` apply to rows after parsing (CSV has no statistics).
+    ``newlines_in_values``: quoted fields may hold newlines, so a file cannot be split at a
+    line's end found by a small read: each file is read whole, by one task.
     """
-    fmt = format_for("csv", delimiter=delimiter, header=header, schema=schema)
+    fmt = format_for("csv", delimiter=delimiter, header=header, schema=schema,
+                     newlines_in_values=newlines_in_values)
     return _read(source, fmt, columns, filters, partition_bytes, storage, engine,
                  storage_overrides, with_report=False)[0]
 

@@ -23,7 +23,7 @@ from gpuframe.io.errors import (
     TruncatedFileError,
     UnreachableError,
 )
-from gpuframe.io.formats import CSV_PROBE, CsvFormat, format_for
+from gpuframe.io.formats import CSV_PROBE, CSV_SAMPLE, CsvFormat, format_for
 from gpuframe.io.plan import plan_fragments
 from gpuframe.io.read import READERS, fragment_tasks
 
@@ -236,6 +236,26 @@ def test_csv_values_that_break_the_sampled_types_name_the_bytes(tmp_path):
     fixed = plan_fragments(str(path), format=CsvFormat(schema={"a": pa.string()}), storage=FIXED)
     got, _ = read_all(fixed)
     assert len(got) == 300_001 and got["a"].iloc[-1] == "oops"
+
+
+def test_csv_with_newlines_in_values_reads_each_file_whole_like_pandas(tmp_path):
+    # Most newlines are inside quoted fields, the last one of the sampled MiB among them.
+    more = "more\n" * 40
+    text = "id,note,n\n" + "".join(f'{i},"say ""{i}""\n{more}end",{i}\n' for i in range(10_000))
+    path = tmp_path / "notes.csv"
+    path.write_text(text)
+    head = text.encode()[:CSV_SAMPLE]
+    assert len(text) > 2 * CSV_SAMPLE and head.count(b'"', 0, head.rfind(b"\n")) % 2
+    fmt = format_for("csv", newlines_in_values=True)
+    plan = plan_fragments(str(path), format=fmt, partition_bytes=4096, storage=FIXED)
+    assert len(plan.fragments) == 1 and plan.units_total == 1
+    got, _ = read_all(plan)
+    pd.testing.assert_frame_equal(got, pd.read_csv(path))
+    with pytest.raises(CorruptFileError, match="(?s)notes.csv cannot be read as CSV: .*"
+                                               "newlines_in_values=True"):
+        plan_fragments(str(path), format="csv", storage=FIXED)
+    with pytest.raises(OptionError, match="newlines_in_values='yes' must be True or False"):
+        format_for("csv", newlines_in_values="yes")
 
 
 @pytest.mark.parametrize("kind", ["orc", "csv"])

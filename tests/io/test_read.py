@@ -359,6 +359,16 @@ def test_failed_csv_fragment_fails_the_read(engine, tmp_path):
         read_csv(str(path), partition_bytes=2**19)
 
 
+def test_csv_split_inside_a_quoted_newline_names_the_option_that_reads_it(engine, tmp_path):
+    path = tmp_path / "quoted.csv"
+    path.write_text("a,b,c\n" + "".join(f'{i},"note {i}\nx,y",{i}\n' for i in range(2000)))
+    with pytest.raises(CorruptFileError, match=r"(?s)quoted.csv bytes .*newlines_in_values=True"):
+        read_csv(str(path), partition_bytes=4096)
+    frame = read_csv(str(path), partition_bytes=4096, newlines_in_values=True)
+    assert frame.npartitions == 1
+    check_same(frame, pd.read_csv(path))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["orc", "csv"])
 def test_cudf_reader_matches_arrow_reader_for_orc_and_csv(dataset_dir, kind):
