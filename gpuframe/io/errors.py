@@ -7,11 +7,26 @@ refused credentials), so both ``except GpuframeError`` and ``except OSError`` wo
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from ..errors import GpuframeError
+
+_URL_LOGIN = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):[^/@\s]*@")
+
+
+def without_passwords(text: str) -> str:
+    """``text`` with every URL's ``user:password@`` as ``user:***@``."""
+    return _URL_LOGIN.sub(r"\1:***@", text)
 
 
 class DatasetError(GpuframeError):
-    """Base class of the errors of planning and reading a dataset."""
+    """Base class of the errors of planning and reading a dataset. Their messages never show a
+    URL's password (:func:`without_passwords`): a file's URL may carry its login, and errors
+    end up in logs and notebooks."""
+
+    def __init__(self, *args: Any):
+        super().__init__(*(without_passwords(a) if isinstance(a, str) else a for a in args))
 
 
 class SourceNotFoundError(DatasetError, FileNotFoundError):

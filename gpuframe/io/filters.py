@@ -1,8 +1,8 @@
 """``filters=`` in pandas/pyarrow's DNF form: checked against a schema, and tested against what
 is known of a file or unit without reading rows (hive values, min/max statistics).
 
-Every format uses the same terms: Parquet prunes row groups by statistics, every format drops
-files by hive values, and the read step applies the filters to rows with
+Every format uses the same terms: Parquet prunes row groups and ORC stripes by statistics,
+every format drops files by hive values, and the read step applies the filters to rows with
 ``pyarrow.parquet.filters_to_expression``.
 """
 

@@ -35,6 +35,7 @@ from .errors import (
     RemoteError,
     SourceNotFoundError,
     UnreachableError,
+    without_passwords,
 )
 
 FOOTER_PROBE = 64 * 2**10
@@ -264,7 +265,7 @@ class Source:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.path}>"
+        return f"<{type(self).__name__} {without_passwords(self.path)}>"
 
 
 class LocalSource(Source):

@@ -153,6 +153,18 @@ def test_http_errors_name_the_url(http_server, closed_port):
         open_source(slow, storage_options(timeout=0.2)).read_range(0, 10)
 
 
+def test_errors_and_reprs_never_show_a_urls_password(http_server, closed_port):
+    login = http_server.url.replace("http://", "http://reader:s3cr%40t@")
+    source = open_source(f"{login}/nothere.parquet")
+    assert "s3cr" not in repr(source) and "reader:***@" in repr(source)
+    with pytest.raises(SourceNotFoundError, match=r"reader:\*\*\*@127") as missing:
+        source.read_tail(10)
+    with pytest.raises(UnreachableError) as unreachable:
+        open_source(f"http://reader:s3cr%40t@127.0.0.1:{closed_port}/{PART}").read_range(0, 10)
+    for error in (missing.value, unreachable.value):
+        assert "s3cr" not in str(error), error
+
+
 def test_http_goes_through_the_environments_proxy(dataset_dir, http_server, closed_port,
                                                   monkeypatch):
     """As through requests: the proxy ``http_proxy`` names unless ``no_proxy`` covers the host,
