@@ -650,9 +650,10 @@ def _read(source: Any, format: str | FileFormat, columns: Sequence[str] | None,
                           read_metadata=lambda *args: metadata_on_workers(engine, workers,
                                                                           *args))
     # The client's own share of planning (pruning, packing, placing) is no task: say so, for
-    # the dashboard's stage timings.
-    engine.client.log_event(STAGE_EVENT_TOPIC, {"stage": "plan",
-                                                "seconds": time.perf_counter() - started})
+    # the dashboard's stage timings, without waiting for the scheduler's answer (a round trip).
+    engine.client.loop.add_callback(
+        engine.client.scheduler.log_event, topic=STAGE_EVENT_TOPIC,
+        msg={"stage": "plan", "seconds": time.perf_counter() - started})
     logger.info("read plan: %r", plan)
     return read_plan(plan, engine, workers, with_report=with_report)
 
@@ -771,7 +772,7 @@ def read_plan(plan: ReadPlan, engine: Any = None, workers: Sequence[str] | None 
     try:
         wait(futures)
         raise_dataset_error(futures, owners)
-        frame.persist()
+        frame.persist(pinned=True)
     except BaseException:
         engine.client.cancel(futures)  # no partial frame survives a failed read
         raise
