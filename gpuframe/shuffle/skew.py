@@ -3,23 +3,36 @@
 A hash shuffle sends every row of one key to one worker, so a key that holds a large share of
 the rows (or of the output) overloads that worker. :func:`profile_sides` samples each partition
 where it lies (``gpuframe-sample-*`` tasks); :func:`plan_skew` estimates each sampled key's rows on
-both sides from that, and marks a key *heavy* when its rows on a side exceed ``threshold`` of one worker's share of that side. Of a
-heavy key, the rows of one side (the *spread* side) go round robin to every worker and the other
-side's rows are copied to every worker, so each worker joins a slice of the spread rows with all
-of the matching rows: the union is the join, and its output is spread evenly.
+both sides from that, and marks a key *heavy* when its rows on a side exceed ``threshold`` of one
+worker's share of that side. Of a heavy key, the rows of one side (the *spread* side) are dealt
+round robin over the buckets and the other side's rows are copied to each of those buckets, so
+each bucket joins a slice of the spread rows with all of the matching rows: the union is the join,
+and its output is spread evenly. Each heavy key spreads the side with more of its rows (fewer to
+copy), where the join type allows it:
 
-That is only right when the copied side's rows can never be emitted unmatched, nor twice:
+- A side the join does not preserve (``inner``'s two, ``left``'s right, ``right``'s left) can
+  always be copied: its rows are emitted only with a match, and each match lies in one bucket.
+- A preserved side (``left``'s left, ``right``'s right, either of ``outer``'s) can be copied only
+  to buckets that all get at least one spread row of the key, else a bucket without one would
+  emit the copied rows unmatched. The sample draws distinct rows, so its count of a key in one
+  partition is a sure lower bound of that partition's rows of the key, and a partition deals
+  each key's rows on its own round: a key whose sample shows ``r`` rows in one partition reaches
+  ``r`` buckets for sure. Heavy keys are then dealt over the plan's ``reach`` buckets (spaced
+  evenly over the workers), the least ``r`` of such keys, which must be at least one per worker.
+  Keys with a null part are not copied this way: a float key on the GPU may hold NaN and null,
+  which the pandas sample counts as one key, so its count there would not be a sure bound.
+- ``leftsemi`` and ``leftanti`` emit a left row once per bucket where it lies, so their left side
+  is never copied; their right side is, as for ``inner``.
 
-- ``inner``: either side may be spread; each heavy key spreads the side with more of its rows.
-- ``left``, ``leftsemi``, ``leftanti``: the left side is spread, the right copied.
-- ``right``: the right side is spread, the left copied.
-- ``outer``: nothing is split (both sides' unmatched rows are emitted), so a heavy key still
-  lands on one worker.
+So a left join whose heavy key has many right rows and few left ones spreads the right rows and
+copies the left ones; an outer join splits heavy keys like the others; null keys, which pandas
+joins to null keys, are split like any key (say a left join's left rows with null keys, copying
+the right side's null-keyed rows where it has any).
 
-A key is split only where the side to spread holds at least one row of it per worker; a key
-heavy only on the side that must be copied (say, a left join whose right side is skewed) still
-spreads the output, by the other side's rows, but at the price of copying its many rows to every
-worker. Null keys are never split.
+Several key columns are matched by their row hash (the shuffle's own, 64 bits): a collision would
+treat a light key as heavy on both sides and deal it on the heavy key's round, which, where the
+copied side is preserved, could leave a bucket with its copied rows and none of its spread rows
+(odds about heavy keys times distinct keys over 2**64).
 """
 
 from __future__ import annotations
@@ -34,18 +47,28 @@ from ..backend import get_backend
 from ..frame import DistributedFrame
 from .partition import hash_rows
 
-#: The side whose rows of a heavy key are spread, per join type (None: either, per key).
-SPREAD_SIDE = {"inner": None, "left": "left", "leftsemi": "left", "leftanti": "left",
-               "right": "right"}
+#: Per join type, the sides whose rows of a heavy key may be spread, each mapped to whether the
+#: other side, then copied, is one the join preserves (so each bucket it reaches needs a spread
+#: row of the key).
+SPREADS: dict[str, dict[str, bool]] = {
+    "inner": {"left": False, "right": False},
+    "left": {"left": False, "right": True},
+    "right": {"left": True, "right": False},
+    "outer": {"left": True, "right": True},
+    "leftsemi": {"left": False},
+    "leftanti": {"left": False},
+}
 
 
 @dataclass(frozen=True)
 class SideSkew:
     """One side's heavy keys, as pandas frames of its key columns (in their join types):
-    ``spread`` keys' rows go round robin to every worker, ``copied`` keys' rows to all."""
+    ``spread`` keys' rows are dealt round robin, each key on its own round, and ``copied`` keys'
+    rows go whole to each of ``reach`` buckets spaced evenly over all (None: to every bucket)."""
 
     spread: pd.DataFrame
     copied: pd.DataFrame
+    reach: int | None = None
 
     def __bool__(self) -> bool:
         return bool(len(self.spread) or len(self.copied))
@@ -73,9 +96,29 @@ class SideProfile:
     memory_limit: int | None  # the smallest of the owners' (device memory's, on GPUs)
 
 
+@dataclass(frozen=True)
+class KeyCounts:
+    """One side's sampled key tuples (null ones too): ``rows``, each one's estimated rows on the
+    whole side; ``in_one_partition``, the most rows of it that one partition surely holds (its
+    count in that partition's sample of distinct rows)."""
+
+    rows: pd.Series
+    in_one_partition: pd.Series
+
+
+@dataclass(frozen=True)
+class HeavyKeys:
+    """The keys whose left rows, and those whose right rows, are spread, and the plan's reach
+    (None: every bucket)."""
+
+    spread_left: pd.Index
+    spread_right: pd.Index
+    reach: int | None
+
+
 def can_split(how: str, threshold: float | None, n_workers: int) -> bool:
     """Whether a join of type ``how`` may split heavy keys at all."""
-    return bool(threshold) and how in SPREAD_SIDE and n_workers > 1
+    return bool(threshold) and how in SPREADS and n_workers > 1
 
 
 def profile_sides(frames: dict[str, DistributedFrame], keys: dict[str, list[str]],
@@ -102,15 +145,15 @@ def profile_sides(frames: dict[str, DistributedFrame], keys: dict[str, list[str]
 
 def profile_partition(part: Any, keys: list[str], casts: dict[str, Any], rows: int, seed: int,
                       backend: str) -> tuple[pd.DataFrame, int, int, int | None]:
-    """On the partition's owner: up to ``rows`` of its key tuples drawn at random (with
-    replacement: drawing positions costs nothing, unlike a permutation), as pandas; its length;
-    its bytes; the worker's memory limit (None: none, or not on a worker)."""
+    """On the partition's owner: up to ``rows`` of its key tuples, distinct rows drawn at random
+    (so a key's count in the sample is a sure lower bound of its rows in the partition), as
+    pandas; its length; its bytes; the worker's memory limit (None: none, or not on a worker)."""
     frames = get_backend(backend)
     length = len(part)
     picked = part[keys]
     if length > rows:
-        positions = np.sort(np.random.default_rng(seed).integers(0, length, rows))
-        picked = picked.iloc[positions]
+        rng = np.random.default_rng(seed)
+        picked = picked.iloc[np.sort(rng.choice(length, rows, replace=False))]
     if casts:
         picked = picked.astype(casts)
     return frames.to_pandas(picked), length, frames.nbytes(part), _memory_limit()
@@ -134,64 +177,82 @@ def _memory_limit() -> int | None:
 def plan_skew(left: SideProfile, right: SideProfile, how: str, left_keys: list[str],
               right_keys: list[str], n_workers: int, threshold: float) -> SkewPlan | None:
     """The heavy keys to split, from both sides' samples; None where none are."""
-    counts_left = _estimate(left.samples, left.lengths, left_keys)
-    counts_right = _estimate(right.samples, right.lengths, right_keys)
-    counts_right.index.names = counts_left.index.names
-    heavy = find_heavy(counts_left, counts_right, SPREAD_SIDE[how], n_workers, threshold)
+    counts_left = count_keys(left.samples, left.lengths, left_keys)
+    counts_right = count_keys(right.samples, right.lengths, right_keys)
+    for counts in (counts_right.rows, counts_right.in_one_partition):
+        counts.index.names = counts_left.rows.index.names
+    heavy = find_heavy(counts_left, counts_right, how, n_workers, threshold)
     if heavy is None:
         return None
-    spread_left, spread_right = heavy
+    spread_left, spread_right = heavy.spread_left, heavy.spread_right
     return SkewPlan(
-        SideSkew(_key_frame(spread_left, left_keys), _key_frame(spread_right, left_keys)),
-        SideSkew(_key_frame(spread_right, right_keys), _key_frame(spread_left, right_keys)),
+        SideSkew(_key_frame(spread_left, left_keys), _key_frame(spread_right, left_keys),
+                 heavy.reach),
+        SideSkew(_key_frame(spread_right, right_keys), _key_frame(spread_left, right_keys),
+                 heavy.reach),
     )
 
 
-def _estimate(samples: list[pd.DataFrame], lengths: list[int], keys: list[str]) -> pd.Series:
-    """Estimated rows of each sampled key tuple on the whole side (null keys left out)."""
-    pieces = []
+def count_keys(samples: list[pd.DataFrame], lengths: list[int], keys: list[str]) -> KeyCounts:
+    """Each sampled key tuple's estimated rows on the whole side, and the most one partition's
+    sample holds of it."""
+    estimated, sure = [], []
     for sample, length in zip(samples, lengths):
         if len(sample):
-            counts = sample.value_counts(subset=keys, dropna=True, sort=False)
-            pieces.append(counts * (length / len(sample)))
-    if not pieces:
-        return pd.Series([], dtype="float64")
-    total = pd.concat(pieces)
-    return total.groupby(level=list(range(total.index.nlevels))).sum()
+            counts = sample.value_counts(subset=keys, dropna=False, sort=False)
+            sure.append(counts)
+            estimated.append(counts * (length / len(sample)))
+    if not sure:
+        index = (pd.MultiIndex.from_tuples([], names=keys) if len(keys) > 1
+                 else pd.Index([], name=keys[0]))
+        empty = pd.Series([], index=index, dtype="float64")
+        return KeyCounts(empty, empty)
+    levels = list(range(sure[0].index.nlevels))
+    return KeyCounts(pd.concat(estimated).groupby(level=levels, dropna=False).sum(),
+                     pd.concat(sure).groupby(level=levels, dropna=False).max())
 
 
-def find_heavy(counts_left: pd.Series, counts_right: pd.Series, spread_side: str | None,
-               n_workers: int, threshold: float) -> tuple[pd.Index, pd.Index] | None:
-    """(keys whose left rows are spread, keys whose right rows are spread), from the estimated
-    rows per key of each side; None when no key is heavy.
+def find_heavy(left: KeyCounts, right: KeyCounts, how: str, n_workers: int,
+               threshold: float) -> HeavyKeys | None:
+    """The keys to spread of each side, from both sides' key counts; None when none are.
 
     A key is heavy when its rows on either side exceed ``threshold`` of one worker's share of
-    that side's rows, and the side to spread holds at least one row per worker of it (fewer
-    cannot be spread). Input shares, not output estimates, decide: a sample of a few thousand
-    rows per partition measures a share of ``threshold / n_workers`` well, while the product of
-    two sparse samples' counts is mostly noise. The keys that dominate the output of a skewed
-    join are heavy on at least one side.
+    that side's rows. It is spread on the side with more of its rows among those ``how`` lets
+    spread (:data:`SPREADS`) that hold at least one row of it per worker (fewer cannot be
+    spread), and, where the copied side is preserved, whose rows of it one partition surely
+    holds at least one per worker. Input shares, not output estimates, decide: a sample of a few
+    thousand rows per partition measures a share of ``threshold / n_workers`` well, while the
+    product of two sparse samples' counts is mostly noise. The keys that dominate the output of
+    a skewed join are heavy on at least one side.
     """
-    if counts_left.empty or counts_right.empty:
-        index = counts_right.index if counts_left.empty else counts_left.index
-        counts_left, counts_right = (c if len(c) else pd.Series(0.0, index=index)
-                                     for c in (counts_left, counts_right))
-    both = pd.concat([counts_left.rename("left"), counts_right.rename("right")], axis=1)
-    both = both.fillna(0.0)
+    if left.rows.empty or right.rows.empty:
+        index = right.rows.index if left.rows.empty else left.rows.index
+        zeros = KeyCounts(pd.Series(0.0, index=index), pd.Series(0.0, index=index))
+        left, right = (c if len(c.rows) else zeros for c in (left, right))
+    rows = pd.concat([left.rows.rename("left"), right.rows.rename("right")], axis=1).fillna(0.0)
+    sure = pd.concat([left.in_one_partition.rename("left"),
+                      right.in_one_partition.rename("right")], axis=1)
+    sure = sure.reindex(rows.index).fillna(0.0)
     share = threshold / n_workers
-    heavy = ((both["left"] > share * max(counts_left.sum(), 1))
-             | (both["right"] > share * max(counts_right.sum(), 1)))
-    if spread_side is None:
-        spread_left = heavy & (both["left"] >= both["right"])
-        spread_right = heavy & ~spread_left
-    else:
-        spread_left = heavy & (spread_side == "left")
-        spread_right = heavy & (spread_side == "right")
-    spread_left &= both["left"] >= n_workers
-    spread_right &= both["right"] >= n_workers
+    heavy = ((rows["left"] > share * max(rows["left"].sum(), 1))
+             | (rows["right"] > share * max(rows["right"].sum(), 1))).to_numpy()
+    has_null = rows.index.to_frame().isna().any(axis=1).to_numpy()
+    allowed, guarded = {}, {}
+    for side in ("left", "right"):
+        preserved = SPREADS[how].get(side)
+        guarded[side] = np.full(len(rows), bool(preserved))
+        allowed[side] = heavy & (rows[side].to_numpy() >= n_workers) & (preserved is not None)
+        if preserved:
+            allowed[side] &= (sure[side].to_numpy() >= n_workers) & ~has_null
+    more_left = (rows["left"] >= rows["right"]).to_numpy()
+    spread_left = allowed["left"] & (more_left | ~allowed["right"])
+    spread_right = allowed["right"] & ~spread_left
     if not (spread_left.any() or spread_right.any()):
         return None
-    return both.index[spread_left.to_numpy()], both.index[spread_right.to_numpy()]
+    reaches = np.concatenate([sure["left"].to_numpy()[spread_left & guarded["left"]],
+                              sure["right"].to_numpy()[spread_right & guarded["right"]]])
+    reach = int(reaches.min()) if len(reaches) else None
+    return HeavyKeys(rows.index[spread_left], rows.index[spread_right], reach)
 
 
 def _key_frame(index: pd.Index, names: list[str]) -> pd.DataFrame:
@@ -202,41 +263,58 @@ def _key_frame(index: pd.Index, names: list[str]) -> pd.DataFrame:
 
 def split_heavy(part: Any, keys: list[str], skew: SideSkew, n: int, index: int,
                 backend: str) -> tuple[Any, list[list[Any]]]:
-    """On the source worker: (the rows to hash-partition, the extra pieces for each destination).
+    """On the source worker: (the rows to hash-partition, the extra pieces for each bucket).
 
-    The rows of ``skew.spread`` keys are dealt round robin, starting at destination ``index`` (the
-    partition's number, so partitions do not all favour destination 0); the rows of
-    ``skew.copied`` keys go to every destination.
+    Heavy keys' rows go to ``skew.reach`` of the ``n`` buckets (all where None or more), spaced
+    evenly so that a bucket per worker is among them. Each ``skew.spread`` key's rows are dealt
+    round robin over those, on the key's own round, so a key with at least ``reach`` rows here
+    reaches every one; the rounds start at the partition's number ``index`` (so partitions do
+    not all favour the first). The rows of ``skew.copied`` keys go to each of them whole.
     """
     frames = get_backend(backend)
+    reach = n if skew.reach is None else min(skew.reach, n)
+    targets = [slot * n // reach for slot in range(reach)]
     extra: list[list[Any]] = [[] for _ in range(n)]
     spread_mask = _matches(part, keys, skew.spread, frames)
     copied_mask = _matches(part, keys, skew.copied, frames)
     rest = part
     if spread_mask is not None:
         spread = part[spread_mask]
-        for j in range(n):
-            extra[(j + index) % n].append(spread.iloc[j::n])
+        if len(spread):
+            slots = (_ranks(spread, keys, frames) + index) % reach
+            for slot, bucket in enumerate(targets):
+                extra[bucket].append(spread[slots == slot])
     if copied_mask is not None:
         copied = part[copied_mask]
-        for j in range(n):
-            extra[j].append(copied)
+        for bucket in targets:
+            extra[bucket].append(copied)
     masks = [m for m in (spread_mask, copied_mask) if m is not None]
     if masks:
         rest = part[~(masks[0] | masks[1])] if len(masks) == 2 else part[~masks[0]]
     return rest, extra
 
 
-def _matches(part: Any, keys: list[str], heavy: pd.DataFrame, frames: Any) -> Any:
-    """A boolean mask of ``part``'s rows whose keys are among ``heavy``'s; None when it is empty.
+def _ranks(rows: Any, keys: list[str], frames: Any) -> Any:
+    """Each row's number among the earlier rows of its key (by the row hash), as an array."""
+    hashes = frames.module.Series(hash_rows(rows[keys], keys))
+    return hashes.groupby(hashes).cumcount().values
 
-    Several key columns are compared by their row hash (the shuffle's own): a rare collision
-    treats a light key as heavy, which is harmless because both sides classify it alike."""
+
+def _matches(part: Any, keys: list[str], heavy: pd.DataFrame, frames: Any) -> Any:
+    """A boolean mask of ``part``'s rows whose keys are among ``heavy``'s (a null matching a
+    null, as in the join); None when it is empty.
+
+    Several key columns are compared by their row hash (the shuffle's own, which hashes all
+    nulls alike)."""
     if not len(heavy):
         return None
     picked = part[keys]
     heavy = frames.from_pandas(heavy).astype(dict(picked.dtypes))
     if len(keys) == 1:
-        return picked[keys[0]].isin(heavy[keys[0]]).values
+        column, values = picked[keys[0]], heavy[keys[0]]
+        mask = column.isin(values.dropna())
+        if values.isna().any():
+            mask = mask | column.isna()
+        return mask.values
     series = frames.module.Series
     return series(hash_rows(picked, keys)).isin(series(hash_rows(heavy, keys))).values

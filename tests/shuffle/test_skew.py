@@ -7,7 +7,8 @@ from distributed import Client, LocalCluster, get_task_stream
 import gpuframe
 from gpuframe.backend import get_backend
 from gpuframe.cluster.engine import Engine, set_current
-from gpuframe.shuffle.skew import find_heavy
+from gpuframe.shuffle.exchange import partition_rows
+from gpuframe.shuffle.skew import KeyCounts, SideSkew, find_heavy
 
 
 def assert_same_rows(result, expected):
@@ -96,53 +97,161 @@ def test_key_heavy_on_both_sides_and_several_key_columns(engine):
             assert imbalance(result) < 1.3
 
 
-def test_sampling_shows_on_the_task_stream_and_outer_joins_do_not_split(engine, skewed):
+def test_sampling_shows_on_the_task_stream(engine, skewed):
     left, right = (gpuframe.from_pandas(side) for side in skewed)
     with get_task_stream(client=engine.client) as stream:
         left.merge(right, on="k", **SHUFFLE)
     assert {"gpuframe-sample-left", "gpuframe-sample-right"} <= \
         {key_split(entry["key"]) for entry in stream.data}
-    outer = left.merge(right, on="k", how="outer", **SHUFFLE)
-    assert imbalance(outer) > 1.5  # the heavy key stays on one worker
-    assert_same_rows(outer.to_pandas(), skewed[0].merge(skewed[1], on="k", how="outer"))
+
+
+def test_outer_join_splits_a_heavy_key(engine, skewed):
+    left, right = (gpuframe.from_pandas(side) for side in skewed)
+    hashed = left.merge(right, on="k", how="outer", **NO_SKEW)
+    split = left.merge(right, on="k", how="outer", **SHUFFLE)
+    assert imbalance(hashed) > 1.5  # the heavy key's worker holds most of the output
+    assert imbalance(split) < 1.3
+    assert_same_rows(split.to_pandas(), skewed[0].merge(skewed[1], on="k", how="outer"))
+
+
+def counts(rows, in_one_partition=None):
+    return KeyCounts(rows, rows if in_one_partition is None else in_one_partition)
 
 
 def test_find_heavy_picks_the_side_to_spread():
     keys = pd.Index(range(10), name="k")
-    left = pd.Series([600.0, 10, 10, 200] + [30] * 6, index=keys)
-    right = pd.Series([5.0, 2000, 5, 5] + [5] * 6, index=keys)
-    spread_left, spread_right = find_heavy(left, right, None, 4, 0.25)
-    assert list(spread_left) == [0, 3] and list(spread_right) == [1]
-    spread_left, spread_right = find_heavy(left, right, "left", 4, 0.25)
-    assert list(spread_left) == [0, 1, 3] and list(spread_right) == []
+    left = counts(pd.Series([600.0, 10, 10, 200] + [30] * 6, index=keys))
+    rows = pd.Series([5.0, 2000, 5, 5] + [5] * 6, index=keys)
+    right = counts(rows, rows.where(rows < 1000, 2.0))  # key 1's right rows lie spread thin
+    heavy = find_heavy(left, right, "inner", 4, 0.25)
+    assert list(heavy.spread_left) == [0, 3] and list(heavy.spread_right) == [1]
+    assert heavy.reach is None
+    # a left join copies its left rows only where one right partition surely has 4 of them
+    heavy = find_heavy(left, right, "left", 4, 0.25)
+    assert list(heavy.spread_left) == [0, 1, 3] and list(heavy.spread_right) == []
+    heavy = find_heavy(left, counts(rows), "left", 4, 0.25)
+    assert list(heavy.spread_left) == [0, 3] and list(heavy.spread_right) == [1]
+    assert heavy.reach == 2000
+    heavy = find_heavy(left, counts(rows), "outer", 4, 0.25)
+    assert list(heavy.spread_left) == [0, 3] and list(heavy.spread_right) == [1]
+    assert heavy.reach == 200
+    heavy = find_heavy(left, counts(rows), "leftanti", 4, 0.25)
+    assert list(heavy.spread_left) == [0, 1, 3] and list(heavy.spread_right) == []
     assert find_heavy(left, right, "left", 1000, 0.25) is None  # too few rows to spread
-    uniform = pd.Series(100.0, index=keys)
-    assert find_heavy(uniform, uniform, None, 2, 0.25) is None
+    uniform = counts(pd.Series(100.0, index=keys))
+    assert find_heavy(uniform, uniform, "inner", 2, 0.25) is None
 
 
-def test_four_workers_each_get_at_most_twice_their_share(skewed):
-    left, right = skewed
+def test_find_heavy_splits_null_keys_but_copies_no_preserved_side_of_them():
+    keys = pd.Index([np.nan, *range(1, 21)], dtype="float64", name="k")
+    left = counts(pd.Series([600.0] + [10] * 20, index=keys))
+    right = counts(pd.Series([0.0] + [10] * 20, index=keys))
+    for how in ("inner", "left", "leftanti"):
+        heavy = find_heavy(left, right, how, 4, 0.25)
+        assert heavy.spread_left.isna().all() and len(heavy.spread_left) == 1, how
+    for how in ("right", "outer"):  # would copy the right side's null-keyed rows
+        assert find_heavy(left, right, how, 4, 0.25) is None
+
+
+def test_each_heavy_key_reaches_every_bucket_on_its_own_round():
+    part = pd.DataFrame({"k": [1, 2] * 8 + [3, 4], "v": range(18)})
+    skew = SideSkew(pd.DataFrame({"k": [1, 2]}), pd.DataFrame({"k": [4]}))
+    buckets = partition_rows(part, ["k"], {}, 4, "pandas", skew, 1)
+    for bucket in buckets:
+        assert {1, 2, 4} <= set(bucket["k"])  # interleaved keys each reach every bucket
+    limited = SideSkew(skew.spread, skew.copied, reach=2)
+    buckets = partition_rows(part, ["k"], {}, 4, "pandas", limited, 1)
+    assert [sorted(set(b["k"]) - {3}) for b in buckets] == [[1, 2, 4], [], [1, 2, 4], []]
+    assert_same_rows(pd.concat(buckets).query("k != 4"), part.query("k != 4"))
+
+
+@pytest.fixture(scope="module")
+def four_workers():
     cluster = LocalCluster(n_workers=4, threads_per_worker=1, processes=False,
                            dashboard_address=":0")
     engine = set_current(Engine(Client(cluster), get_backend("pandas"), cluster))
-    try:
-        frames = (gpuframe.from_pandas(left, npartitions=4), gpuframe.from_pandas(right))
-        for how in ("inner", "left"):
-            hashed = frames[0].merge(frames[1], on="k", how=how, **NO_SKEW)
-            split = frames[0].merge(frames[1], on="k", how=how, **SHUFFLE)
-            assert imbalance(hashed) > 2.5
-            assert imbalance(split) < 1.5
-            assert_same_rows(split.to_pandas(), expected_for(left, right, how, ["k"]))
-    finally:
-        engine.close()
+    yield engine
+    engine.close()
+
+
+def assert_at_most_twice_their_share(left, right, how, partitions=(4, 4)):
+    """The join matches pandas, and splitting brings the largest worker's output from over
+    2x an even share (a hash shuffle's) to under it."""
+    frames = (gpuframe.from_pandas(left, npartitions=partitions[0]),
+              gpuframe.from_pandas(right, npartitions=partitions[1]))
+    hashed = frames[0].merge(frames[1], on="k", how=how, **NO_SKEW)
+    split = frames[0].merge(frames[1], on="k", how=how, **SHUFFLE)
+    assert imbalance(hashed) > 2.2, how
+    assert imbalance(split) < 2, how
+    assert_same_rows(split.to_pandas(), expected_for(left, right, how, ["k"]))
+
+
+def test_four_workers_each_get_at_most_twice_their_share(four_workers, skewed):
+    left, right = skewed
+    for how in ("inner", "left", "outer"):
+        assert_at_most_twice_their_share(left, right, how)
+
+
+@pytest.fixture(scope="module")
+def null_heavy():
+    """60% of the left side's keys are null; the right side has none."""
+    rng = np.random.default_rng(1)
+    keys = rng.integers(0, 1000, 40_000).astype("float64")
+    keys[:24_000] = np.nan
+    left = pd.DataFrame({"k": rng.permutation(keys), "v": np.arange(40_000)})
+    right = pd.DataFrame({"k": np.arange(1000.0), "w": np.arange(1000)})
+    return left, right
+
+
+@pytest.mark.parametrize("how", ["left", "leftanti"])
+def test_null_keys_are_split_on_four_workers(four_workers, null_heavy, how):
+    assert_at_most_twice_their_share(*null_heavy, how)
+
+
+def test_null_keys_are_split_where_both_sides_have_them(four_workers, null_heavy):
+    """pandas joins null keys to null keys: the right side's copied to every worker."""
+    left, right = null_heavy
+    right = pd.concat([right, pd.DataFrame({"k": [np.nan, np.nan], "w": [-1, -2]})])
+    assert_at_most_twice_their_share(left, right, "left")
+    assert_at_most_twice_their_share(right, left, "right")
+
+
+def test_null_keys_match_pandas_on_four_workers(four_workers, null_heavy):
+    left, right = null_heavy
+    for how in ("inner", "outer", "leftsemi"):
+        result = gpuframe.from_pandas(left).merge(gpuframe.from_pandas(right), on="k", how=how,
+                                                  **SHUFFLE)
+        assert_same_rows(result.to_pandas(), expected_for(left, right, how, ["k"]))
+
+
+def test_outer_join_splits_either_side_on_four_workers(four_workers):
+    rng = np.random.default_rng(2)
+    keys = rng.integers(1, 1000, 40_000)
+    keys[:20_000] = 0
+    heavy = pd.DataFrame({"k": rng.permutation(keys), "v": np.arange(40_000)})
+    light = pd.DataFrame({"k": np.r_[np.arange(0, 2000, 2), [0, 0, 0]], "w": 1})
+    assert_at_most_twice_their_share(heavy, light, "outer")
+    assert_at_most_twice_their_share(light, heavy, "outer")
+
+
+def test_heavy_key_of_the_copied_side_is_split_on_four_workers(four_workers):
+    """The heavy key has 20k right rows and one left row: a left join spreads the right rows
+    and copies the left row; a right join of the mirror image likewise."""
+    right = pd.DataFrame({"k": np.r_[np.zeros(20_000, int), np.arange(1, 1000)], "w": 1})
+    left = pd.DataFrame({"k": np.arange(0, 1500), "v": 1})
+    assert_at_most_twice_their_share(left, right, "left")
+    assert_at_most_twice_their_share(right, left, "right")
+    for how in ("leftsemi", "leftanti", "outer", "inner"):
+        result = gpuframe.from_pandas(left, npartitions=4).merge(
+            gpuframe.from_pandas(right, npartitions=4), on="k", how=how, **SHUFFLE)
+        assert_same_rows(result.to_pandas(), expected_for(left, right, how, ["k"]))
 
 
 @pytest.mark.gpu
 def test_cudf_partitions_split_heavy_keys_like_pandas(skewed):
     import cudf
 
-    from gpuframe.shuffle.exchange import partition_rows
-    from gpuframe.shuffle.skew import SideSkew, profile_partition
+    from gpuframe.shuffle.skew import profile_partition
 
     left = skewed[0].assign(s=lambda f: (f["k"] % 3).astype(str))
     for keys, skew in ((["k"], SideSkew(pd.DataFrame({"k": [0]}), pd.DataFrame({"k": [5]}))),
