@@ -3,8 +3,10 @@ shuffle that co-locates equal keys on one worker, then a local join there. Keys 
 worker are found from a sample and split across workers where the join type allows it
 (:mod:`~gpuframe.shuffle.skew`).
 
-Key columns are cast to one common type on both sides before hashing, so equal values hash
-equally whatever their width; pairs of types that pandas would not join raise :class:`JoinError`.
+Key columns are cast to one type that holds both sides' values exactly (:func:`hash_type`) before
+hashing, so equal values hash equally whatever their width, and the result's keys are cast back to
+the dtypes ``pandas.merge`` gives them; pairs of types that no type holds exactly, or that pandas
+would not join, raise :class:`JoinError` naming both columns.
 
 Memory: partitions, buckets and results are ordinary Dask keys, so the workers' spill buffers move
 them out of memory like any other data (to disk past distributed's ``memory_limit`` targets on
@@ -24,9 +26,12 @@ side's hash table once per bucket, and a CPU worker with one thread has no idle 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
 import pandas as pd
+from pandas.core.dtypes.cast import find_common_type
 
 from ..backend import get_backend
 from ..config import JoinOptions, resolve
@@ -54,13 +59,16 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
     if left.engine is not right.engine:
         raise JoinError("both frames of a join must live on the same engine")
     left_keys, right_keys = join_keys(left.meta, right.meta, on, left_on, right_on)
-    casts = common_key_types(left.meta, right.meta, left_keys, right_keys)
     suffixes = tuple(suffixes)
-    meta = get_backend("pandas").join(cast_keys(left.meta, casts[0]),
-                                      cast_keys(right.meta, casts[1]),
-                                      how, left_keys, right_keys, suffixes)
+    empty = frozenset(side for side, frame in (("left", left), ("right", right))
+                      if not frame.npartitions)
+    types = key_types(left.meta, right.meta, left_keys, right_keys, how, suffixes, empty)
+    casts = (types.left, types.right)
+    schemas = (cast_keys(left.meta, casts[0]), cast_keys(right.meta, casts[1]))
+    meta = restore_key_types(get_backend("pandas").join(*schemas, how, left_keys, right_keys,
+                                                        suffixes), types)
     token = new_token()
-    args = (how, left_keys, right_keys, suffixes, left.engine.backend.name)
+    args = (how, left_keys, right_keys, suffixes, types, left.engine.backend.name)
 
     engine, workers = left.engine, left.engine.workers
     frames = {"left": left, "right": right}
@@ -71,9 +79,9 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
 
     sizes = {side: profile.nbytes for side, profile in profiles.items()}
     if how in BROADCAST_RIGHT and broadcasts(sizes["right"], sizes["left"], len(workers), opts):
-        return _broadcast(left, right, "right", casts, args, token, meta)
+        return _broadcast(left, right, "right", casts, schemas[1], args, token, meta)
     if how in BROADCAST_LEFT and broadcasts(sizes["left"], sizes["right"], len(workers), opts):
-        return _broadcast(right, left, "left", casts[::-1], args, token, meta)
+        return _broadcast(right, left, "left", casts[::-1], schemas[0], args, token, meta)
 
     skew = plan_skew(profiles["left"], profiles["right"], how, left_keys, right_keys,
                      len(workers), opts.skew_threshold) if split else None
@@ -85,7 +93,7 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
                              skew.right if skew else None, per_worker)
     owners = [worker for worker in workers for _ in range(per_worker)]
     futures = [
-        engine.client.submit(join_buckets, left_buckets[b], right_buckets[b], *args,
+        engine.client.submit(join_buckets, left_buckets[b], right_buckets[b], *schemas, *args,
                              key=f"gpuframe-join-{token}-{b}", workers=[worker])
         for b, worker in enumerate(owners)
     ]
@@ -138,37 +146,118 @@ def join_keys(left: pd.DataFrame, right: pd.DataFrame, on: Any, left_on: Any,
     return left_keys, right_keys
 
 
-def common_key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
-                     right_keys: list[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """Per side, {column: dtype} casts that give each key pair one type."""
-    left_casts: dict[str, str] = {}
-    right_casts: dict[str, str] = {}
+@dataclass(frozen=True)
+class KeyTypes:
+    """The dtypes a join gives its key columns.
+
+    ``left``/``right``: per side, {column: dtype} casts to one *hash type* per key pair, which
+    holds every value of both sides exactly, so equal keys hash and compare equally whatever
+    their width, sign, nullability or categories. ``result``: {output column: dtype} the result
+    is cast back to afterwards, the dtype ``pandas.merge`` gives that column; ``fillable``: the
+    result's key columns that unmatched rows leave null (a key the other side joins under another
+    name), which pandas holds as it holds missing values once any is there.
+    """
+
+    left: dict[str, Any]
+    right: dict[str, Any]
+    result: dict[str, Any]
+    fillable: frozenset[str] = frozenset()
+
+
+def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
+              right_keys: list[str], how: str, suffixes: tuple[Any, Any],
+              empty: frozenset[str] = frozenset()) -> KeyTypes:
+    """The key casts of a join of schemas ``left`` and ``right``, of which the sides named in
+    ``empty`` ('left', 'right') have no partitions; :class:`JoinError` names the pair of columns
+    that no type holds exactly."""
+    left_casts: dict[str, Any] = {}
+    right_casts: dict[str, Any] = {}
+    result: dict[str, Any] = {}
+    fillable: set[str] = set()
+    shared = {lk for lk, rk in zip(left_keys, right_keys) if lk == rk}
     for lk, rk in zip(left_keys, right_keys):
-        common = _common_type(left[lk].dtype, right[rk].dtype)
+        ltype, rtype = left[lk].dtype, right[rk].dtype
+        common = hash_type(ltype, rtype)
         if common is None:
-            raise JoinError(f"cannot join left column {lk!r} ({left[lk].dtype}) with right "
-                            f"column {rk!r} ({right[rk].dtype}): incompatible key types")
-        if left[lk].dtype != common:
+            raise JoinError(f"cannot join left column {lk!r} ({ltype}) with right column "
+                            f"{rk!r} ({rtype}): {_why_not(ltype, rtype)}")
+        if ltype != common:
             left_casts[lk] = common
-        if right[rk].dtype != common:
+        if rtype != common:
             right_casts[rk] = common
-    return left_casts, right_casts
+        if how in ("leftsemi", "leftanti"):
+            result[lk] = ltype
+        elif lk == rk:
+            result[lk] = _merged_key_type(ltype, rtype, how, empty)
+        else:
+            lname = _output_name(lk, right.columns, shared, suffixes[0])
+            rname = _output_name(rk, left.columns, shared, suffixes[1])
+            result[lname], result[rname] = _coerced(ltype, rtype), _coerced(rtype, ltype)
+            if how in ("right", "outer"):
+                fillable.add(lname)
+            if how in ("left", "outer"):
+                fillable.add(rname)
+    return KeyTypes(left_casts, right_casts, result, frozenset(fillable))
 
 
-def _common_type(a: Any, b: Any) -> Any:
+def hash_type(a: Any, b: Any) -> Any:
+    """One dtype that holds every value of dtypes ``a`` and ``b`` exactly, or None.
+
+    Integers take the narrowest integer type that holds both (int8 and uint8: int16), nullable
+    when either side is. uint64 with a signed integer has none: float64, pandas' type for the
+    pair, merges distinct keys above 2**53 (2**53 + 1 == 2**53), and int64 wraps those above
+    2**63 onto negative ones, while pandas.merge compares the pair exactly, so such a join is
+    refused rather than wrong. Integers with floats compare as floats, as pandas compares them.
+    Categoricals join by their values; strings of any storage, object columns too, as ``str``
+    (the packer infers an object column's Arrow type per partition, and one of nulls only has
+    none it can hash); datetimes and timedeltas at the finer unit (time-zone-aware ones in UTC,
+    unless both share a zone)."""
+    a, b = _values_type(a), _values_type(b)
+    kinds = {_kind(a), _kind(b)}
+    if kinds == {"string"}:
+        return "str"
     if a == b:
         return a
-    kinds = {_kind(a), _kind(b)}
-    if len(kinds) == 1:
-        kind = kinds.pop()
-        if kind == "int":
-            return "Int64" if pd.api.types.is_extension_array_dtype(a) or \
-                pd.api.types.is_extension_array_dtype(b) else "int64"
-        return {"float": "float64", "string": "str", "datetime": "datetime64[ns]",
-                "bool": "bool"}.get(kind)
-    if kinds == {"int", "float"}:
-        return "float64"
+    nullable = any(isinstance(t, pd.api.extensions.ExtensionDtype) for t in (a, b))
+    if kinds <= {"int", "float"}:
+        common = np.promote_types(_numpy_type(a), _numpy_type(b))
+        if kinds == {"int"} and common.kind == "f":
+            return None
+        return _nullable(common) if nullable else common
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    if kind == "bool":
+        return "boolean" if nullable else np.dtype(bool)
+    if kind in ("datetime", "timedelta"):
+        return np.promote_types(a, b)
+    if kind == "datetimetz":
+        unit = np.promote_types(np.dtype(f"M8[{a.unit}]"), np.dtype(f"M8[{b.unit}]"))
+        return pd.DatetimeTZDtype(np.datetime_data(unit)[0], a.tz if a.tz == b.tz else "UTC")
     return None
+
+
+def _why_not(a: Any, b: Any) -> str:
+    """What to tell the user whose key pair :func:`hash_type` refused."""
+    if {_kind(a), _kind(b)} == {"int"}:
+        return ("no integer type holds every value of both (float64 would merge distinct keys "
+                "above 2**53); cast one side, e.g. to int64 where the uint64 values stay below "
+                "2**63")
+    return "incompatible key types"
+
+
+def _values_type(dtype: Any) -> Any:
+    """A categorical's values' dtype: keys are hashed and compared by value, not by code."""
+    return dtype.categories.dtype if isinstance(dtype, pd.CategoricalDtype) else dtype
+
+
+def _numpy_type(dtype: Any) -> np.dtype:
+    return np.dtype(getattr(dtype, "numpy_dtype", dtype))
+
+
+def _nullable(dtype: np.dtype) -> Any:
+    return pd.api.types.pandas_dtype(
+        {"i": "Int", "u": "UInt", "f": "Float"}[dtype.kind] + str(dtype.itemsize * 8))
 
 
 def _kind(dtype: Any) -> str:
@@ -178,31 +267,105 @@ def _kind(dtype: Any) -> str:
         return "int"
     if pd.api.types.is_float_dtype(dtype):
         return "float"
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        return "datetimetz"
     if pd.api.types.is_datetime64_dtype(dtype):
         return "datetime"
+    if pd.api.types.is_timedelta64_dtype(dtype):
+        return "timedelta"
     if pd.api.types.is_string_dtype(dtype):
         return "string"
     return str(dtype)
+
+
+def _coerced(own: Any, other: Any) -> Any:
+    """The dtype ``pandas.merge`` gives one side's key column before joining it with a key of
+    dtype ``other``: a categorical whose categories differ from the other's becomes its values'
+    type, a non-categorical joined with a categorical becomes object, and so does a non-numeric
+    key joined with a key of another non-numeric dtype (object with str, say)."""
+    if isinstance(own, pd.CategoricalDtype):
+        same = isinstance(other, pd.CategoricalDtype) and own.ordered == other.ordered and \
+            set(own.categories) == set(other.categories)
+        return own if same else own.categories.dtype
+    if isinstance(other, pd.CategoricalDtype):
+        return np.dtype(object)
+    numeric = {_kind(own), _kind(other)} <= {"int", "float", "bool"}
+    if own == other or numeric or own.kind == other.kind == "M":
+        return own
+    return np.dtype(object)
+
+
+def _merged_key_type(left: Any, right: Any, how: str, empty: frozenset[str]) -> Any:
+    """The dtype of a key column both sides share by name in ``pandas.merge``'s result: the
+    common type of both sides' where output rows may lack a left row (right, outer) or the two
+    are datetimes of different units, else the left's. A side with no rows leaves the other's
+    (a right or outer join of an empty left gives the right's); datetimes of two time zones
+    keep the left's. pandas decides by the data (a right or outer join whose rows all match
+    keeps the left's dtype); the dtype for data with unmatched rows gives every partition one
+    schema."""
+    coerced = _coerced(left, right)
+    if how in ("right", "outer") and "left" in empty:
+        return right
+    if "right" not in empty and (how in ("right", "outer")
+                                 or (left.kind == right.kind == "M" and left != right)):
+        common = find_common_type([coerced, right])
+        return coerced if common.kind == "O" and left.kind == right.kind == "M" else common
+    return coerced
+
+
+def _filled(dtype: Any) -> Any:
+    """``dtype`` as pandas holds it once missing values fill unmatched rows."""
+    if not isinstance(dtype, np.dtype):
+        return dtype
+    return {"i": np.dtype("float64"), "u": np.dtype("float64"),
+            "b": np.dtype(object)}.get(dtype.kind, dtype)
+
+
+def _output_name(key: str, other_columns: pd.Index, shared: set[str], suffix: Any) -> str:
+    """The result's name of a key column that the other side joins under another name."""
+    if key in other_columns and key not in shared:
+        return f"{key}{suffix or ''}"
+    return key
+
+
+def restore_key_types(frame: Any, types: KeyTypes) -> Any:
+    """``frame`` with its key columns back in the dtypes ``pandas.merge`` gives them (after the
+    join compared them in their hash types). Like pandas, a ``fillable`` column takes the dtype
+    that holds missing values only where this frame has some."""
+    dtypes = {c: _filled(t) if c in types.fillable and frame[c].isna().any() else t
+              for c, t in types.result.items() if c in frame.columns}
+    casts = {c: t for c, t in dtypes.items() if frame[c].dtype != t}
+    return frame.astype(casts) if casts else frame
 
 
 def _as_list(keys: Any) -> list[str]:
     return [keys] if isinstance(keys, str) else list(keys)
 
 
-def join_buckets(left: list[Any], right: list[Any], how: str, left_on: list[str],
-                 right_on: list[str], suffixes: tuple[str, str], backend: str) -> Any:
-    """On the destination worker: the local join of every bucket it received."""
+def join_buckets(left: list[Any], right: list[Any], left_schema: pd.DataFrame,
+                 right_schema: pd.DataFrame, how: str, left_on: list[str], right_on: list[str],
+                 suffixes: tuple[str, str], types: KeyTypes, backend: str) -> Any:
+    """On the destination worker: the local join of every bucket it received. A side of no
+    partitions sends no bucket; its schema (keys in their hash types) stands in for it."""
     frames = get_backend(backend)
-    return frames.join(frames.concat(left), frames.concat(right), how, left_on, right_on, suffixes)
+    joined = frames.join(_concat_or_empty(left, left_schema, frames),
+                         _concat_or_empty(right, right_schema, frames),
+                         how, left_on, right_on, suffixes)
+    return restore_key_types(joined, types)
+
+
+def _concat_or_empty(parts: list[Any], schema: pd.DataFrame, frames: Any) -> Any:
+    return frames.concat(parts) if parts else frames.from_pandas(schema)
 
 
 def _broadcast(big: DistributedFrame, small: DistributedFrame, small_side: str,
-               casts: tuple[dict[str, Any], dict[str, Any]], args: tuple, token: str,
-               meta: pd.DataFrame) -> DistributedFrame:
+               casts: tuple[dict[str, Any], dict[str, Any]], small_schema: pd.DataFrame,
+               args: tuple, token: str, meta: pd.DataFrame) -> DistributedFrame:
     """Join each partition of ``big`` where it lies with all of ``small``, copied to each worker.
-    ``casts`` are (big's, small's) key casts, applied as in the shuffle so both paths agree."""
+    ``casts`` are (big's, small's) key casts, applied as in the shuffle so both paths agree;
+    ``small_schema`` stands in for a ``small`` of no partitions."""
     engine, backend = big.engine, big.engine.backend.name
-    whole = engine.client.submit(_concat, small.futures, casts[1], backend,
+    whole = engine.client.submit(_concat, small.futures, casts[1], small_schema, backend,
                                  key=f"gpuframe-broadcast-{token}")
     futures = [
         engine.client.submit(_join_with_whole, part, casts[0], whole, small_side, *args,
@@ -212,13 +375,15 @@ def _broadcast(big: DistributedFrame, small: DistributedFrame, small_side: str,
     return DistributedFrame(engine, futures, meta, list(big.owners)).persist()
 
 
-def _concat(frames: list[Any], casts: dict[str, Any], backend: str) -> Any:
-    return cast_keys(get_backend(backend).concat(frames), casts)
+def _concat(parts: list[Any], casts: dict[str, Any], schema: pd.DataFrame, backend: str) -> Any:
+    frames = get_backend(backend)
+    return cast_keys(_concat_or_empty(parts, schema, frames), casts)
 
 
 def _join_with_whole(part: Any, casts: dict[str, Any], whole: Any, small_side: str, how: str,
                      left_on: list[str], right_on: list[str], suffixes: tuple[str, str],
-                     backend: str) -> Any:
+                     types: KeyTypes, backend: str) -> Any:
     part = cast_keys(part, casts)
     left, right = (part, whole) if small_side == "right" else (whole, part)
-    return get_backend(backend).join(left, right, how, left_on, right_on, suffixes)
+    joined = get_backend(backend).join(left, right, how, left_on, right_on, suffixes)
+    return restore_key_types(joined, types)

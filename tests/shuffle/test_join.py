@@ -6,7 +6,8 @@ import gpuframe
 from dask.utils import key_split
 from distributed import get_task_stream
 from gpuframe.errors import JoinError
-from gpuframe.shuffle.join import HOWS
+from gpuframe.frame import DistributedFrame
+from gpuframe.shuffle.join import HOWS, hash_type
 
 SHUFFLE = {"broadcast_bytes": 0}
 BROADCAST = {"broadcast_bytes": 2**40, "broadcast_ratio": None}
@@ -19,6 +20,14 @@ def canonical(frame: pd.DataFrame) -> pd.DataFrame:
 
 def assert_same_rows(result: pd.DataFrame, expected: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(canonical(result), canonical(expected), check_dtype=False)
+
+
+def assert_same_typed_rows(result: pd.DataFrame, expected: pd.DataFrame, how: str) -> None:
+    """Same rows and dtypes; in object columns None and NaN both stand for a missing value."""
+    assert result.dtypes.to_dict() == expected.dtypes.to_dict(), how
+    result, expected = (frame.apply(lambda c: c.where(c.notna(), None) if c.dtype == object
+                                    else c) for frame in (result, expected))
+    pd.testing.assert_frame_equal(canonical(result), canonical(expected), obj=how)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +107,7 @@ def test_schema_matches_the_partitions_whichever_path(engine, options):
         result = gpuframe.from_pandas(left).merge(gpuframe.from_pandas(right), on="k", how=how,
                                                   **options)
         assert result.dtypes.to_dict() == result.to_pandas().dtypes.to_dict()
-        assert result.dtypes["k"] == "int64"
+        assert result.dtypes["k"] == left.merge(right, on="k", how=how).dtypes["k"]
 
 
 def test_int_and_float_keys_are_joined_as_floats(engine):
@@ -177,3 +186,131 @@ def test_default_broadcast_needs_a_side_small_against_the_other(engine):
             result = big.merge(small, on="k")
         assert expected in {key_split(entry["key"]) for entry in stream.data}
         assert len(result) == rows
+
+
+INTEGERS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+            "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64"]
+
+
+@pytest.mark.parametrize("right", INTEGERS)
+@pytest.mark.parametrize("left", INTEGERS)
+def test_integer_keys_hash_in_a_type_that_holds_both_sides(left, right):
+    """Every value of both sides fits the hash type; only uint64 with a signed type has none
+    (int64 wrapped 2**63 + 5 onto -(2**63) + 5 and joined them)."""
+    common = hash_type(pd.api.types.pandas_dtype(left), pd.api.types.pandas_dtype(right))
+    bounds = [np.iinfo(np.dtype(name.lower())) for name in (left, right)]
+    if common is None:
+        assert {b.kind for b in bounds} == {"i", "u"} and max(b.max for b in bounds) == 2**64 - 1
+        return
+    holds = np.iinfo(np.dtype(getattr(common, "numpy_dtype", common)))
+    assert all(holds.min <= b.min and b.max <= holds.max for b in bounds)
+    nullable = any(name[0].isupper() for name in (left, right))
+    assert isinstance(common, pd.api.extensions.ExtensionDtype) == nullable
+
+
+def key_values(dtype: str, side: str) -> pd.Series:
+    """Keys of ``dtype`` that match the other side's in part (2 and 3; nulls match nulls where
+    the type has them); integers add the type's largest value, which wraps if cast too narrow,
+    floats a value no integer equals."""
+    ends = {"left": [1, 2, 3, 3], "right": [2, 2, 3, 5]}[side]
+    if dtype.startswith("category"):
+        categories = list("abcdef") if dtype == "category" else list("fedcbx")
+        return pd.Series(pd.Categorical([" abcdef"[v] for v in ends] + [None],
+                                        categories=categories))
+    kind = pd.api.types.pandas_dtype(dtype)
+    if pd.api.types.is_bool_dtype(kind):
+        values = {"left": [True, True, False], "right": [True, None, None]}[side]
+        return pd.Series(values if dtype == "boolean" else values[:1], dtype=dtype)
+    if pd.api.types.is_integer_dtype(kind):
+        values = ends + [int(np.iinfo(np.dtype(dtype.lower())).max)]
+        return pd.Series(values + ([None] if dtype[0].isupper() else []), dtype=dtype)
+    if pd.api.types.is_float_dtype(kind):
+        return pd.Series(ends + [0.5, None], dtype=dtype)
+    if kind.kind == "M":
+        stamps = pd.Timestamp("2024-01-01", tz="UTC") + pd.to_timedelta(ends, "h")
+        tz = getattr(kind, "tz", None)
+        return pd.Series(stamps.tz_convert(tz) if tz else stamps.tz_localize(None)).astype(kind)
+    if kind.kind == "m":
+        return pd.Series(pd.to_timedelta(ends, "s")).astype(kind)
+    return pd.Series([" abcdef"[v] for v in ends] + [None], dtype=dtype)
+
+
+def expected_join(left: pd.DataFrame, right: pd.DataFrame, how: str, **keys) -> pd.DataFrame:
+    """pandas.merge; for 'leftsemi'/'leftanti', the left rows that pandas.merge matches (null
+    keys with null keys), or does not."""
+    if how not in ("leftsemi", "leftanti"):
+        return left.merge(right, how=how, **keys)
+    right_on = keys.get("right_on", keys.get("on"))
+    found = left.merge(right[[right_on]].drop_duplicates(), how="left", indicator="found",
+                       **keys)["found"] == "both"
+    return left[found.to_numpy() == (how == "leftsemi")]
+
+
+KEY_PAIRS = [
+    ("int8", "int64"), ("int64", "int8"), ("uint8", "int8"), ("int16", "uint32"),
+    ("uint32", "uint64"), ("Int32", "int64"), ("int64", "UInt8"), ("UInt16", "UInt64"),
+    ("float32", "float64"), ("float64", "float32"), ("int32", "float32"), ("Float64", "int64"),
+    ("bool", "boolean"), ("boolean", "bool"),
+    ("object", "str"), ("str", "object"), ("object", "object"), ("string[pyarrow]", "object"),
+    ("str", "string[python]"), ("category", "category"), ("category", "category-other"),
+    ("category", "str"), ("str", "category"), ("category", "object"),
+    ("datetime64[us]", "datetime64[ns]"), ("datetime64[s]", "datetime64[us]"),
+    ("datetime64[ns, UTC]", "datetime64[us, Europe/Berlin]"),
+    ("datetime64[us, Europe/Berlin]", "datetime64[ns, UTC]"),
+    ("timedelta64[ns]", "timedelta64[us]"),
+]
+REFUSED_PAIRS = [
+    ("uint64", "int64"), ("int8", "uint64"), ("UInt64", "Int64"), ("int64", "str"),
+    ("datetime64[ns]", "datetime64[ns, UTC]"), ("bool", "int64"), ("category", "int64"),
+]
+
+
+def frame_of(dtype: str, side: str) -> pd.DataFrame:
+    keys = key_values(dtype, side)
+    return pd.DataFrame({"k": keys, side: np.arange(len(keys))})
+
+
+@pytest.mark.filterwarnings("ignore:You are merging on int and float")
+@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST], ids=["shuffle", "broadcast"])
+@pytest.mark.parametrize("left_type, right_type", KEY_PAIRS + REFUSED_PAIRS,
+                         ids=[f"{a}-{b}" for a, b in KEY_PAIRS + REFUSED_PAIRS])
+def test_key_type_pairs_join_like_pandas_or_are_refused(engine, left_type, right_type,
+                                                        options):
+    left, right = frame_of(left_type, "left"), frame_of(right_type, "right")
+    ours = gpuframe.from_pandas(left), gpuframe.from_pandas(right)
+    if (left_type, right_type) in REFUSED_PAIRS:
+        with pytest.raises(JoinError, match=r"left column 'k' \(.*\) with right column 'k'"):
+            ours[0].merge(ours[1], on="k", **options)
+        return
+    for how in HOWS:
+        result = ours[0].merge(ours[1], on="k", how=how, **options)
+        expected = expected_join(left, right, how, on="k")
+        assert result.dtypes["k"] == expected.dtypes["k"], how
+        assert_same_typed_rows(result.to_pandas(), expected, how)
+
+
+@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST], ids=["shuffle", "broadcast"])
+def test_keys_of_other_names_keep_their_own_types(engine, options):
+    left = pd.DataFrame({"a": np.array([1, 2, 3, 127], dtype="int8"), "b": [5, 6, 7, 8]})
+    right = pd.DataFrame({"b": np.array([2, 3, 4], dtype="int64"), "c": ["x", "y", "z"]})
+    for how in ("inner", "left", "right", "outer", "leftsemi"):
+        result = gpuframe.from_pandas(left).merge(gpuframe.from_pandas(right), left_on="a",
+                                                  right_on="b", how=how, **options)
+        expected = expected_join(left, right, how, left_on="a", right_on="b")
+        assert_same_typed_rows(result.to_pandas(), expected, how)
+
+
+@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST], ids=["shuffle", "broadcast"])
+@pytest.mark.parametrize("empty_side", ["left", "right"])
+def test_a_side_of_no_partitions_joins_as_an_empty_frame(engine, how, options, empty_side):
+    frames = {"left": pd.DataFrame({"k": np.arange(10), "a": np.arange(10) * 1.5}),
+              "right": pd.DataFrame({"k": np.arange(5, 15, dtype="int32"), "b": "x"})}
+    ours = {side: gpuframe.from_pandas(frame) for side, frame in frames.items()}
+    frames[empty_side] = frames[empty_side].head(0)
+    ours[empty_side] = DistributedFrame(engine, [], frames[empty_side], [])
+    result = ours["left"].merge(ours["right"], on="k", how=how, **options)
+    expected = expected_join(frames["left"], frames["right"], how, on="k")
+    got = result.to_pandas()
+    assert list(got.columns) == list(expected.columns)
+    assert_same_typed_rows(got, expected, how)
