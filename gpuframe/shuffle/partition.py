@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import ColumnTypeError, GpuframeError, OptionError
 
@@ -60,6 +61,10 @@ class ColumnSpec:
     nullable: bool  # whether a validity bitmap is packed
     packed_type: Any
     type: pa.DataType | None = None
+    dictionary: pa.Array | None = None
+    """A dictionary column's dictionary (CPU): every destination gets it back whole, so its
+    categories are the frame's, not the values that reached it (pandas concatenates
+    categoricals of different categories as objects)."""
 
 
 @dataclass(frozen=True)
@@ -276,7 +281,9 @@ def _take_carried_host(part: pa.Table, table: pa.Table, carried: list[str],
 def _host_column(field: pa.Field, column: pa.ChunkedArray) -> tuple[ColumnSpec, tuple]:
     """The spec of one Arrow column and its argument for the core (buffers as NumPy views)."""
     array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    dictionary = None
     if pa.types.is_dictionary(array.type):
+        dictionary = array.dictionary
         array = array.dictionary_decode()
     packed = _host_packed_type(array.type)
     if packed != array.type:
@@ -287,7 +294,7 @@ def _host_column(field: pa.Field, column: pa.ChunkedArray) -> tuple[ColumnSpec, 
     kind_code = _host_kind(packed)
     if kind_code == STRING:
         width = 8 if pa.types.is_large_string(packed) or pa.types.is_large_binary(packed) else 4
-        spec = ColumnSpec(field.name, STRING, width, nullable, packed, field.type)
+        spec = ColumnSpec(field.name, STRING, width, nullable, packed, field.type, dictionary)
         return spec, (STRING, width, array.offset, _host_bytes(buffers[2]), validity,
                       _host_bytes(buffers[1]))
     if kind_code is None:
@@ -295,7 +302,7 @@ def _host_column(field: pa.Field, column: pa.ChunkedArray) -> tuple[ColumnSpec, 
             f"column {field.name!r} has type {field.type}, which the hash partitioner cannot "
             f"pack (integers, floats, booleans, temporal types, strings and binary can)")
     width = packed.bit_width // 8
-    spec = ColumnSpec(field.name, kind_code, width, nullable, packed, field.type)
+    spec = ColumnSpec(field.name, kind_code, width, nullable, packed, field.type, dictionary)
     return spec, (kind_code, width, array.offset, _host_bytes(buffers[1]), validity, None)
 
 
@@ -311,18 +318,22 @@ def _unpack_host(part: PackedPartition) -> pa.Table:
             buffers.append(_arrow_buffer(data, values, rows * spec.width))
         array = pa.Array.from_buffers(spec.packed_type, rows, buffers,
                                       null_count=-1 if validity >= 0 else 0)
-        arrays.append(_restore(array, spec.type))
+        arrays.append(_restore(array, spec.type, spec.dictionary))
     schema = pa.schema([pa.field(spec.name, array.type)
                         for spec, array in zip(part.columns, arrays)], metadata=part.metadata)
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _restore(array: pa.Array, wanted: pa.DataType) -> pa.Array:
-    """Undo the packing's casts: bytes back to booleans, values back to a dictionary."""
+def _restore(array: pa.Array, wanted: pa.DataType,
+             dictionary: pa.Array | None = None) -> pa.Array:
+    """Undo the packing's casts: bytes back to booleans, values back to indices into their
+    column's ``dictionary``."""
     if array.type == wanted:
         return array
     if pa.types.is_dictionary(wanted):
-        return _restore(array, wanted.value_type).dictionary_encode().cast(wanted)
+        values = _restore(array, wanted.value_type)
+        indices = pc.index_in(values, value_set=dictionary).cast(wanted.index_type)
+        return pa.DictionaryArray.from_arrays(indices, dictionary, ordered=wanted.ordered)
     return array.cast(wanted)
 
 

@@ -331,6 +331,13 @@ def test_dictionary_columns_are_packed_as_values_and_restored():
         got = unpack(packed.destination(d))
         assert got.schema == table.schema
         assert got.cast(plain.schema).equals(expected[d])
+        # the whole dictionary, not the values that reached d: pandas keeps the categories
+        assert got.column("k").chunk(0).dictionary.equals(table.column("k").chunk(0).dictionary)
+    frame = pd.DataFrame({"k": range(6), "c": pd.Categorical(list("abcabc"),
+                                                            categories=list("cbad"))})
+    parts = hash_split(frame, ["k"], 3, "pandas")
+    assert all(part["c"].dtype == frame["c"].dtype for part in parts)
+    assert pd.concat(parts)["c"].dtype == frame["c"].dtype
 
 
 # --- GPU: the CUDA partition against the CPU one ------------------------------------------------
