@@ -179,7 +179,7 @@ def from_pandas(frame: pd.DataFrame, npartitions: int | None = None,
         piece = client.scatter(frame.iloc[start:start + step], workers=[owner], hash=False)
         futures.append(client.submit(_to_backend, piece, backend,
                                      key=f"gpuframe-from-pandas-{token}-{i}", workers=[owner]))
-    return DistributedFrame(engine, futures, frame.head(0), owners).persist()
+    return DistributedFrame(engine, futures, frame.head(0), owners).persist(pinned=True)
 
 
 def from_dask(collection: Any, engine: Engine | None = None) -> DistributedFrame:

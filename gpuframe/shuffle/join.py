@@ -97,7 +97,7 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
                              key=f"gpuframe-join-{token}-{b}", workers=[worker])
         for b, worker in enumerate(owners)
     ]
-    return DistributedFrame(engine, futures, meta, owners).persist()
+    return DistributedFrame(engine, futures, meta, owners).persist(pinned=True)
 
 
 def broadcasts(small: int, large: int, n_workers: int, opts: JoinOptions) -> bool:
@@ -372,7 +372,7 @@ def _broadcast(big: DistributedFrame, small: DistributedFrame, small_side: str,
                              key=f"gpuframe-join-{token}-{i}", workers=[owner])
         for i, (part, owner) in enumerate(zip(big.futures, big.owners))
     ]
-    return DistributedFrame(engine, futures, meta, list(big.owners)).persist()
+    return DistributedFrame(engine, futures, meta, list(big.owners)).persist(pinned=True)
 
 
 def _concat(parts: list[Any], casts: dict[str, Any], schema: pd.DataFrame, backend: str) -> Any:
