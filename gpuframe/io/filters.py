@@ -18,6 +18,8 @@ from .errors import FilterError
 OPERATORS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 
 Term = tuple[str, str, Any]
+Statistics = tuple[Any, Any, "int | None"]
+"""(min, max, nulls) of a column in one unit; min and max None where unknown."""
 
 
 def normalize_filters(filters: Sequence[Any] | None, schema: pa.Schema,

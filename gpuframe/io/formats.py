@@ -18,10 +18,7 @@ with each read task.
 
 from __future__ import annotations
 
-import datetime
 import functools
-import struct
-import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -31,15 +28,14 @@ import pyarrow.parquet as pq
 
 from ..errors import OptionError
 from .errors import CorruptFileError, PageReadUnsupportedError, TruncatedFileError
-from .filters import Term, range_may_match
+from .filters import Statistics, Term, range_may_match
 from .pages import MAGIC, ParquetFooter, read_rows
+from . import orc_tail
 from .remote import FOOTER_PROBE, Source
 
 ORC_MAGIC = b"ORC"
 ORC_TAIL_GUESS = 16 * 2**10
 """Bytes Arrow's ORC reader fetches from a file's end before it knows the tail's length."""
-EPOCH = datetime.date(1970, 1, 1)
-"""Day 0 of ORC's date statistics."""
 CSV_SAMPLE = 2**20
 """Bytes of a CSV file's head whose rows give the column types."""
 CSV_PROBE = 64 * 2**10
@@ -343,10 +339,6 @@ def column_chunk_ranges(metadata: pq.FileMetaData, row_groups: Sequence[int],
     return merged
 
 
-Statistics = tuple[Any, Any, "int | None"]
-"""(min, max, nulls) of a column in one unit; min and max None where unknown."""
-
-
 def row_group_may_match(row_group: pq.RowGroupMetaData, metadata: pq.FileMetaData,
                         partition: Mapping[str, Any], dnf: list[list[Term]] | None) -> bool:
     """False only when statistics or hive values prove no row can satisfy ``dnf``."""
@@ -408,19 +400,20 @@ class OrcMetadata:
     read tasks open the file without fetching its tail again."""
     statistics: tuple[Mapping[str, Statistics], ...] = ()
     """Each stripe's min, max and nulls by top-level column, where the tail holds them in a
-    form read here (:func:`orc_stripe_statistics`); () where not."""
+    form read here (:func:`~gpuframe.io.orc_tail.stripe_statistics`); () where not."""
 
 
 class OrcFormat(FileFormat):
     """ORC: units are stripes, read with ``pyarrow.orc.ORCFile.read_stripe``.
 
-    The stripes' places come from the file tail (``serialized_file_tail``, decoded here: Arrow
-    gives no accessor for them), and so do their statistics (pyarrow 26 exposes only their
-    count): filters skip the stripes whose min/max prove no row matches, as Parquet's skip row
-    groups, then apply to rows (:func:`orc_stripe_statistics` says which columns and
-    compressions give statistics). A stripe's bytes are counted and fetched
-    whole: its own footer, not the file's, says how they split between columns. So a
-    filter-columns-first read would fetch a surviving stripe twice, and is not done.
+    The stripes' places come from the file tail (``serialized_file_tail``, decoded by
+    :mod:`~gpuframe.io.orc_tail`: Arrow gives no accessor for them), and so do their
+    statistics (pyarrow 26 exposes only their count): filters skip the stripes whose min/max
+    prove no row matches, as Parquet's skip row groups, then apply to rows
+    (:func:`~gpuframe.io.orc_tail.stripe_statistics` says which columns and compressions give
+    statistics). A stripe's bytes are counted and fetched whole: its own footer, not the
+    file's, says how they split between columns. So a filter-columns-first read would fetch a
+    surviving stripe twice, and is not done.
     """
 
     name = "orc"
@@ -443,7 +436,7 @@ class OrcFormat(FileFormat):
         try:
             opened = orc.ORCFile(handle)
             file_tail = opened.reader.serialized_file_tail()
-            stripes = _orc_stripes(file_tail)
+            stripes = orc_tail.stripes(file_tail)
             tail_length = (opened.file_postscript_length + 1 + opened.file_footer_length
                            + opened.stripe_statistics_length)
             schema = opened.schema
@@ -463,8 +456,8 @@ class OrcFormat(FileFormat):
                     f"{path} is truncated or corrupt: stripe {index} lies at bytes "
                     f"{offset}-{offset + length}, past the data's end at {data_end}")
         start = len(tail) - tail_length
-        statistics = orc_stripe_statistics(file_tail, tail[start:start + statistics_length],
-                                           compression, schema, stripes)
+        statistics = orc_tail.stripe_statistics(
+            file_tail, tail[start:start + statistics_length], compression, schema, stripes)
         return OrcMetadata(size, tail_length, stripes, schema, tail[-keep:], statistics)
 
     def arrow_schema(self, path: str, metadata: OrcMetadata) -> pa.Schema:
@@ -514,144 +507,6 @@ class OrcFormat(FileFormat):
 
         return lambda sources, columns, units: cudf.read_orc(
             sources, columns=columns, stripes=units)
-
-
-def _varint(data: bytes, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, position
-        shift += 7
-
-
-def _varints(data: bytes) -> list[int]:
-    """The values of a packed repeated integer field."""
-    values, position = [], 0
-    while position < len(data):
-        value, position = _varint(data, position)
-        values.append(value)
-    return values
-
-
-def _proto_fields(data: bytes) -> list[tuple[int, Any]]:
-    """(field number, value) of a serialized protobuf message: ints, or bytes for the
-    length-delimited fields (nested messages, strings)."""
-    fields, position = [], 0
-    while position < len(data):
-        key, position = _varint(data, position)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, position = _varint(data, position)
-        elif wire == 2:
-            length, position = _varint(data, position)
-            value, position = data[position:position + length], position + length
-        elif wire in (1, 5):
-            width = 8 if wire == 1 else 4
-            value, position = data[position:position + width], position + width
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        fields.append((number, value))
-    return fields
-
-
-def _orc_stripes(file_tail: bytes) -> tuple[tuple[int, int, int], ...]:
-    """(offset, length, rows) of each stripe, from ORC's FileTail message (footer = field 2;
-    its stripes = field 3: offset 1, index, data and footer lengths 2-4, rows 5)."""
-    footer = next(value for number, value in _proto_fields(file_tail) if number == 2)
-    stripes = []
-    for number, value in _proto_fields(footer):
-        if number == 3:
-            info = dict(_proto_fields(value))
-            stripes.append((info.get(1, 0), info.get(2, 0) + info.get(3, 0) + info.get(4, 0),
-                            info.get(5, 0)))
-    return tuple(stripes)
-
-
-def orc_stripe_statistics(file_tail: bytes, section: bytes, compression: str,
-                          schema: pa.Schema, stripes: Sequence[tuple[int, int, int]]
-                          ) -> tuple[dict[str, Statistics], ...]:
-    """Each stripe's (min, max, nulls) by top-level column, from ORC's Metadata section
-    (``section``, before the footer: StripeStatistics = field 1, each a list of
-    ColumnStatistics by column id) and the footer's types (field 4; the root struct's subtypes
-    are the top-level columns' ids).
-
-    Integer, floating, string and date columns give statistics; others (timestamps, whose
-    minimum is in the writer's time zone, decimals, booleans, nested) only their nulls. The
-    section is read when uncompressed, ZLIB or SNAPPY; LZ4 and ZSTD chunks do not say their
-    decompressed size, which Arrow's codecs need: such files, and a section that does not
-    parse, prune no stripe ((), never an error: statistics only skip work)."""
-    try:
-        footer = next(value for number, value in _proto_fields(file_tail) if number == 2)
-        root = _proto_fields(next(value for number, value in _proto_fields(footer)
-                                  if number == 4))
-        names = [value.decode() for number, value in root if number == 3]
-        ids = [i for number, value in root if number == 2
-               for i in (_varints(value) if isinstance(value, bytes) else [value])]
-        columns = {name: i for name, i in zip(names, ids) if name in schema.names}
-        found = [[value for number, value in _proto_fields(stripe) if number == 1]
-                 for number, stripe in _proto_fields(_orc_decompress(section, compression))
-                 if number == 1]
-        if len(found) != len(stripes):
-            return ()
-        return tuple({name: _orc_column_statistics(stats[i], schema.field(name).type, rows)
-                      for name, i in columns.items() if i < len(stats)}
-                     for stats, (_, _, rows) in zip(found, stripes))
-    except (ValueError, IndexError, KeyError, StopIteration, UnicodeDecodeError, zlib.error,
-            pa.ArrowException):
-        return ()
-
-
-def _orc_decompress(data: bytes, compression: str) -> bytes:
-    """An ORC stream's bytes: chunks behind 3-byte headers (length << 1 | original)."""
-    if compression == "UNCOMPRESSED":
-        return data
-    chunks, position = [], 0
-    while position < len(data):
-        header = int.from_bytes(data[position:position + 3], "little")
-        chunk = data[position + 3:position + 3 + (header >> 1)]
-        position += 3 + (header >> 1)
-        if header & 1:
-            chunks.append(chunk)
-        elif compression == "ZLIB":
-            chunks.append(zlib.decompress(chunk, -15))  # raw deflate
-        elif compression == "SNAPPY":
-            size, _ = _varint(chunk, 0)  # snappy's own preamble
-            chunks.append(pa.Codec("snappy").decompress(chunk, size, asbytes=True))
-        else:
-            raise ValueError(f"stripe statistics compressed with {compression} are not read")
-    return b"".join(chunks)
-
-
-def _orc_column_statistics(data: bytes, kind: pa.DataType, rows: int) -> Statistics:
-    """(min, max, nulls) of a column in a stripe of ``rows`` from its ColumnStatistics:
-    values = field 1 (those not null); integer 2, double 3, string 4, date 7 statistics,
-    each minimum = 1, maximum = 2."""
-    fields = dict(_proto_fields(data))
-    low = high = None
-    if pa.types.is_integer(kind) and 2 in fields:
-        ints = dict(_proto_fields(fields[2]))
-        if 1 in ints and 2 in ints:
-            low, high = _zigzag(ints[1]), _zigzag(ints[2])
-    elif pa.types.is_floating(kind) and 3 in fields:
-        doubles = dict(_proto_fields(fields[3]))
-        if 1 in doubles and 2 in doubles:
-            low, high = (struct.unpack("<d", doubles[i])[0] for i in (1, 2))
-    elif (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and 4 in fields:
-        strings = dict(_proto_fields(fields[4]))
-        if 1 in strings and 2 in strings:
-            low, high = strings[1].decode(), strings[2].decode()
-    elif pa.types.is_date32(kind) and 7 in fields:
-        dates = dict(_proto_fields(fields[7]))
-        if 1 in dates and 2 in dates:
-            low, high = (EPOCH + datetime.timedelta(days=_zigzag(dates[i])) for i in (1, 2))
-    return low, high, None if 1 not in fields else rows - fields[1]
-
-
-def _zigzag(value: int) -> int:
-    return (value >> 1) ^ -(value & 1)
 
 
 @dataclass(frozen=True)

@@ -583,7 +583,7 @@ def read_orc(source: Any, columns: Sequence[str] | None = None,
              **storage_overrides: Any) -> Any:
     """An ORC dataset as a :class:`gpuframe.DistributedFrame`: :func:`read_parquet`'s sources
     and options, with stripes for row groups: filters skip the stripes whose statistics prove
-    no row matches (:func:`~gpuframe.io.formats.orc_stripe_statistics`), then apply to rows."""
+    no row matches (:func:`~gpuframe.io.orc_tail.stripe_statistics`), then apply to rows."""
     return _read(source, "orc", columns, filters, partition_bytes, storage, engine,
                  storage_overrides, with_report=False)[0]
 

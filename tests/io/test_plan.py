@@ -329,7 +329,8 @@ def test_default_partition_bytes_follows_device_memory(dataset_dir):
     assert plan.partition_bytes == 2**30
 
 
-@pytest.mark.parametrize("module", ["plan", "formats", "filters", "remote", "errors"])
+@pytest.mark.parametrize("module", ["plan", "formats", "orc_tail", "filters", "remote",
+                                    "tuning", "errors"])
 def test_planning_layers_import_no_cluster_code(module):
     """io sits below cluster: the planning modules import nothing of it, even lazily."""
     import ast
