@@ -50,6 +50,10 @@ class Backend:
     def nbytes(self, frame: Any) -> int:
         return int(frame.memory_usage(deep=True, index=True).sum())
 
+    def device_lost(self) -> bool:
+        """Whether this process can no longer use its device (never, on the host)."""
+        return False
+
     def join(self, left: Any, right: Any, how: str, left_on: list[str], right_on: list[str],
              suffixes: tuple[str, str]) -> Any:
         """A local join with pandas semantics (null keys match null keys); 'leftsemi' and
@@ -84,6 +88,17 @@ class CudfBackend(Backend):
 
     def to_arrow(self, frame: Any) -> pa.Table:
         return frame.to_arrow(preserve_index=False)
+
+    def device_lost(self) -> bool:
+        """Whether this process's CUDA context is gone: after a kernel's illegal address (a
+        sticky error) every CUDA call fails until the process ends, and a synchronize says so."""
+        from cupy.cuda import runtime
+
+        try:
+            runtime.deviceSynchronize()
+        except runtime.CUDARuntimeError:
+            return True
+        return False
 
     def join(self, left: Any, right: Any, how: str, left_on: list[str], right_on: list[str],
              suffixes: tuple[str, str]) -> Any:

@@ -39,7 +39,7 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -220,7 +220,7 @@ class CudfReader:
                                                     len(tasks)),
                                  "task_size": max(first.concurrency.request_size,
                                                   KVIKIO_TASK_SIZE)})
-            with naming_failures(tasks, lambda i: first.format.read_cudf([tasks[i]])):
+            with naming_cudf_failures(tasks):
                 frame, rows = first.format.read_cudf(tasks)
             fetched = sum(n for task in tasks
                           for _, n in task.format.ranges(task.metadata, task.units,
@@ -282,8 +282,7 @@ def read_device_copies(tasks: Sequence[FragmentTask], fetchers: Sequence[Fetcher
         copies = fetch_device_copies([jobs[i] for i in batch], concurrency.requests_in_flight,
                                      concurrency.request_size_for(fetched))
         batch_tasks = [tasks[i] for i in batch]
-        with naming_failures(batch_tasks, lambda i: tasks[0].format.read_cudf(
-                [batch_tasks[i]], [copies[i]])):
+        with naming_cudf_failures(batch_tasks):
             frame, counts = tasks[0].format.read_cudf(batch_tasks, copies)
         del copies  # before the next batch's are allocated
         frames.append(frame)
@@ -354,28 +353,46 @@ def read_failure(task: FragmentTask, units: Sequence[int], exc: BaseException) -
 
 
 @contextlib.contextmanager
-def naming_failures(tasks: Sequence[FragmentTask],
-                    read_alone: Callable[[int], Any]) -> Iterator[None]:
-    """Failures of decoding several tasks' files in one call (cuDF's readers, whose errors
-    name no file) raised as :func:`read_failure`'s errors for the file at fault, found by
-    reading each file alone: ``read_alone(i)`` reads ``tasks[i]``."""
+def naming_cudf_failures(tasks: Sequence[FragmentTask]) -> Iterator[None]:
+    """Failures of cuDF decoding the tasks' files (in one call: its errors name no file) raised
+    as :func:`read_failure`'s errors for the file at fault, which pyarrow finds on the host by
+    reading each file alone. On the host, because a corrupt page can make cuDF's kernels touch
+    memory out of bounds (cuDF 26.10 on an H200, a Parquet file with zeroed pages:
+    ``cudaErrorIllegalAddress``), after which the process's CUDA context is lost: every later
+    CUDA call fails, allocations as ``MemoryError``, and a second cuDF read would name the
+    wrong file. Such an error carries ``gpu_context_lost`` and a note saying so, and the
+    client restarts the worker (:func:`raise_dataset_error`)."""
     try:
         yield
-    except (DatasetError, MemoryError):
+    except DatasetError:
         raise
-    except DECODE_ERRORS as exc:
-        for i, task in enumerate(tasks if len(tasks) > 1 else ()):
-            try:
-                read_alone(i)
-            except (DatasetError, MemoryError):
-                raise
-            except DECODE_ERRORS as alone:
-                raise read_failure(task, task.units, alone) from alone
-        if len(tasks) == 1:
-            raise read_failure(tasks[0], tasks[0].units, exc) from exc
-        raise CorruptFileError(f"{len(tasks)} files read in one call cannot be decoded together, "
-                               f"though each can alone ({', '.join(t.path for t in tasks)}): "
-                               f"{type(exc).__name__}: {exc}") from exc
+    except (MemoryError, *DECODE_ERRORS) as exc:
+        lost = get_backend("cudf").device_lost()
+        if isinstance(exc, MemoryError) and not lost:
+            raise  # the device is full: no file is at fault
+        error = _file_at_fault(tasks, exc)
+        if lost:
+            error.gpu_context_lost = True
+            error.add_note("decoding it lost this worker's CUDA context (a sticky CUDA error): "
+                           "the worker's GPU runs nothing more until the worker restarts")
+        raise error from exc
+
+
+def _file_at_fault(tasks: Sequence[FragmentTask], exc: BaseException) -> DatasetError:
+    """The error naming the first of ``tasks`` that pyarrow cannot read, for ``exc`` raised by
+    decoding them all at once; a lone task is at fault itself."""
+    if len(tasks) == 1:
+        return read_failure(tasks[0], tasks[0].units, exc)
+    for task in tasks:
+        try:
+            _read_fragment(task, 1)
+        except DatasetError as named:
+            return named
+        except DECODE_ERRORS as alone:
+            return read_failure(task, task.units, alone)
+    return CorruptFileError(f"{len(tasks)} files read in one call cannot be decoded together, "
+                            f"though pyarrow reads each alone "
+                            f"({', '.join(t.path for t in tasks)}): {type(exc).__name__}: {exc}")
 
 
 class Fetcher:
@@ -771,7 +788,7 @@ def read_plan(plan: ReadPlan, engine: Any = None, workers: Sequence[str] | None 
     frame = DistributedFrame(engine, futures, meta, owners)
     try:
         wait(futures)
-        raise_dataset_error(futures, owners)
+        raise_dataset_error(engine.client, futures, owners)
         frame.persist(pinned=True)
     except BaseException:
         engine.client.cancel(futures)  # no partial frame survives a failed read
@@ -783,19 +800,34 @@ def read_plan(plan: ReadPlan, engine: Any = None, workers: Sequence[str] | None 
     return frame, report
 
 
-def raise_dataset_error(futures: Sequence[Any], owners: Sequence[str]) -> None:
+def raise_dataset_error(client: Any, futures: Sequence[Any], owners: Sequence[str]) -> None:
     """Raise the first failed read task's :class:`~gpuframe.io.errors.DatasetError` as itself,
     the worker's traceback and a note of the task and worker added, so a caller catches a file
     gone between planning and reading with ``except FileNotFoundError`` like one gone before
     (the frame's ``PartitionError`` would hide the class). Other failures are left to
-    :meth:`~gpuframe.frame.DistributedFrame.persist`."""
+    :meth:`~gpuframe.frame.DistributedFrame.persist`.
+
+    A worker whose CUDA context the read lost (``gpu_context_lost``, see
+    :func:`naming_cudf_failures`) is restarted first by its nanny: its GPU would fail every
+    later task, and what it held in device memory is gone with the context anyway."""
     for index, (future, owner) in enumerate(zip(futures, owners)):
         if future.status != "error":
             continue
         error = future.exception()
         if isinstance(error, DatasetError):
             error.add_note(f"raised by read task {future.key} (partition {index}) on {owner}")
+            if getattr(error, "gpu_context_lost", False):
+                error.add_note(_restart_worker(client, owner))
             raise error.with_traceback(future.traceback())
+
+
+def _restart_worker(client: Any, worker: str) -> str:
+    """Restart ``worker`` through its nanny; a note of what became of it."""
+    try:
+        status = client.restart_workers([worker]).get(worker)
+    except Exception as exc:  # no nanny, or it did not come back: say so, the error stands
+        return f"{worker} could not be restarted ({type(exc).__name__}: {exc}): restart the cluster"
+    return f"{worker} was restarted ({status}): the partitions it held are lost"
 
 
 def _report(plan: ReadPlan, engine: Any, keys: set[str], seconds: float) -> ReadReport:
