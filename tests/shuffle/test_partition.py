@@ -3,6 +3,8 @@ and (marker gpu) the CUDA partition against the CPU one, byte for byte."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -253,7 +255,6 @@ def test_pandas_frames_go_through_arrow_and_come_back():
 def test_columns_the_packer_cannot_pack_are_carried_with_their_rows():
     """Decimals, lists and structs that are not keys reach each destination with their rows,
     in order; as keys they are still refused, naming the column."""
-    from decimal import Decimal
 
     rng = np.random.default_rng(13)
     rows = 300
@@ -485,8 +486,9 @@ def test_cudf_frames_carry_the_columns_the_packer_cannot_pack():
     cudf = pytest.importorskip("cudf")
     rng = np.random.default_rng(14)
     table = pa.table({"k": pa.array(rng.integers(0, 25, 2000)),
-                      "price": pa.array([int(v) for v in rng.integers(0, 10**6, 2000)],
-                                        pa.int64()).cast(pa.decimal128(12, 2)),
+                      "price": pa.array([Decimal(int(v)).scaleb(-2)
+                                         for v in rng.integers(0, 10**6, 2000)],
+                                        pa.decimal128(12, 2)),
                       "tags": pa.array([list(range(int(v) % 4)) for v in
                                         rng.integers(0, 100, 2000)], pa.list_(pa.int64()))})
     frame = cudf.DataFrame.from_arrow(table)
