@@ -65,6 +65,10 @@ class FileFormat:
     sparse_copies = False
     """A remote file's planned ranges and the plan's bytes make a copy cuDF can open
     (:meth:`sparse_layout`)."""
+    reusable_metadata = False
+    """The metadata is the file's own (Parquet footer, ORC tail), whatever the format's options
+    and the partition budget: planning reuses it while the file is unchanged
+    (:class:`~gpuframe.io.plan.MetadataCache`)."""
 
     def read_metadata(self, source: Source, partition_bytes: int) -> Any:
         raise NotImplementedError
@@ -173,6 +177,7 @@ class ParquetFormat(FileFormat):
     unit_name = "row groups"
     selective = True
     sparse_copies = True
+    reusable_metadata = True
 
     def read_metadata(self, source: Source, partition_bytes: int) -> pq.FileMetaData:
         return read_footer(source)
@@ -419,6 +424,7 @@ class OrcFormat(FileFormat):
     name = "orc"
     unit_name = "stripes"
     sparse_copies = True
+    reusable_metadata = True
 
     def read_metadata(self, source: Source, partition_bytes: int) -> OrcMetadata:
         import pyarrow.orc as orc

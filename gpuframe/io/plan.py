@@ -12,7 +12,8 @@ checked); prunes units whose statistics cannot satisfy the filters; packs the re
 each file into fragments of about ``partition_bytes`` bytes; and assigns fragments to workers so
 that each gets about the same number of bytes.
 
-The metadata stays in the plan (:attr:`ReadPlan.footers`). The read step sends each fragment's
+Local files' metadata is kept for later plans while the files are unchanged
+(:class:`MetadataCache`). The metadata stays in the plan (:attr:`ReadPlan.footers`). The read step sends each fragment's
 task its file's metadata (a Parquet footer pickles as its own Thrift bytes, a few KiB), so
 workers never fetch it again; they fetch only the bytes of their units.
 
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import glob as globbing
 import os
+import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -379,12 +382,14 @@ def _check_no_collision(file_schema: pa.Schema, partition_schema: pa.Schema, pat
 
 def read_metadata_each(paths: Sequence[str], storage: StorageOptions, format: FileFormat,
                        partition_bytes: int, threads: int = FOOTER_THREADS) -> list[Any]:
-    """Each file's metadata, read in parallel, or the :class:`GpuframeError` that names what
-    is wrong with it, in ``paths`` order (the caller raises the first)."""
+    """Each file's (metadata, :func:`file_stamp` taken before reading it, where the format's
+    metadata is reusable), read in parallel, or the :class:`GpuframeError` that names what is
+    wrong with it, in ``paths`` order (the caller raises the first)."""
     def one(path: str) -> Any:
+        stamp = file_stamp(path) if format.reusable_metadata else None
         try:
             with open_source(path, storage) as source:
-                return format.read_metadata(source, partition_bytes)
+                return format.read_metadata(source, partition_bytes), stamp
         except GpuframeError as exc:
             return exc
 
@@ -395,6 +400,69 @@ def read_metadata_each(paths: Sequence[str], storage: StorageOptions, format: Fi
         return list(pool.map(one, paths))
 
 
+FileStamp = tuple[int, int, int]
+"""A local file's (size, modification time in ns, inode): while they stay the same, so does the
+file, as make and Spark take it (a rewrite in place to the same size within one tick of the file
+system's clock would go unseen)."""
+
+
+def file_stamp(path: str) -> FileStamp | None:
+    """``path``'s :data:`FileStamp` where it is a local file that this process sees, else None."""
+    if scheme_of(path) != "file":
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns, stat.st_ino
+
+
+class MetadataCache:
+    """Local files' metadata that planning read, each with the stamp its file had before it was
+    read, so that planning an unchanged file again asks no worker: that is a task's round trip
+    (25 ms of a 118 ms warm read of 2 GiB in 16 Parquet files on an H200, whose cuDF call took
+    64 ms). A file counts as unchanged where this process sees it with the same
+    :data:`FileStamp` as the worker that read it did (the inode tells apart a file of the same
+    path on another host). Only formats whose metadata is the file's own
+    (``reusable_metadata``); at most ``capacity`` files, the least recently planned dropped."""
+
+    def __init__(self, capacity: int = 1024):
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[str, str], tuple[FileStamp, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: str, format: FileFormat) -> Any | None:
+        """The metadata of ``path`` if its file is unchanged since it was read, else None."""
+        if not format.reusable_metadata:
+            return None
+        with self._lock:
+            entry = self._entries.get((format.name, path))
+        if entry is None or file_stamp(path) != entry[0]:
+            return None
+        with self._lock:
+            if (format.name, path) in self._entries:
+                self._entries.move_to_end((format.name, path))
+        return entry[1]
+
+    def put(self, path: str, format: FileFormat, stamp: FileStamp | None,
+            metadata: Any) -> None:
+        if stamp is None or not format.reusable_metadata:
+            return
+        with self._lock:
+            self._entries[(format.name, path)] = (stamp, metadata)
+            self._entries.move_to_end((format.name, path))
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+PLANNED_METADATA = MetadataCache()
+"""The metadata planning read in this process (:class:`MetadataCache`)."""
+
+
 def measure_here(path: str, storage: StorageOptions, partition_bytes: int) -> Concurrency:
     """The store's :class:`Concurrency`, measured from this process on ``path``."""
     with open_source(path, storage) as source:
@@ -403,11 +471,17 @@ def measure_here(path: str, storage: StorageOptions, partition_bytes: int) -> Co
 
 def _footers(paths: Sequence[str], read: Callable[..., list[Any]], storage: StorageOptions,
              format: FileFormat, partition_bytes: int) -> dict[str, Any]:
-    results = read(list(paths), storage, format, partition_bytes) if paths else []
-    for result in results:
+    """Each file's metadata, by path: from :data:`PLANNED_METADATA` where the file is unchanged,
+    the others by ``read`` (:func:`read_metadata_each`, here or on the workers)."""
+    footers = {path: PLANNED_METADATA.get(path, format) for path in paths}
+    missing = [path for path, metadata in footers.items() if metadata is None]
+    results = read(missing, storage, format, partition_bytes) if missing else []
+    for path, result in zip(missing, results):
         if isinstance(result, BaseException):
             raise result
-    return dict(zip(paths, results))
+        footers[path], stamp = result
+        PLANNED_METADATA.put(path, format, stamp, footers[path])
+    return footers
 
 
 def common_schema(paths: Sequence[str], footers: Mapping[str, Any],

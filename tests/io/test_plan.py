@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import time
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -20,8 +21,10 @@ from gpuframe.io.errors import (
     TruncatedFileError,
     UnreachableError,
 )
-from gpuframe.io.formats import ParquetFormat, column_chunk_ranges
+from gpuframe.io.formats import CsvFormat, OrcFormat, ParquetFormat, column_chunk_ranges
 from gpuframe.io.plan import (
+    PLANNED_METADATA,
+    MetadataCache,
     assign_owners,
     default_partition_bytes,
     expand_source,
@@ -348,6 +351,7 @@ def test_planning_layers_import_no_cluster_code(module):
 
 
 def test_hive_values_drop_files_before_their_footers_are_read(dataset_dir, monkeypatch):
+    PLANNED_METADATA.clear()  # a first plan of these files
     read = []
     original = ParquetFormat.read_metadata
     monkeypatch.setattr(ParquetFormat, "read_metadata",
@@ -361,3 +365,95 @@ def test_hive_values_drop_files_before_their_footers_are_read(dataset_dir, monke
     first = str(hive / "year=2023" / "city=ams" / "part.parquet")
     assert read[0] == first and sorted(read[1:]) == plan.files
     assert first in plan.footers and plan.fragments[0].path == plan.files[0]
+
+
+def _counting_reads(monkeypatch, format_class):
+    read = []
+    original = format_class.read_metadata
+    monkeypatch.setattr(format_class, "read_metadata",
+                        lambda self, source, budget: read.append(source.path)
+                        or original(self, source, budget))
+    return read
+
+
+def test_unchanged_local_files_are_planned_again_without_reading_their_metadata(
+        tmp_path, monkeypatch):
+    read = _counting_reads(monkeypatch, ParquetFormat)
+    plain = {"row_group_size": 25, "compression": "none", "use_dictionary": False}
+    for i in range(3):
+        pq.write_table(pa.table({"id": list(range(i * 100, i * 100 + 100))}),
+                       tmp_path / f"part-{i}.parquet", **plain)
+    first = plan_fragments(str(tmp_path), filters=[("id", ">=", 150)], workers=WORKERS)
+    assert sorted(read) == sorted(first.files)
+    again = plan_fragments(str(tmp_path), filters=[("id", ">=", 150)], workers=WORKERS)
+    assert sorted(read) == sorted(first.files)  # nothing read a second time
+    assert again.fragments == first.fragments
+    assert all(again.footers[p].equals(first.footers[p]) for p in first.files)
+
+    # rewritten: other row groups and statistics, and a file of the same size whose values
+    # moved (a stale footer would prune by old statistics, silently dropping rows)
+    changed, same_size = tmp_path / "part-0.parquet", tmp_path / "part-1.parquet"
+    time.sleep(0.05)  # past a tick of a coarse file system clock (see FileStamp)
+    pq.write_table(pa.table({"id": list(range(1000, 1010))}), changed)
+    size = same_size.stat().st_size
+    pq.write_table(pa.table({"id": list(range(200, 300))}), same_size, **plain)
+    assert same_size.stat().st_size == size
+    read.clear()
+    third = plan_fragments(str(tmp_path), filters=[("id", ">=", 150)], workers=WORKERS)
+    assert sorted(read) == [str(changed), str(same_size)]
+    assert pq.read_table(changed).num_rows == 10
+    kept = {(f.path, f.units) for f in third.fragments}
+    assert (str(changed), (0,)) in kept
+    assert (str(same_size), (0, 1, 2, 3)) in kept  # every row group now holds ids >= 200
+
+
+def test_a_file_seen_differently_here_is_read_again(tmp_path, monkeypatch):
+    """A worker on another host may read another file of the same path: its stamp differs."""
+    read = _counting_reads(monkeypatch, ParquetFormat)
+    path = tmp_path / "one.parquet"
+    pq.write_table(pa.table({"id": [1, 2, 3]}), path)
+    plan_fragments(str(path))
+    stamp, metadata = PLANNED_METADATA._entries[("parquet", str(path))]
+    PLANNED_METADATA._entries[("parquet", str(path))] = (stamp[:2] + (stamp[2] + 1,), metadata)
+    plan_fragments(str(path))
+    assert read == [str(path)] * 2
+
+
+def test_csv_and_remote_metadata_are_read_every_time(dataset_dir, tmp_path, monkeypatch,
+                                                     http_server):
+    csv_read = _counting_reads(monkeypatch, CsvFormat)
+    (tmp_path / "a.csv").write_text("x,y\n1,2\n")
+    for _ in range(2):
+        plan_fragments(str(tmp_path / "a.csv"), format="csv")
+    assert len(csv_read) == 2  # its metadata depends on the options and the partition budget
+    url = f"{http_server.url}/flat/part-0.parquet"
+    http_server.reset()
+    for _ in range(2):
+        plan_fragments(url, storage=FIXED)
+    assert [r.range for r in http_server.log] == [f"bytes=-{FOOTER_PROBE}"] * 2
+
+
+def test_orc_tails_are_reused_like_footers(dataset_dir, monkeypatch):
+    read = _counting_reads(monkeypatch, OrcFormat)
+    PLANNED_METADATA.clear()
+    orc_dir = dataset_dir / "orc"
+    first = plan_fragments(str(orc_dir), format="orc")
+    again = plan_fragments(str(orc_dir), format="orc")
+    assert sorted(read) == sorted(first.files) and again.fragments == first.fragments
+
+
+def test_the_metadata_cache_keeps_the_most_recently_planned_files(tmp_path):
+    cache = MetadataCache(capacity=2)
+    paths = []
+    for i in range(3):
+        paths.append(tmp_path / f"{i}.parquet")
+        pq.write_table(pa.table({"id": [i]}), paths[-1])
+    fmt = ParquetFormat()
+    stamps = {p: (p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_ino) for p in paths}
+    cache.put(str(paths[0]), fmt, stamps[paths[0]], "m0")
+    cache.put(str(paths[1]), fmt, stamps[paths[1]], "m1")
+    assert cache.get(str(paths[0]), fmt) == "m0"  # now the most recent
+    cache.put(str(paths[2]), fmt, stamps[paths[2]], "m2")
+    assert [cache.get(str(p), fmt) for p in paths] == ["m0", None, "m2"]
+    cache.put(str(paths[1]), CsvFormat(), stamps[paths[1]], "csv")
+    assert cache.get(str(paths[1]), CsvFormat()) is None

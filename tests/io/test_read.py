@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -12,6 +13,8 @@ import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
+from dask.utils import key_split
+from distributed import get_task_stream
 
 import gpuframe
 from gpuframe.io.errors import (
@@ -675,3 +678,22 @@ def test_read_measures_on_every_worker_at_once(engine, http_server):
     with get_task_stream(engine.client) as stream:
         again = measure_on_workers(engine, url, storage_options())
     assert again == chosen and not stream.data, "the store's probes are remembered"
+
+
+def test_a_dataset_read_again_is_planned_without_tasks_until_a_file_changes(engine, tmp_path):
+    for i in range(2):
+        pq.write_table(pa.table({"id": np.arange(i * 1000, i * 1000 + 1000)}),
+                       tmp_path / f"part-{i}.parquet", row_group_size=250)
+
+    def read_and_list_tasks(filters=None):
+        with get_task_stream(client=engine.client) as stream:
+            frame = read_parquet(str(tmp_path), filters=filters)
+            check_same(frame, pd.read_parquet(tmp_path, filters=filters))
+        return {key_split(task["key"]) for task in stream.data}
+
+    assert "gpuframe-plan-metadata" in read_and_list_tasks()
+    again = read_and_list_tasks([("id", ">=", 1500)])
+    assert "gpuframe-read-parquet" in again and "gpuframe-plan-metadata" not in again
+    time.sleep(0.05)  # past a tick of a coarse file system clock
+    pq.write_table(pa.table({"id": np.arange(5000, 5100)}), tmp_path / "part-0.parquet")
+    assert "gpuframe-plan-metadata" in read_and_list_tasks([("id", ">=", 1500)])
