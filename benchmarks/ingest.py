@@ -11,14 +11,9 @@ column type (int, float, string, timestamp, decimal, list), run length (1, 32), 
   dask        dask.dataframe.read_parquet(...).persist() on the same workers
   dask_cudf   dask_cudf.read_parquet(...).persist() (with --device gpu)
 
-Two cold modes. ``cold`` drops the whole page cache first: ``echo 1 > /proc/sys/vm/drop_caches``
-where permitted (root, not in a read-only /proc), else as ``cold-files``; the table says which.
-That also evicts the programs' own code: each process of the cluster then faults its libraries
-(libcudf's hundreds of MiB, Dask's and Python's modules) back in from the same disk as it runs,
-which a Dask read pays in every process it crosses and a loop of preads hardly at all.
-``cold-files`` evicts only the dataset's files (``posix_fadvise(POSIX_FADV_DONTNEED)`` on each,
-which drops their clean, unmapped pages), as fio's ``invalidate`` does: the data comes from disk
-and the programs stay as a running cluster has them. Throughput counts
+Cold runs drop the page cache first: ``echo 1 > /proc/sys/vm/drop_caches`` where permitted
+(root, not in a read-only /proc), else ``posix_fadvise(POSIX_FADV_DONTNEED)`` on every file
+(which drops only clean, unmapped pages of those files); the table says which. Throughput counts
 the bytes of the files on disk. Prints one Markdown table per dataset, with each engine's time
 relative to gpuframe's and gpuframe's share of the raw read.
 
@@ -121,26 +116,20 @@ def write_dataset(folder: Path, kind: str, run_length: int, cardinality: int, co
 
 
 def drop_cache(paths: list[Path]) -> str:
-    """Drop the whole page cache (else evict the files); returns how."""
+    """Evict the files from the page cache; returns how."""
     os.sync()
     try:
         with open("/proc/sys/vm/drop_caches", "w") as handle:
             handle.write("1\n")
         return "drop_caches"
     except OSError:
-        return evict_files(paths)
-
-
-def evict_files(paths: list[Path]) -> str:
-    """Evict the files, and only them, from the page cache; returns how."""
-    os.sync()
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    return "fadvise"
+        for path in paths:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        return "fadvise"
 
 
 def raw_read(paths: list[Path], threads: int, chunk: int = 16 * 2**20) -> int:
@@ -173,16 +162,13 @@ def main() -> None:
     parser.add_argument("--run-lengths", default="1,32")
     parser.add_argument("--cardinalities", default="0,1000", help="0: unlimited")
     parser.add_argument("--compressions", default="snappy,none")
-    parser.add_argument("--modes", default="cold,cold-files,warm")
+    parser.add_argument("--modes", default="cold,warm")
     parser.add_argument("--engines", default="raw,gpuframe,pyarrow,dask,dask_cudf")
     parser.add_argument("--raw-threads", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3,
                         help="median of this many, after one untimed warm-up run")
     parser.add_argument("--dir", default=None, help="where datasets are written (kept)")
     args = parser.parse_args()
-    unknown = set(args.modes.split(",")) - {"cold", "cold-files", "warm"}
-    if unknown:
-        parser.error(f"--modes: unknown {', '.join(sorted(unknown))} (cold, cold-files, warm)")
 
     import dask
     import dask.dataframe as dd
@@ -243,8 +229,6 @@ def main() -> None:
                     for repeat in range(args.repeats + 1):  # the first is a warm-up, untimed
                         if mode == "cold":
                             how = drop_cache(paths)
-                        elif mode == "cold-files":
-                            how = evict_files(paths)
                         else:
                             raw_read(paths, args.raw_threads)  # warm the page cache
                         start = time.perf_counter()
