@@ -79,11 +79,14 @@ from .tuning import (
 logger = logging.getLogger("gpuframe")
 
 EVENT_TOPIC = "gpuframe-read"
-KVIKIO_TASK_SIZE = 4 * 2**20
+KVIKIO_TASK_SIZE = 16 * 2**20
 """The least task size KvikIO gets for local files, whatever requests a local disk's latency
-asks for (1 MiB): each task is a bounce-buffer copy of its own. 16 warm Parquet files on an
-H200, 16 threads, one cuDF call: 1 MiB 0.100 s, 4 MiB 0.081 s, 16 MiB 0.089 s (int columns,
-1.76 GiB); 0.163, 0.131, 0.136 s (strings, 1.92 GiB)."""
+asks for (1 MiB): each task is a bounce-buffer copy of its own, and a disk reads long requests
+faster. 16 Parquet files of 2 GiB on an H200, 16 threads, one cuDF call, page cache dropped
+before each read (medians of 4, interleaved with a 16-thread pread of 16 MiB chunks): int
+columns 1.088 s at 4 MiB, 0.989 s at 16 MiB (raw 0.905 s); strings 1.089 and 0.997 s (raw
+1.032 s). Warm, through read_parquet, 16 MiB costs 87 -> 92 ms (int) and 130 -> 134 ms
+(strings); 1 MiB was slower still (0.100 s against 0.081 s at 4 MiB)."""
 STAGE_EVENT_TOPIC = "gpuframe-stage"  # client-side stages: {"stage": ..., "seconds": ...}
 DECODE_ERRORS = (OSError, ValueError, RuntimeError, IndexError, EOFError, pa.ArrowException)
 """What decoding bytes that are not what planning saw raises: Arrow's ``OSError`` ('Corrupt
