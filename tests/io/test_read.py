@@ -14,7 +14,7 @@ import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
 from dask.utils import key_split
-from distributed import get_task_stream
+from distributed import get_task_stream, wait
 
 import gpuframe
 from gpuframe.io.errors import (
@@ -37,6 +37,7 @@ from gpuframe.io.read import (
     read_parquet,
     read_parquet_with_report,
     read_plan,
+    raise_dataset_error,
     read_with_report,
     worker_device_memory,
 )
@@ -328,6 +329,27 @@ def test_cudf_reader_names_the_corrupt_file_among_those_read_in_one_call(tmp_pat
                           gpu_engine)[0]
         check_same(again, pd.read_parquet(good) if kind == "parquet"
                    else orc.read_table(good).to_pandas())
+
+
+def test_a_worker_whose_read_lost_its_gpu_is_restarted():
+    """A read error marked ``gpu_context_lost`` (which only cuDF's kernels cause) has the client
+    restart the worker that raised it: a new process, which runs tasks again."""
+    with gpuframe.start_cluster(backend="pandas", protocol="tcp", n_workers=1,
+                                dashboard_address="127.0.0.1:0") as own:
+        [worker] = own.workers
+        before = own.client.run(os.getpid)
+
+        def lose_the_context():
+            error = CorruptFileError("data.parquet (row group 0) cannot be decoded")
+            error.gpu_context_lost = True
+            raise error
+
+        failed = own.client.submit(lose_the_context, workers=[worker], pure=False)
+        wait([failed])
+        with pytest.raises(CorruptFileError, match="data.parquet") as caught:
+            raise_dataset_error(own.client, [failed], [worker])
+        assert any(note.startswith(f"{worker} was restarted") for note in caught.value.__notes__)
+        assert own.client.submit(os.getpid, pure=False).result() not in before.values()
 
 
 def test_a_csv_file_cut_after_planning_fails_the_read(engine, tmp_path):
