@@ -12,8 +12,8 @@ checked); prunes units whose statistics cannot satisfy the filters; packs the re
 each file into fragments of about ``partition_bytes`` bytes; and assigns fragments to workers so
 that each gets about the same number of bytes.
 
-Local files' metadata is kept for later plans while the files are unchanged
-(:class:`MetadataCache`). The metadata stays in the plan (:attr:`ReadPlan.footers`). The read step sends each fragment's
+The metadata stays in the plan (:attr:`ReadPlan.footers`), and local files' for later plans
+while the files are unchanged (:class:`MetadataCache`). The read step sends each fragment's
 task its file's metadata (a Parquet footer pickles as its own Thrift bytes, a few KiB), so
 workers never fetch it again; they fetch only the bytes of their units.
 

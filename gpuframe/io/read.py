@@ -39,7 +39,7 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -223,7 +223,7 @@ class CudfReader:
                                                     len(tasks)),
                                  "task_size": max(first.concurrency.request_size,
                                                   KVIKIO_TASK_SIZE)})
-            with naming_cudf_failures(tasks):
+            with naming_cudf_failures(tasks, lambda i: first.format.read_cudf([tasks[i]])):
                 frame, rows = first.format.read_cudf(tasks)
             fetched = sum(n for task in tasks
                           for _, n in task.format.ranges(task.metadata, task.units,
@@ -285,7 +285,8 @@ def read_device_copies(tasks: Sequence[FragmentTask], fetchers: Sequence[Fetcher
         copies = fetch_device_copies([jobs[i] for i in batch], concurrency.requests_in_flight,
                                      concurrency.request_size_for(fetched))
         batch_tasks = [tasks[i] for i in batch]
-        with naming_cudf_failures(batch_tasks):
+        with naming_cudf_failures(batch_tasks, lambda i: tasks[0].format.read_cudf(
+                [batch_tasks[i]], [copies[i]])):
             frame, counts = tasks[0].format.read_cudf(batch_tasks, copies)
         del copies  # before the next batch's are allocated
         frames.append(frame)
@@ -356,34 +357,40 @@ def read_failure(task: FragmentTask, units: Sequence[int], exc: BaseException) -
 
 
 @contextlib.contextmanager
-def naming_cudf_failures(tasks: Sequence[FragmentTask]) -> Iterator[None]:
+def naming_cudf_failures(tasks: Sequence[FragmentTask],
+                         read_alone: Callable[[int], Any]) -> Iterator[None]:
     """Failures of cuDF decoding the tasks' files (in one call: its errors name no file) raised
-    as :func:`read_failure`'s errors for the file at fault, which pyarrow finds on the host by
-    reading each file alone. On the host, because a corrupt page can make cuDF's kernels touch
-    memory out of bounds (cuDF 26.10 on an H200, a Parquet file with zeroed pages:
-    ``cudaErrorIllegalAddress``), after which the process's CUDA context is lost: every later
-    CUDA call fails, allocations as ``MemoryError``, and a second cuDF read would name the
-    wrong file. Such an error carries ``gpu_context_lost`` and a note saying so, and the
-    client restarts the worker (:func:`raise_dataset_error`)."""
+    as :func:`read_failure`'s errors for the file at fault (:func:`_file_at_fault`).
+
+    A corrupt page can make cuDF's kernels touch memory out of bounds (cuDF 26.10 on an H200, a
+    Parquet file with zeroed pages: ``cudaErrorIllegalAddress``), after which the process's
+    CUDA context is lost: every later CUDA call fails, allocations as ``MemoryError``, and
+    reading each file again with cuDF would blame the next file read. Such an error carries
+    ``gpu_context_lost`` and a note saying so, and the client restarts the worker
+    (:func:`raise_dataset_error`)."""
     try:
         yield
     except DatasetError:
         raise
     except (MemoryError, *DECODE_ERRORS) as exc:
-        lost = get_backend("cudf").device_lost()
+        backend = get_backend("cudf")
+        lost = backend.device_lost()
         if isinstance(exc, MemoryError) and not lost:
             raise  # the device is full: no file is at fault
-        error = _file_at_fault(tasks, exc)
-        if lost:
+        error = _file_at_fault(tasks, exc, None if lost else read_alone)
+        if lost or backend.device_lost():
             error.gpu_context_lost = True
             error.add_note("decoding it lost this worker's CUDA context (a sticky CUDA error): "
                            "the worker's GPU runs nothing more until the worker restarts")
         raise error from exc
 
 
-def _file_at_fault(tasks: Sequence[FragmentTask], exc: BaseException) -> DatasetError:
-    """The error naming the first of ``tasks`` that pyarrow cannot read, for ``exc`` raised by
-    decoding them all at once; a lone task is at fault itself."""
+def _file_at_fault(tasks: Sequence[FragmentTask], exc: BaseException,
+                   read_alone: Callable[[int], Any] | None) -> DatasetError:
+    """The error naming the file at fault for ``exc``, raised decoding all of ``tasks`` at once:
+    a lone task's; else the first that pyarrow cannot read on the host (no CUDA call, which a
+    lost context would fail); else, given ``read_alone(i)`` (cuDF reading ``tasks[i]``), the
+    first that cuDF cannot read alone (a file that pyarrow reads and cuDF does not)."""
     if len(tasks) == 1:
         return read_failure(tasks[0], tasks[0].units, exc)
     for task in tasks:
@@ -393,9 +400,14 @@ def _file_at_fault(tasks: Sequence[FragmentTask], exc: BaseException) -> Dataset
             return named
         except DECODE_ERRORS as alone:
             return read_failure(task, task.units, alone)
+    for i, task in enumerate(tasks if read_alone else ()):
+        try:
+            read_alone(i)
+        except DECODE_ERRORS as alone:
+            return read_failure(task, task.units, alone)
     return CorruptFileError(f"{len(tasks)} files read in one call cannot be decoded together, "
-                            f"though pyarrow reads each alone "
-                            f"({', '.join(t.path for t in tasks)}): {type(exc).__name__}: {exc}")
+                            f"though each can alone ({', '.join(t.path for t in tasks)}): "
+                            f"{type(exc).__name__}: {exc}")
 
 
 class Fetcher:
@@ -829,7 +841,8 @@ def _restart_worker(client: Any, worker: str) -> str:
     try:
         status = client.restart_workers([worker]).get(worker)
     except Exception as exc:  # no nanny, or it did not come back: say so, the error stands
-        return f"{worker} could not be restarted ({type(exc).__name__}: {exc}): restart the cluster"
+        return (f"{worker} could not be restarted ({type(exc).__name__}: {exc}): restart the "
+                f"cluster")
     return f"{worker} was restarted ({status}): the partitions it held are lost"
 
 
