@@ -412,9 +412,10 @@ def test_a_file_seen_differently_here_is_read_again(tmp_path, monkeypatch):
     read = _counting_reads(monkeypatch, ParquetFormat)
     path = tmp_path / "one.parquet"
     pq.write_table(pa.table({"id": [1, 2, 3]}), path)
-    plan_fragments(str(path))
-    stamp, metadata = PLANNED_METADATA._entries[("parquet", str(path))]
-    PLANNED_METADATA._entries[("parquet", str(path))] = (stamp[:2] + (stamp[2] + 1,), metadata)
+    plan = plan_fragments(str(path))
+    stat = path.stat()
+    PLANNED_METADATA.put(str(path), ParquetFormat(), (stat.st_size, stat.st_mtime_ns,
+                                                      stat.st_ino + 1), plan.footers[str(path)])
     plan_fragments(str(path))
     assert read == [str(path)] * 2
 
