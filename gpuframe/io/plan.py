@@ -39,7 +39,7 @@ from .errors import ColumnNotFoundError, SchemaMismatchError, SourceNotFoundErro
 from .filters import Term, normalize_filters, partition_may_match
 from .formats import FileFormat, format_for
 from .remote import StorageOptions, list_s3, open_source, scheme_of, storage_options
-from .tuning import Concurrency, fit_to_ranges, measure_storage
+from .tuning import Concurrency, fit_to_ranges, measure_storage, unmeasured_concurrency
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 CPU_PARTITION_BYTES = 128 * 2**20
@@ -168,8 +168,10 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     ``format``: 'parquet', 'orc', 'csv' or a :class:`~gpuframe.io.formats.FileFormat`.
     ``partition_bytes=None`` takes :func:`default_partition_bytes` of ``device_memory``.
     ``measure(first file, storage, partition_bytes)``: the store's :class:`Concurrency`,
-    measured where the reads will run (``gpuframe.io.read.measure_on_workers``); None measures
-    here (:func:`measure_here`). ``read_metadata(paths, storage, format, partition_bytes)``:
+    measured where the reads will run (``gpuframe.io.read.measure_on_workers``), for plans of
+    at least ``storage.probe_min_bytes`` (smaller ones take
+    :func:`~gpuframe.io.tuning.unmeasured_concurrency`); None measures here
+    (:func:`measure_here`). ``read_metadata(paths, storage, format, partition_bytes)``:
     each file's metadata or error, as :func:`read_metadata_each` (the default, here) gives
     them; ``gpuframe.io.read.metadata_on_workers`` reads them on the workers instead.
     """
@@ -191,7 +193,6 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     prunable = bool(filters) and bool(partition_schema.names)
     footers = _footers(paths[:1] if prunable else paths, read_metadata, storage, fmt,
                        partition_bytes)
-    concurrency = (measure or measure_here)(paths[0], storage, partition_bytes)
     first_schema = fmt.resolve_schema(fmt.arrow_schema(paths[0], footers[paths[0]]))
     _check_no_collision(first_schema, partition_schema, paths[0])
     full = pa.schema(list(first_schema) + list(partition_schema), first_schema.metadata)
@@ -231,6 +232,11 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
         if chosen:
             fragments.append(Fragment(len(fragments), path, tuple(chosen), rows, size,
                                       tuple(values.items())))
+    if (storage.requests_in_flight is None
+            and sum(f.bytes for f in fragments) < storage.probe_min_bytes):
+        concurrency = unmeasured_concurrency(storage)
+    else:
+        concurrency = (measure or measure_here)(paths[0], storage, partition_bytes)
     if concurrency is not None:
         concurrency = fit_to_ranges(concurrency, [
             length for f in fragments

@@ -158,6 +158,11 @@ class StorageOptions:
     max_requests_in_flight: int = _option(
         64, _count, "upper bound on the requests in flight Little's law may choose"
     )
+    probe_min_bytes: int = _option(
+        256 * 2**20, _count, "reads planning fewer bytes take a fixed concurrency instead of "
+        "probing the store, whose probe reads for about a second (hundreds of MiB from a fast "
+        "store); 0: every read's store is probed"
+    )
     timeout: float = _option(30.0, _seconds, "seconds to connect or wait for a response")
 
     def __post_init__(self) -> None:
@@ -165,6 +170,8 @@ class StorageOptions:
         if self.max_requests_in_flight < 1:
             raise OptionError(f"max_requests_in_flight={self.max_requests_in_flight} must be "
                               "at least 1")
+        if self.probe_min_bytes < 0:
+            raise OptionError(f"probe_min_bytes={self.probe_min_bytes} must be at least 0")
         if self.task_size is not None and self.task_size < 1:
             raise OptionError(f"task_size={self.task_size} must be at least 1")
         if self.requests_in_flight is not None and self.requests_in_flight < 1:

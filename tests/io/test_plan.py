@@ -263,6 +263,23 @@ def test_http_footers_one_suffix_request_per_file(dataset_dir, http_server):
     assert str(plan.concurrency).startswith("<Concurrency configured: ")
 
 
+def test_a_small_read_does_not_probe_its_store(dataset_dir, http_server):
+    """Probing reads for about a second, hundreds of MiB from a fast store: a plan of fewer
+    than probe_min_bytes takes fixed requests instead, and leaves the store unmeasured."""
+    url = f"{http_server.url}/flat/part-0.parquet"
+    http_server.reset()
+    plan = plan_fragments(url)
+    assert plan.total_bytes < storage_options().probe_min_bytes
+    assert repr(plan.concurrency) == "<Concurrency unmeasured: 16 requests of 4.0 MiB in flight>"
+    assert [r.range for r in http_server.log] == [f"bytes=-{FOOTER_PROBE}"]
+    capped = plan_fragments(url, storage={"max_requests_in_flight": 3, "task_size": 2**16})
+    assert (capped.concurrency.requests_in_flight, capped.concurrency.request_size) == (3, 2**16)
+    http_server.reset()
+    probed = plan_fragments(url, storage={"probe_min_bytes": plan.total_bytes})
+    assert probed.concurrency.source == "measured"  # the first plan left nothing behind
+    assert http_server.bytes_served() > plan.total_bytes
+
+
 def test_http_large_footer_takes_a_second_request(tmp_path, http_server):
     wide = pa.table({f"column_with_a_long_name_{i:04d}": pa.array(range(4)) for i in range(400)})
     path = http_server.root / "wide.parquet"
@@ -278,7 +295,7 @@ def test_http_large_footer_takes_a_second_request(tmp_path, http_server):
 
 def test_http_measures_concurrency_and_errors(dataset_dir, http_server, closed_port):
     plan = plan_fragments(f"{http_server.url}/flat/part-0.parquet",
-                          storage={"task_size": 2**14})
+                          storage={"task_size": 2**14, "probe_min_bytes": 0})
     assert plan.concurrency.source == "measured" and plan.concurrency.latency_s > 0
     assert plan.concurrency.request_size >= 2**14
     with pytest.raises(SourceNotFoundError, match="flat/missing.parquet"):

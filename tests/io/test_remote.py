@@ -43,6 +43,8 @@ def test_storage_options_layers(monkeypatch):
     assert chosen.endpoint == "http://127.0.0.1:1"
     assert "hidden" not in repr(chosen)
     assert storage_options(chosen, task_size=7).task_size == 7
+    monkeypatch.setenv("GPUFRAME_PROBE_MIN_BYTES", "0")
+    assert storage_options().probe_min_bytes == 0
     monkeypatch.delenv("GPUFRAME_TASK_SIZE")
     assert storage_options().task_size is StorageOptions().task_size is None  # measured
 
@@ -52,6 +54,8 @@ def test_storage_options_errors(monkeypatch):
         storage_options(requests_in_fligh=3)
     with pytest.raises(OptionError, match="requests_in_flight=0"):
         storage_options(requests_in_flight=0)
+    with pytest.raises(OptionError, match="probe_min_bytes=-1"):
+        storage_options(probe_min_bytes=-1)
     monkeypatch.setenv("GPUFRAME_ANONYMOUS", "maybe")
     with pytest.raises(OptionError, match="GPUFRAME_ANONYMOUS"):
         storage_options()
