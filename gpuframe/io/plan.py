@@ -441,14 +441,13 @@ class MetadataCache:
         """The metadata of ``path`` if its file is unchanged since it was read, else None."""
         if not format.reusable_metadata:
             return None
+        stamp = file_stamp(path)
         with self._lock:
             entry = self._entries.get((format.name, path))
-        if entry is None or file_stamp(path) != entry[0]:
-            return None
-        with self._lock:
-            if (format.name, path) in self._entries:
-                self._entries.move_to_end((format.name, path))
-        return entry[1]
+            if entry is None or entry[0] != stamp:
+                return None
+            self._entries.move_to_end((format.name, path))
+            return entry[1]
 
     def put(self, path: str, format: FileFormat, stamp: FileStamp | None,
             metadata: Any) -> None:
