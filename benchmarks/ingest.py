@@ -183,6 +183,11 @@ def main() -> None:
     backend = "cudf" if args.device == "gpu" else "pandas"
     with gpuframe.start_cluster(backend=backend, protocol=args.protocol,
                                 n_workers=args.workers) as engine:
+        def release(collection):
+            """Every repeat builds the same keys: released with a plain del, the next repeat
+            could find them still in memory; cancel waits until they are gone."""
+            engine.client.cancel(collection)
+
         def run_gpuframe(folder):
             frame = gpuframe.read_parquet(str(folder), engine=engine)
             del frame
@@ -194,14 +199,14 @@ def main() -> None:
             with dask.config.set({"dataframe.backend": "pandas"}):
                 collection = dd.read_parquet(str(folder)).persist()
             wait(collection)
-            del collection
+            release(collection)
 
         def run_dask_cudf(folder):
             import dask_cudf
 
             collection = dask_cudf.read_parquet(str(folder)).persist()
             wait(collection)
-            del collection
+            release(collection)
 
         runners = {"gpuframe": run_gpuframe, "pyarrow": run_pyarrow, "dask": run_dask,
                    "dask_cudf": run_dask_cudf}
