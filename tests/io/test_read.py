@@ -32,12 +32,12 @@ from gpuframe.io.read import (
     copy_layouts,
     fetch_sparse_copies,
     fragment_tasks,
+    raise_dataset_error,
     read_csv,
     read_orc,
     read_parquet,
     read_parquet_with_report,
     read_plan,
-    raise_dataset_error,
     read_with_report,
     worker_device_memory,
 )
