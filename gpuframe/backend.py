@@ -50,10 +50,6 @@ class Backend:
     def nbytes(self, frame: Any) -> int:
         return int(frame.memory_usage(deep=True, index=True).sum())
 
-    def device_lost(self) -> bool:
-        """Whether this process can no longer use its device (never, on the host)."""
-        return False
-
     def join(self, left: Any, right: Any, how: str, left_on: list[str], right_on: list[str],
              suffixes: tuple[str, str]) -> Any:
         """A local join with pandas semantics (null keys match null keys); 'leftsemi' and
