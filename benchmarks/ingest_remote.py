@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import product
 from pathlib import Path
@@ -41,7 +42,8 @@ from ingest import parse_bytes, write_dataset  # noqa: E402
 
 
 class RangeHandler(BaseHTTPRequestHandler):
-    """Files under ``root`` with Range support; one os.pread per request."""
+    """Files under ``root`` with Range support; one os.pread per request. Each answer carries
+    the file's ETag and Last-Modified, as nginx and object stores send them."""
 
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
@@ -63,7 +65,8 @@ class RangeHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        size = path.stat().st_size
+        stat = path.stat()
+        size = stat.st_size
         spec = self.headers.get("Range", "")
         start, end = 0, size - 1
         if spec.startswith("bytes="):
@@ -77,6 +80,8 @@ class RangeHandler(BaseHTTPRequestHandler):
         else:
             self.send_response(200)
         self.send_header("Accept-Ranges", "bytes")
+        self.send_header("ETag", f'"{stat.st_mtime_ns:x}-{size:x}"')
+        self.send_header("Last-Modified", formatdate(stat.st_mtime, usegmt=True))
         self.send_header("Content-Length", str(end - start + 1))
         self.end_headers()
         if body:

@@ -41,6 +41,18 @@ class TruncatedFileError(CorruptFileError):
     """A file starts like Parquet but ends early: its footer, or data it points at, is missing."""
 
 
+class FileChangedError(DatasetError, OSError):
+    """A remote file is not the one planning read: its size, ETag or Last-Modified differ.
+    ``path``: the file."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self) -> tuple:  # from a worker to the client: (path, message) again
+        return type(self), (self.path, str(self)), self.__dict__
+
+
 class SchemaMismatchError(DatasetError, ValueError):
     """Two files of one dataset disagree on a column's presence or type."""
 

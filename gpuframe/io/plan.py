@@ -12,10 +12,11 @@ checked); prunes units whose statistics cannot satisfy the filters; packs the re
 each file into fragments of about ``partition_bytes`` bytes; and assigns fragments to workers so
 that each gets about the same number of bytes.
 
-The metadata stays in the plan (:attr:`ReadPlan.footers`), and local files' for later plans
-while the files are unchanged (:class:`MetadataCache`). The read step sends each fragment's
-task its file's metadata (a Parquet footer pickles as its own Thrift bytes, a few KiB), so
-workers never fetch it again; they fetch only the bytes of their units.
+The metadata stays in the plan (:attr:`ReadPlan.footers`), and for later plans while the files
+are unchanged (:class:`MetadataCache`). The read step sends each fragment's task its file's
+metadata (a Parquet footer pickles as its own Thrift bytes, a few KiB), so workers never fetch
+it again; they fetch only the bytes of their units, from remote files that must still be the
+version planning saw (:attr:`ReadPlan.versions`).
 
 The partition budget is passed in: :func:`default_partition_bytes` takes the workers' device
 memory, which the read step learns from the scheduler; planning asks no hardware itself.
@@ -38,7 +39,14 @@ from ..errors import GpuframeError, OptionError
 from .errors import ColumnNotFoundError, SchemaMismatchError, SourceNotFoundError
 from .filters import Term, normalize_filters, partition_may_match
 from .formats import FileFormat, format_for
-from .remote import StorageOptions, list_s3, open_source, scheme_of, storage_options
+from .remote import (
+    RemoteVersion,
+    StorageOptions,
+    list_s3,
+    open_source,
+    scheme_of,
+    storage_options,
+)
 from .tuning import Concurrency, fit_to_ranges, measure_storage, unmeasured_concurrency
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -100,6 +108,11 @@ class ReadPlan:
     partition_bytes: int
     footers: dict[str, Any] = field(repr=False)
     """Each file's metadata (:meth:`FileFormat.read_metadata`)."""
+    versions: dict[str, RemoteVersion] = field(default_factory=dict, repr=False)
+    """Each remote file's version as planning saw it: the read checks its store's answers
+    against it."""
+    reused: frozenset[str] = field(default_factory=frozenset, repr=False)
+    """Files whose metadata planning took from :data:`PLANNED_METADATA` rather than read."""
 
     @property
     def total_bytes(self) -> int:
@@ -191,8 +204,9 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     # metadata is read. Otherwise every file's metadata comes at once: one round trip to the
     # workers, not two (about 20 ms of a 0.15 s warm read of 2 GiB on an H200).
     prunable = bool(filters) and bool(partition_schema.names)
-    footers = _footers(paths[:1] if prunable else paths, read_metadata, storage, fmt,
+    planned = _footers(paths[:1] if prunable else paths, read_metadata, storage, fmt,
                        partition_bytes)
+    footers = {path: file.metadata for path, file in planned.items()}
     first_schema = fmt.resolve_schema(fmt.arrow_schema(paths[0], footers[paths[0]]))
     _check_no_collision(first_schema, partition_schema, paths[0])
     full = pa.schema(list(first_schema) + list(partition_schema), first_schema.metadata)
@@ -200,8 +214,9 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     dnf = normalize_filters(filters, full, paths[0])
     kept_paths = [p for p in paths if partition_may_match(partitions.get(p, {}), dnf)]
     others = [p for p in kept_paths if p != paths[0]]
-    footers.update(_footers([p for p in others if p not in footers], read_metadata, storage,
+    planned.update(_footers([p for p in others if p not in planned], read_metadata, storage,
                             fmt, partition_bytes))
+    footers.update((path, file.metadata) for path, file in planned.items())
     file_schema = fmt.resolve_schema(common_schema(paths[:1] + others, footers, fmt))
     filter_columns = [t[0] for conj in dnf or () for t in conj]
     names = output.names + [c for c in dict.fromkeys(filter_columns) if c not in output.names]
@@ -248,7 +263,9 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
                      for f, o in zip(fragments, owners)]
     return ReadPlan(fmt, fragments, output, partition_schema, file_schema, kept_paths,
                     len(paths), columns_read, dnf, total, kept, result_bytes, storage,
-                    concurrency, partition_bytes, footers)
+                    concurrency, partition_bytes, footers,
+                    {path: file.version for path, file in planned.items() if file.version},
+                    frozenset(path for path, file in planned.items() if file.reused))
 
 
 def expand_source(source: Any, storage: StorageOptions) -> list[tuple[str, str | None]]:
@@ -388,14 +405,18 @@ def _check_no_collision(file_schema: pa.Schema, partition_schema: pa.Schema, pat
 
 def read_metadata_each(paths: Sequence[str], storage: StorageOptions, format: FileFormat,
                        partition_bytes: int, threads: int = FOOTER_THREADS) -> list[Any]:
-    """Each file's (metadata, :func:`file_stamp` taken before reading it, where the format's
-    metadata is reusable), read in parallel, or the :class:`GpuframeError` that names what is
-    wrong with it, in ``paths`` order (the caller raises the first)."""
+    """Each file's (metadata, stamp), read in parallel, or the :class:`GpuframeError` that
+    names what is wrong with it, in ``paths`` order (the caller raises the first). The stamp
+    of a local file is its :func:`file_stamp` taken before reading it (where the format's
+    metadata is reusable, else None); of a remote file, the
+    :class:`~gpuframe.io.remote.RemoteVersion` its store's answers gave."""
     def one(path: str) -> Any:
-        stamp = file_stamp(path) if format.reusable_metadata else None
+        local = scheme_of(path) == "file"
+        stamp = file_stamp(path) if local and format.reusable_metadata else None
         try:
             with open_source(path, storage) as source:
-                return format.read_metadata(source, partition_bytes), stamp
+                metadata = format.read_metadata(source, partition_bytes)
+                return metadata, stamp if local else source.version
         except GpuframeError as exc:
             return exc
 
@@ -424,40 +445,59 @@ def file_stamp(path: str) -> FileStamp | None:
 
 
 class MetadataCache:
-    """Local files' metadata that planning read, each with the stamp its file had before it was
-    read, so that planning an unchanged file again asks no worker: that is a task's round trip
-    (25 ms of a 118 ms warm read of 2 GiB in 16 Parquet files on an H200, whose cuDF call took
-    64 ms). A file counts as unchanged where this process sees it with the same
+    """The metadata that planning read, each with its file's stamp, so that planning an
+    unchanged file again asks no worker: that is a task's round trip (25 ms of a 118 ms warm
+    read of 2 GiB in 16 Parquet files on an H200, whose cuDF call took 64 ms), and for remote
+    files a request each too (33 ms for 16 files over loopback HTTP).
+
+    A local file counts as unchanged where this process sees it with the same
     :data:`FileStamp` as the worker that read it did (the inode tells apart a file of the same
-    path on another host). Only formats whose metadata is the file's own
-    (``reusable_metadata``); at most ``capacity`` files, the least recently planned dropped."""
+    path on another host). A remote file is taken as it was: asking would cost what is saved,
+    so the read checks instead, every answer against the
+    :class:`~gpuframe.io.remote.RemoteVersion` planning saw
+    (:class:`~gpuframe.io.remote.Source`), and a read that finds a file changed plans again
+    (:func:`~gpuframe.io.read.read_plan`'s caller). So only remote files whose store sends an
+    ETag or Last-Modified are kept: by size alone a rewrite would go unseen. Only formats whose
+    metadata is the file's own (``reusable_metadata``); at most ``capacity`` files, the least
+    recently planned dropped."""
 
     def __init__(self, capacity: int = 1024):
         self.capacity = capacity
-        self._entries: OrderedDict[tuple[str, str], tuple[FileStamp, Any]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], tuple[Any, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, path: str, format: FileFormat) -> Any | None:
-        """The metadata of ``path`` if its file is unchanged since it was read, else None."""
+    def get(self, path: str, format: FileFormat) -> tuple[Any, Any] | None:
+        """(metadata, stamp) of ``path`` if it is kept and, where local, unchanged; else
+        None."""
         if not format.reusable_metadata:
             return None
-        stamp = file_stamp(path)
+        local = scheme_of(path) == "file"
+        stamp = file_stamp(path) if local else None
         with self._lock:
             entry = self._entries.get((format.name, path))
-            if entry is None or entry[0] != stamp:
+            if entry is None or (local and entry[0] != stamp):
                 return None
             self._entries.move_to_end((format.name, path))
-            return entry[1]
+            return entry[1], entry[0]
 
-    def put(self, path: str, format: FileFormat, stamp: FileStamp | None,
-            metadata: Any) -> None:
-        if stamp is None or not format.reusable_metadata:
+    def put(self, path: str, format: FileFormat, stamp: Any, metadata: Any) -> None:
+        """Keep ``metadata`` of ``path`` read at ``stamp`` (see :func:`read_metadata_each`),
+        where it can be told unchanged later."""
+        if (stamp is None or not format.reusable_metadata
+                or (isinstance(stamp, RemoteVersion) and not stamp.validated)):
             return
         with self._lock:
             self._entries[(format.name, path)] = (stamp, metadata)
             self._entries.move_to_end((format.name, path))
             while len(self._entries) > self.capacity:
                 self._entries.popitem(last=False)
+
+    def forget(self, paths: Iterable[str]) -> None:
+        """Drop what is kept of ``paths`` (every format's)."""
+        dropped = set(paths)
+        with self._lock:
+            for key in [key for key in self._entries if key[1] in dropped]:
+                del self._entries[key]
 
     def clear(self) -> None:
         with self._lock:
@@ -474,19 +514,42 @@ def measure_here(path: str, storage: StorageOptions, partition_bytes: int) -> Co
         return measure_storage(source, storage, fragment_bytes=partition_bytes)
 
 
+@dataclass(frozen=True)
+class PlannedFile:
+    """What planning knows of one file."""
+
+    metadata: Any
+    version: RemoteVersion | None
+    """A remote file's, as its store said when the metadata was read; None for local files."""
+    reused: bool
+    """The metadata came from :data:`PLANNED_METADATA`, not from reading the file now."""
+
+
 def _footers(paths: Sequence[str], read: Callable[..., list[Any]], storage: StorageOptions,
-             format: FileFormat, partition_bytes: int) -> dict[str, Any]:
-    """Each file's metadata, by path: from :data:`PLANNED_METADATA` where the file is unchanged,
-    the others by ``read`` (:func:`read_metadata_each`, here or on the workers)."""
-    footers = {path: PLANNED_METADATA.get(path, format) for path in paths}
-    missing = [path for path, metadata in footers.items() if metadata is None]
+             format: FileFormat, partition_bytes: int) -> dict[str, PlannedFile]:
+    """Each file's metadata, by path: from :data:`PLANNED_METADATA` where it is kept (local
+    files: unchanged), the others by ``read`` (:func:`read_metadata_each`, here or on the
+    workers)."""
+    planned: dict[str, PlannedFile] = {}
+    missing = []
+    for path in paths:
+        kept = PLANNED_METADATA.get(path, format)
+        if kept is None:
+            missing.append(path)
+        else:
+            planned[path] = PlannedFile(kept[0], _remote_version(kept[1]), True)
     results = read(missing, storage, format, partition_bytes) if missing else []
     for path, result in zip(missing, results):
         if isinstance(result, BaseException):
             raise result
-        footers[path], stamp = result
-        PLANNED_METADATA.put(path, format, stamp, footers[path])
-    return footers
+        metadata, stamp = result
+        planned[path] = PlannedFile(metadata, _remote_version(stamp), False)
+        PLANNED_METADATA.put(path, format, stamp, metadata)
+    return {path: planned[path] for path in paths}
+
+
+def _remote_version(stamp: Any) -> RemoteVersion | None:
+    return stamp if isinstance(stamp, RemoteVersion) else None
 
 
 def common_schema(paths: Sequence[str], footers: Mapping[str, Any],

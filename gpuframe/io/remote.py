@@ -24,13 +24,14 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.client import HTTPException
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 from urllib.parse import unquote, urlparse
 
 from ..config import resolve
 from ..errors import OptionError
 from .errors import (
     AccessDeniedError,
+    FileChangedError,
     RangeNotSupportedError,
     RemoteError,
     SourceNotFoundError,
@@ -208,14 +209,42 @@ def scheme_of(path: str) -> str:
     return scheme
 
 
-class Source:
-    """One file's bytes by range; counts the requests and bytes it fetched (thread-safe)."""
+class RemoteVersion(NamedTuple):
+    """What a store says of a remote file's version: its size, and the ETag and Last-Modified
+    headers of an HTTP server (None where it sends none; S3 through Arrow: size alone)."""
 
-    def __init__(self, path: str):
+    size: int
+    etag: str | None = None
+    last_modified: str | None = None
+
+    @property
+    def validated(self) -> bool:
+        """Whether a change of the file's bytes shows, whatever its size: an ETag or a
+        Last-Modified."""
+        return self.etag is not None or self.last_modified is not None
+
+    def differs(self, other: RemoteVersion) -> list[str]:
+        """How ``other`` differs, as 'size 10 -> 12', for what both say (an answer may leave a
+        header out)."""
+        return [f"{name} {mine!r} -> {theirs!r}"
+                for name, mine, theirs in zip(self._fields, self, other)
+                if mine is not None and theirs is not None and mine != theirs]
+
+
+class Source:
+    """One file's bytes by range; counts the requests and bytes it fetched (thread-safe).
+
+    ``version``: the :class:`RemoteVersion` planning saw (remote files). The file's size is then
+    known without a request, and an answer from a file that has changed since raises
+    :class:`FileChangedError`: the plan's metadata would decode its bytes wrong. Without it,
+    :attr:`version` is what the first answer said, and later answers must agree."""
+
+    def __init__(self, path: str, version: RemoteVersion | None = None):
         self.path = path
+        self.version = version
         self.requests = 0
         self.bytes_read = 0
-        self._size: int | None = None
+        self._size: int | None = None if version is None else version.size
         self._lock = threading.Lock()
 
     def size(self) -> int:
@@ -253,6 +282,18 @@ class Source:
         with self._lock:
             self.requests += 1
             self.bytes_read += nbytes
+
+    def _seen(self, version: RemoteVersion) -> None:
+        """An answer said the file is at ``version``: the first one sets :attr:`version`, a
+        later one that differs raises :class:`FileChangedError`."""
+        with self._lock:
+            if self.version is None:
+                self.version = version
+                return
+            changes = self.version.differs(version)
+        if changes:
+            raise FileChangedError(self.path, f"{self.path} changed since it was planned "
+                                   f"({', '.join(changes)}): read it again")
 
     def _fetch_size(self) -> int:
         raise NotImplementedError
@@ -398,10 +439,10 @@ class HttpSource(Source):
     ``user:password@``); like ``Authorization``, none of them follows a redirect to another
     host, so a token is never handed to a CDN or a presigned URL's store."""
 
-    def __init__(self, url: str, storage: StorageOptions):
+    def __init__(self, url: str, storage: StorageOptions, version: RemoteVersion | None = None):
         import urllib3
 
-        super().__init__(url)
+        super().__init__(url, version)
         self._timeout = storage.timeout
         self._pool = _http_pool(_proxy_for(url), _ca_bundle(), storage.max_requests_in_flight)
         names = [name for name, _ in storage.http_headers]
@@ -451,13 +492,15 @@ class HttpSource(Source):
         response = self._get({"Accept-Encoding": "identity"}, method="HEAD")
         response.drain_conn()
         if "Content-Length" in response.headers:
+            self._seen(_version(int(response.headers["Content-Length"]), response.headers))
             return int(response.headers["Content-Length"])
         self._ranged("bytes=0-0")
         return self._size
 
     def _ranged_response(self, spec: str) -> Any:
-        """The streamed answer to a Range GET: 206 (the file's size noted from it), or 416 past
-        the end; else an error (the connection dropped rather than the whole file read)."""
+        """The streamed answer to a Range GET: 206, or 416 past the end (the file's size and
+        version noted from either, :meth:`Source._seen`); else an error (the connection
+        dropped rather than the whole file read)."""
         response = self._get({"Range": spec, "Accept-Encoding": "identity"})
         if response.status not in (206, 416):
             response.close()
@@ -466,8 +509,14 @@ class HttpSource(Source):
                 f"{response.status}); gpuframe reads byte ranges and will not download "
                 "whole files"
             )
-        if response.status == 206:
-            self._size = _total_from(response.headers.get("Content-Range"), self.path)
+        if response.status == 206 or "Content-Range" in response.headers:
+            total = _total_from(response.headers.get("Content-Range"), self.path)
+            try:
+                self._seen(_version(total, response.headers))
+            except FileChangedError:
+                response.close()
+                raise
+            self._size = total
         return response
 
     def _received(self, response: Any, spec: str, read: Callable[[Any], Any]) -> Any:
@@ -487,7 +536,9 @@ class HttpSource(Source):
         response = self._ranged_response(spec)
         if response.status == 416:
             response.drain_conn()
-            self._size = _total_from(response.headers.get("Content-Range"), self.path)
+            if self._size is None:
+                raise RangeNotSupportedError(f"{self.path}: the server refused 'Range: {spec}' "
+                                             "(HTTP 416) without saying the file's size")
             return b""
         return self._received(response, spec, _body)
 
@@ -536,6 +587,10 @@ def _body_into(response: Any, view: memoryview) -> int:
         raise IncompleteRead(done, body.length)
     response.read()
     return done
+
+
+def _version(size: int, headers: Mapping[str, str]) -> RemoteVersion:
+    return RemoteVersion(size, headers.get("ETag"), headers.get("Last-Modified"))
 
 
 def _total_from(content_range: str | None, url: str) -> int:
@@ -613,13 +668,18 @@ def s3_error(exc: OSError, url: str, storage: StorageOptions) -> RemoteError:
 class S3Source(Source):
     """An S3 object read by ranged GETs through Arrow's S3 client (``read_at``)."""
 
-    def __init__(self, url: str, storage: StorageOptions):
-        super().__init__(url)
+    def __init__(self, url: str, storage: StorageOptions, version: RemoteVersion | None = None):
+        super().__init__(url, version)
         self._storage = storage
         try:
             self._file = s3_filesystem(storage).open_input_file(url[len("s3://"):])
         except OSError as exc:
             raise s3_error(exc, url, storage) from exc
+        try:  # opening asked the object's size (a HEAD): its version, as far as Arrow says
+            self._seen(RemoteVersion(self._file.size()))
+        except FileChangedError:
+            self._file.close()
+            raise
 
     def _fetch_size(self) -> int:
         return self._file.size()
@@ -634,15 +694,17 @@ class S3Source(Source):
         self._file.close()
 
 
-def open_source(path: str, storage: StorageOptions | None = None) -> Source:
-    """The :class:`Source` of a local path, ``file://``, ``http(s)://`` or ``s3://`` URL."""
+def open_source(path: str, storage: StorageOptions | None = None,
+                version: RemoteVersion | None = None) -> Source:
+    """The :class:`Source` of a local path, ``file://``, ``http(s)://`` or ``s3://`` URL;
+    ``version``: the remote file's as planning saw it (:class:`Source`)."""
     scheme = scheme_of(path)
     if scheme == "file":
         return LocalSource(path)
     storage = storage or storage_options()
     if scheme in ("http", "https"):
-        return HttpSource(path, storage)
-    return S3Source(path, storage)
+        return HttpSource(path, storage, version)
+    return S3Source(path, storage, version)
 
 
 class RangeFile(io.RawIOBase):

@@ -22,6 +22,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -34,6 +35,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpuframe.io import tuning
+from gpuframe.io.plan import PLANNED_METADATA
 
 ROWS_PER_GROUP = 1000
 GROUPS_PER_FILE = 4
@@ -160,7 +162,9 @@ class HttpServer:
 
 
 class _RangeHandler(BaseHTTPRequestHandler):
-    """Static files with Range support; '/norange/...' ignores Range, '/forbidden/...' is 403,
+    """Static files with Range support and, as nginx sends them, each file's ETag and
+    Last-Modified ('/novalidator/...': neither); '/norange/...' ignores Range, '/forbidden/...'
+    is 403,
     '/brokenoff/...' sends half the body it announced and closes the connection,
     '/shaped-<ms>ms-<MB>MBps/...' waits <ms> before answering and sends at <MB> MB/s,
     '/bearer/...' is 401 without the state's token as 'Authorization: Bearer'. A target
@@ -194,8 +198,8 @@ class _RangeHandler(BaseHTTPRequestHandler):
             time.sleep(self._shape[0])
         honour_range = not path.startswith("/norange/")
         self._broken_off = path.startswith("/brokenoff/")
-        target = (self.state.root
-                  / re.sub(r"^/(norange|forbidden|brokenoff|bearer)/", "/", path).lstrip("/"))
+        target = (self.state.root / re.sub(r"^/(norange|forbidden|brokenoff|bearer|novalidator)/",
+                                           "/", path).lstrip("/"))
         if path.startswith("/forbidden/"):
             return self._reply(403, b"forbidden", body)
         if (path.startswith("/bearer/")
@@ -203,11 +207,16 @@ class _RangeHandler(BaseHTTPRequestHandler):
             return self._reply(401, b"unauthorized", body, {"WWW-Authenticate": "Bearer"})
         if self.state.root.resolve() not in target.resolve().parents or not target.is_file():
             return self._reply(404, b"not found", body)
+        stat = target.stat()
         data = target.read_bytes()
         size = len(data)
+        validators = {} if path.startswith("/novalidator/") else {
+            "ETag": f'"{stat.st_mtime_ns:x}-{size:x}"',
+            "Last-Modified": formatdate(stat.st_mtime, usegmt=True)}
         spec = self.headers.get("Range") if honour_range else None
         if spec is None:
-            return self._reply(200, data, body, {"Accept-Ranges": "bytes"} if honour_range else {})
+            return self._reply(200, data, body, {**validators, **(
+                {"Accept-Ranges": "bytes"} if honour_range else {})})
         match = re.fullmatch(r"bytes=(\d*)-(\d*)", spec.strip())
         if not match or match.groups() == ("", ""):
             return self._reply(400, b"bad range", body)
@@ -220,7 +229,7 @@ class _RangeHandler(BaseHTTPRequestHandler):
             return self._reply(416, b"", body, {"Content-Range": f"bytes */{size}"})
         return self._reply(206, data[start:end + 1], body,
                            {"Content-Range": f"bytes {start}-{end}/{size}",
-                            "Accept-Ranges": "bytes"})
+                            "Accept-Ranges": "bytes", **validators})
 
     def _reply(self, status: int, data: bytes, body: bool,
                headers: dict[str, str] | None = None) -> None:
@@ -382,7 +391,10 @@ def closed_port() -> int:
 
 @pytest.fixture(autouse=True)
 def _fresh_measurements():
-    """Little's-law measurements are cached per process; each test starts without them."""
+    """Little's-law measurements and planned metadata are kept per process; each test starts
+    without them."""
     tuning.forget_measurements()
+    PLANNED_METADATA.clear()
     yield
     tuning.forget_measurements()
+    PLANNED_METADATA.clear()

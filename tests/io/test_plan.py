@@ -437,18 +437,32 @@ def test_a_file_seen_differently_here_is_read_again(tmp_path, monkeypatch):
     assert read == [str(path)] * 2
 
 
-def test_csv_and_remote_metadata_are_read_every_time(dataset_dir, tmp_path, monkeypatch,
-                                                     http_server):
+def test_csv_metadata_is_read_every_time(tmp_path, monkeypatch):
     csv_read = _counting_reads(monkeypatch, CsvFormat)
     (tmp_path / "a.csv").write_text("x,y\n1,2\n")
     for _ in range(2):
         plan_fragments(str(tmp_path / "a.csv"), format="csv")
     assert len(csv_read) == 2  # its metadata depends on the options and the partition budget
+
+
+def test_remote_metadata_is_kept_where_the_store_says_its_version(dataset_dir, http_server):
+    """A server that sends ETag and Last-Modified: the footer is read once, and later plans
+    carry the version it was read at, which the read checks. One that sends neither: read
+    every time, since a rewrite of the same size would go unseen."""
     url = f"{http_server.url}/flat/part-0.parquet"
+    bare = f"{http_server.url}/novalidator/flat/part-0.parquet"
     http_server.reset()
-    for _ in range(2):
-        plan_fragments(url, storage=FIXED)
-    assert [r.range for r in http_server.log] == [f"bytes=-{FOOTER_PROBE}"] * 2
+    first, again, bare_first, bare_again = (plan_fragments(u, storage=FIXED)
+                                            for u in (url, url, bare, bare))
+    assert [(r.path, r.range) for r in http_server.log] == [
+        ("/flat/part-0.parquet", f"bytes=-{FOOTER_PROBE}"),
+        ("/novalidator/flat/part-0.parquet", f"bytes=-{FOOTER_PROBE}"),
+        ("/novalidator/flat/part-0.parquet", f"bytes=-{FOOTER_PROBE}")]
+    size = (dataset_dir / "flat" / "part-0.parquet").stat().st_size
+    assert first.versions[url].size == size and first.versions[url].validated
+    assert again.versions == first.versions and again.reused == {url} and not first.reused
+    assert not bare_again.reused and bare_again.versions[bare] == (size, None, None)
+    assert again.fragments == first.fragments
 
 
 def test_orc_tails_are_reused_like_footers(dataset_dir, monkeypatch):
@@ -470,8 +484,10 @@ def test_the_metadata_cache_keeps_the_most_recently_planned_files(tmp_path):
     stamps = {p: (p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_ino) for p in paths}
     cache.put(str(paths[0]), fmt, stamps[paths[0]], "m0")
     cache.put(str(paths[1]), fmt, stamps[paths[1]], "m1")
-    assert cache.get(str(paths[0]), fmt) == "m0"  # now the most recent
+    assert cache.get(str(paths[0]), fmt) == ("m0", stamps[paths[0]])  # now the most recent
     cache.put(str(paths[2]), fmt, stamps[paths[2]], "m2")
-    assert [cache.get(str(p), fmt) for p in paths] == ["m0", None, "m2"]
+    assert [(cache.get(str(p), fmt) or [None])[0] for p in paths] == ["m0", None, "m2"]
     cache.put(str(paths[1]), CsvFormat(), stamps[paths[1]], "csv")
     assert cache.get(str(paths[1]), CsvFormat()) is None
+    cache.forget([str(paths[0])])
+    assert cache.get(str(paths[0]), fmt) is None and cache.get(str(paths[2]), fmt)

@@ -20,6 +20,7 @@ import gpuframe
 from gpuframe.io.errors import (
     CorruptFileError,
     DatasetError,
+    FileChangedError,
     RemoteError,
     SchemaMismatchError,
     SourceNotFoundError,
@@ -157,6 +158,40 @@ def test_selective_read_fetches_only_the_pages_holding_surviving_rows(engine, da
     assert key < report.bytes_read < key + (payload + text) / 4, report
 
 
+def _rewritable(dataset_dir, http_server, name: str) -> tuple:
+    """(path, its URL) of a file of ids 0-99 in row groups of 25, in a folder of its own."""
+    path = dataset_dir / name / "one.parquet"
+    path.parent.mkdir(exist_ok=True)
+    pq.write_table(pa.table({"id": list(range(100))}), path, row_group_size=25)
+    return path, f"{http_server.url}/{name}/one.parquet"
+
+
+def test_a_remote_file_rewritten_after_its_metadata_was_kept_is_planned_again(
+        engine, dataset_dir, http_server):
+    """The second read plans with the kept footer, whose statistics would now prune the row
+    groups that hold matches; the read finds the file changed and plans once more."""
+    path, url = _rewritable(dataset_dir, http_server, "rewritten")
+    filters = [("id", ">=", 50)]
+    check_same(read_parquet(url, filters=filters), pd.read_parquet(path, filters=filters))
+    pq.write_table(pa.table({"id": list(range(1000, 1100))}), path, row_group_size=25)
+    http_server.reset()
+    frame = read_parquet(url, filters=filters)
+    check_same(frame, pd.read_parquet(path, filters=filters))
+    assert len(frame) == 100
+    footers = [r for r in http_server.log if r.range and r.range.startswith("bytes=-")]
+    assert len(footers) == 1  # planned again once, the footer read anew
+
+
+def test_a_remote_file_changed_between_planning_and_reading_is_named(engine, dataset_dir,
+                                                                        http_server):
+    path, url = _rewritable(dataset_dir, http_server, "changed")
+    plan = plan_fragments(url, workers=engine.workers)
+    pq.write_table(pa.table({"id": list(range(1000, 1100))}), path, row_group_size=25)
+    with pytest.raises(FileChangedError, match=r"changed/one\.parquet changed since it was "
+                                               r"planned \(.*etag"):
+        read_plan(plan, engine)
+
+
 def test_remote_fragments_of_a_task_read_at_once_asking_no_size(engine, dataset_dir,
                                                                  http_server):
     """Tasks of several remote fragments, read at once sharing the requests in flight, give
@@ -271,26 +306,43 @@ def _truncate(path) -> None:
         handle.truncate(3000)
 
 
-@pytest.mark.parametrize("store", ["local", "http"])
+CHANGED = "{source} changed since it was planned \\({what}"
+
+
+@pytest.mark.parametrize("store", ["local", "http", "http-bare"])
 @pytest.mark.parametrize("kind, unit", [("parquet", "row group 0"), ("orc", "stripe 0")])
-@pytest.mark.parametrize("change, error, message", [
-    pytest.param(lambda path: _zero(path, 100, 400), CorruptFileError,
-                 "{source} \\({unit}\\) cannot be decoded", id="zeroed"),
-    pytest.param(_truncate, TruncatedFileError, "{source} .*ends at byte 3000", id="truncated"),
-    pytest.param(os.unlink, FileNotFoundError, "no such file: {source}", id="deleted"),
+@pytest.mark.parametrize("change, errors", [
+    pytest.param(lambda path: _zero(path, 100, 400), {
+        "local": (CorruptFileError, "{source} \\({unit}\\) cannot be decoded"),
+        "http": (FileChangedError, CHANGED.format(source="{source}", what="etag")),
+        "http-bare": (CorruptFileError, "{source} \\({unit}\\) cannot be decoded")},
+        id="zeroed"),
+    pytest.param(_truncate, {
+        "local": (TruncatedFileError, "{source} .*ends at byte 3000"),
+        "http": (FileChangedError, CHANGED.format(source="{source}", what="size .* -> 3000")),
+        "http-bare": (FileChangedError, CHANGED.format(source="{source}", what="size"))},
+        id="truncated"),
+    pytest.param(os.unlink, dict.fromkeys(["local", "http", "http-bare"], (
+        FileNotFoundError, "no such file: {source}")), id="deleted"),
 ])
 def test_a_file_changed_after_planning_fails_the_read_naming_it(engine, http_server, tmp_path,
                                                                  store, kind, unit, change,
-                                                                 error, message):
+                                                                 errors):
+    """A remote file's store that says its version (ETag, Last-Modified) has any change named as
+    one; a store that says only its size, a change of the same size as what it does to the
+    read."""
     folder = http_server.root / tmp_path.name  # served over HTTP too
     folder.mkdir()
     path = folder / f"changing.{kind}"
     _write_rows(path, kind)
-    source = str(path) if store == "local" else f"{http_server.url}/{tmp_path.name}/{path.name}"
+    prefix = {"local": None, "http": "", "http-bare": "/novalidator"}[store]
+    source = (str(path) if prefix is None
+              else f"{http_server.url}{prefix}/{tmp_path.name}/{path.name}")
     plan = plan_fragments(source, format=kind, workers=engine.workers, partition_bytes=1,
                           storage={"requests_in_flight": 2})
     assert len(plan.fragments) > 1
     change(path)
+    error, message = errors[store]
     with pytest.raises(error, match=message.format(source=source, unit=unit)) as caught:
         read_plan(plan, engine)
     assert isinstance(caught.value, DatasetError)
@@ -443,6 +495,7 @@ def test_cudf_reader_reads_remote_files_by_ranges(dataset_dir, http_server):
         got, _ = READERS["cudf"]().read("k", [remote_task])
         pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
     assert http_server.whole_file_gets() == 0
+    assert all(r.method == "GET" for r in http_server.log)  # the planned size: no HEAD
     assert http_server.bytes_served() < 2 * (dataset_dir / name).stat().st_size
 
 
@@ -503,6 +556,7 @@ def test_sparse_copy_of_a_remote_file_reads_like_the_file(dataset_dir, http_serv
                                          for i in task.units])
         pd.testing.assert_frame_equal(got.to_pandas()[columns], expected.to_pandas())
     assert http_server.whole_file_gets() == 0
+    assert all(r.method == "GET" for r in http_server.log)  # the planned size: no HEAD
 
 
 @pytest.mark.parametrize("name", ["flat/part-0.parquet", "orc/part-0.orc"])

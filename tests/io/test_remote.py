@@ -17,6 +17,7 @@ from gpuframe.errors import GpuframeError, OptionError
 from gpuframe.io import remote
 from gpuframe.io.errors import (
     AccessDeniedError,
+    FileChangedError,
     RemoteError,
     RangeNotSupportedError,
     SourceNotFoundError,
@@ -24,6 +25,7 @@ from gpuframe.io.errors import (
 )
 from gpuframe.io.remote import (
     RangeFile,
+    RemoteVersion,
     StorageOptions,
     open_source,
     read_ranges,
@@ -138,6 +140,30 @@ def test_http_tail_is_one_suffix_request(dataset_dir, http_server):
     size, tail = source.read_tail(4096)
     assert (size, tail) == (len(data), data[-4096:])
     assert [(r.method, r.range) for r in http_server.log] == [("GET", "bytes=-4096")]
+
+
+def test_a_remote_source_holds_to_the_version_planning_saw(dataset_dir, http_server):
+    data = (dataset_dir / PART).read_bytes()
+    url = f"{http_server.url}/{PART}"
+    seen = open_source(url)
+    assert seen.read_tail(8) == (len(data), data[-8:])
+    version = seen.version
+    assert version.size == len(data) and version.etag and version.last_modified
+    http_server.reset()
+    pinned = open_source(url, version=version)
+    assert pinned.size() == len(data) and http_server.log == []  # its size asks nothing
+    assert pinned.read_range(4, 10) == data[4:14]
+    for changed, what in ((version._replace(etag='"older"'), r"etag '\"older\"' -> "),
+                          (version._replace(size=len(data) + 1),
+                           f"size {len(data) + 1} -> {len(data)}")):
+        with pytest.raises(FileChangedError, match=f"{PART} changed since it was planned "
+                                                   f"\\({what}") as caught:
+            open_source(url, version=changed).read_range(4, 10)
+        assert caught.value.path == url
+        assert pickle.loads(pickle.dumps(caught.value)).path == url  # from a worker
+    bare = open_source(f"{http_server.url}/novalidator/{PART}")
+    bare.read_range(0, 4)
+    assert bare.version == RemoteVersion(len(data)) and not bare.version.validated
 
 
 def test_http_errors_name_the_url(http_server, closed_port):
@@ -390,6 +416,14 @@ def test_s3_ranges_and_errors(dataset_dir, s3_server, closed_port):
                                                     timeout=5.0))
     with pytest.raises(UnreachableError, match=f"127.0.0.1:{closed_port}"):
         open_source(s3_server.url(PART), unreachable)
+
+
+def test_an_s3_object_of_another_size_than_planned_is_changed(dataset_dir, s3_server):
+    size = (dataset_dir / PART).stat().st_size
+    options = storage_options(s3_server.options())
+    assert open_source(s3_server.url(PART), options).version == RemoteVersion(size)
+    with pytest.raises(FileChangedError, match=f"{PART} changed .*size {size + 1} -> {size}"):
+        open_source(s3_server.url(PART), options, RemoteVersion(size + 1))
 
 
 def test_s3_temporary_credentials_need_their_session_token(dataset_dir, s3_server):
