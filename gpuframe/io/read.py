@@ -400,7 +400,9 @@ def _file_at_fault(tasks: Sequence[FragmentTask], exc: BaseException,
     """The error naming the file at fault for ``exc``, raised decoding all of ``tasks`` at once:
     a lone task's; else the first that pyarrow cannot read on the host (no CUDA call, which a
     lost context would fail); else, given ``read_alone(i)`` (cuDF reading ``tasks[i]``), the
-    first that cuDF cannot read alone (a file that pyarrow reads and cuDF does not)."""
+    first that cuDF cannot read alone (a file that pyarrow reads and cuDF does not). Where no
+    file is found at fault, the error names them all, and says so if a read alone ran out of
+    device memory before one was."""
     if len(tasks) == 1:
         return read_failure(tasks[0], tasks[0].units, exc)
     for task in tasks:
@@ -410,14 +412,19 @@ def _file_at_fault(tasks: Sequence[FragmentTask], exc: BaseException,
             return named
         except DECODE_ERRORS as alone:
             return read_failure(task, task.units, alone)
+    paths = ", ".join(t.path for t in tasks)
     for i, task in enumerate(tasks if read_alone else ()):
         try:
             read_alone(i)
         except DECODE_ERRORS as alone:
             return read_failure(task, task.units, alone)
+        except MemoryError as full:
+            return CorruptFileError(f"{len(tasks)} files read in one call cannot be decoded "
+                                    f"({paths}): {type(exc).__name__}: {exc}; which one is at "
+                                    f"fault is not known: reading {task.path} alone ran out of "
+                                    f"device memory ({full})")
     return CorruptFileError(f"{len(tasks)} files read in one call cannot be decoded together, "
-                            f"though each can alone ({', '.join(t.path for t in tasks)}): "
-                            f"{type(exc).__name__}: {exc}")
+                            f"though each can alone ({paths}): {type(exc).__name__}: {exc}")
 
 
 class Fetcher:

@@ -30,6 +30,7 @@ from gpuframe.io.plan import plan_fragments
 from gpuframe.io.read import (
     READERS,
     Fetcher,
+    _file_at_fault,
     copy_layouts,
     fetch_sparse_copies,
     fragment_tasks,
@@ -359,6 +360,22 @@ def test_a_corrupt_unit_among_many_read_together_is_named(engine, tmp_path, kind
     _zero(path, offset + 40, offset + length - 40)
     with pytest.raises(CorruptFileError, match=f"{path} \\({unit}\\) cannot be decoded"):
         read_plan(plan, engine)
+
+
+def test_files_read_together_are_all_named_when_reading_one_alone_runs_out_of_memory(
+        dataset_dir):
+    """cuDF failed on files that pyarrow reads, and trying them one by one on the GPU found no
+    room: no file can be blamed, so the error names them all and says why."""
+    tasks = fragment_tasks(plan_fragments([str(dataset_dir / "flat" / f"part-{i}.parquet")
+                                           for i in range(2)]))
+
+    def out_of_memory(i: int) -> None:
+        raise MemoryError("std::bad_alloc: out_of_memory")
+
+    error = _file_at_fault(tasks, RuntimeError("cudf decode failed"), out_of_memory)
+    assert isinstance(error, CorruptFileError)
+    assert all(task.path in str(error) for task in tasks)
+    assert "cudf decode failed" in str(error) and "ran out of device memory" in str(error)
 
 
 @pytest.mark.gpu
