@@ -471,9 +471,10 @@ class Fetcher:
         A remote file becomes a sparse copy of it (:func:`fetch_sparse_copies`): pages never
         written cost no memory, and Arrow reads its buffer natively (a Python file object would
         hold the GIL on every read). The copy ends with the last byte it holds, not at the
-        file's end, whose size would cost a request (a HEAD, one per fragment): Arrow's Parquet
-        reader, handed the footer, reads the planned chunks alone, and the ORC tail that Arrow
-        reads from the file's end is among the known bytes."""
+        file's end (whose bytes it need not hold, nor its size: a HEAD where the task has no
+        planned version): Arrow's Parquet reader, handed the footer, reads the planned chunks
+        alone, and the ORC tail that Arrow reads from the file's end is among the known
+        bytes."""
         if self.local:
             self._local_bytes += sum(n for _, n in ranges)
             self._local_requests += len(ranges)
