@@ -76,6 +76,10 @@ class FileFormat:
     def arrow_schema(self, path: str, metadata: Any) -> pa.Schema:
         raise NotImplementedError
 
+    def metadata_bytes(self, metadata: Any) -> int:
+        """Bytes of ``metadata`` as its file holds it (what a cache of it is charged)."""
+        raise NotImplementedError
+
     def units(self, metadata: Any, columns: Sequence[str],
               result_columns: Sequence[str]) -> list[Unit]:
         raise NotImplementedError
@@ -181,6 +185,9 @@ class ParquetFormat(FileFormat):
 
     def read_metadata(self, source: Source, partition_bytes: int) -> pq.FileMetaData:
         return read_footer(source)
+
+    def metadata_bytes(self, metadata: pq.FileMetaData) -> int:
+        return metadata.serialized_size
 
     def arrow_schema(self, path: str, metadata: pq.FileMetaData) -> pa.Schema:
         try:
@@ -465,6 +472,9 @@ class OrcFormat(FileFormat):
         statistics = orc_tail.stripe_statistics(
             file_tail, tail[start:start + statistics_length], compression, schema, stripes)
         return OrcMetadata(size, tail_length, stripes, schema, tail[-keep:], statistics)
+
+    def metadata_bytes(self, metadata: OrcMetadata) -> int:
+        return len(metadata.tail)
 
     def arrow_schema(self, path: str, metadata: OrcMetadata) -> pa.Schema:
         return metadata.schema

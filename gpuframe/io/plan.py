@@ -458,12 +458,16 @@ class MetadataCache:
     (:class:`~gpuframe.io.remote.Source`), and a read that finds a file changed plans again
     (:func:`~gpuframe.io.read.read_plan`'s caller). So only remote files whose store sends an
     ETag or Last-Modified are kept: by size alone a rewrite would go unseen. Only formats whose
-    metadata is the file's own (``reusable_metadata``); at most ``capacity`` files, the least
-    recently planned dropped."""
+    metadata is the file's own (``reusable_metadata``); at most ``capacity`` files and
+    ``max_bytes`` of metadata as the files hold it (:meth:`FileFormat.metadata_bytes`: a
+    Parquet footer of 200 columns in 10 row groups is 234 KB, and a wide table's can be MBs),
+    the least recently planned dropped first."""
 
-    def __init__(self, capacity: int = 1024):
+    def __init__(self, capacity: int = 1024, max_bytes: int = 256 * 2**20):
         self.capacity = capacity
-        self._entries: OrderedDict[tuple[str, str], tuple[Any, Any]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[str, str], tuple[Any, Any, int]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, path: str, format: FileFormat) -> tuple[Any, Any] | None:
@@ -486,22 +490,31 @@ class MetadataCache:
         if (stamp is None or not format.reusable_metadata
                 or (isinstance(stamp, RemoteVersion) and not stamp.validated)):
             return
+        nbytes = format.metadata_bytes(metadata)
         with self._lock:
-            self._entries[(format.name, path)] = (stamp, metadata)
-            self._entries.move_to_end((format.name, path))
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
+            self._drop((format.name, path))
+            self._entries[(format.name, path)] = (stamp, metadata, nbytes)
+            self._bytes += nbytes
+            while len(self._entries) > self.capacity or self._bytes > self.max_bytes:
+                self._drop(next(iter(self._entries)))
 
     def forget(self, paths: Iterable[str]) -> None:
         """Drop what is kept of ``paths`` (every format's)."""
         dropped = set(paths)
         with self._lock:
             for key in [key for key in self._entries if key[1] in dropped]:
-                del self._entries[key]
+                self._drop(key)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._bytes = 0
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        """Drop ``key``'s entry if kept; the caller holds the lock."""
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._bytes -= entry[2]
 
 
 PLANNED_METADATA = MetadataCache()

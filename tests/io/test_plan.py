@@ -28,6 +28,7 @@ from gpuframe.io.plan import (
     assign_owners,
     default_partition_bytes,
     expand_source,
+    file_stamp,
     plan_fragments,
 )
 from gpuframe.io.remote import FOOTER_PROBE, storage_options
@@ -482,12 +483,38 @@ def test_the_metadata_cache_keeps_the_most_recently_planned_files(tmp_path):
         pq.write_table(pa.table({"id": [i]}), paths[-1])
     fmt = ParquetFormat()
     stamps = {p: (p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_ino) for p in paths}
-    cache.put(str(paths[0]), fmt, stamps[paths[0]], "m0")
-    cache.put(str(paths[1]), fmt, stamps[paths[1]], "m1")
-    assert cache.get(str(paths[0]), fmt) == ("m0", stamps[paths[0]])  # now the most recent
-    cache.put(str(paths[2]), fmt, stamps[paths[2]], "m2")
-    assert [(cache.get(str(p), fmt) or [None])[0] for p in paths] == ["m0", None, "m2"]
+    m0, m1, m2 = (pq.ParquetFile(p).metadata for p in paths)
+    cache.put(str(paths[0]), fmt, stamps[paths[0]], m0)
+    cache.put(str(paths[1]), fmt, stamps[paths[1]], m1)
+    assert cache.get(str(paths[0]), fmt) == (m0, stamps[paths[0]])  # now the most recent
+    cache.put(str(paths[2]), fmt, stamps[paths[2]], m2)
+    assert [(cache.get(str(p), fmt) or [None])[0] for p in paths] == [m0, None, m2]
     cache.put(str(paths[1]), CsvFormat(), stamps[paths[1]], "csv")
     assert cache.get(str(paths[1]), CsvFormat()) is None
     cache.forget([str(paths[0])])
     assert cache.get(str(paths[0]), fmt) is None and cache.get(str(paths[2]), fmt)
+
+
+def test_the_metadata_cache_keeps_at_most_its_bytes_of_footers(tmp_path):
+    """Footers are charged as the files hold them: a wide file's alone can outweigh many."""
+    fmt = ParquetFormat()
+    footers = {}
+    for name, columns in (("narrow-0", 1), ("narrow-1", 1), ("wide", 300)):
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.table({f"c{i}": [1, 2] for i in range(columns)}), path)
+        footers[str(path)] = pq.ParquetFile(path).metadata
+    narrow = [p for p in footers if "narrow" in p]
+    wide = next(p for p in footers if "wide" in p)
+    small = sum(footers[p].serialized_size for p in narrow)
+    assert footers[wide].serialized_size > small
+    cache = MetadataCache(max_bytes=small + 1)
+    stamps = {p: file_stamp(p) for p in footers}
+    for path in narrow:
+        cache.put(path, fmt, stamps[path], footers[path])
+    assert all(cache.get(path, fmt) for path in narrow)
+    cache.put(wide, fmt, stamps[wide], footers[wide])  # alone over the budget: nothing is left
+    assert [cache.get(p, fmt) for p in footers] == [None, None, None]
+    cache.put(narrow[0], fmt, stamps[narrow[0]], footers[narrow[0]])
+    cache.put(narrow[0], fmt, stamps[narrow[0]], footers[narrow[0]])  # again: charged once
+    cache.put(narrow[1], fmt, stamps[narrow[1]], footers[narrow[1]])
+    assert all(cache.get(path, fmt) for path in narrow)
