@@ -206,8 +206,7 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     prunable = bool(filters) and bool(partition_schema.names)
     planned = _footers(paths[:1] if prunable else paths, read_metadata, storage, fmt,
                        partition_bytes)
-    footers = {path: file.metadata for path, file in planned.items()}
-    first_schema = fmt.resolve_schema(fmt.arrow_schema(paths[0], footers[paths[0]]))
+    first_schema = fmt.resolve_schema(fmt.arrow_schema(paths[0], planned[paths[0]].metadata))
     _check_no_collision(first_schema, partition_schema, paths[0])
     full = pa.schema(list(first_schema) + list(partition_schema), first_schema.metadata)
     output = _select_columns(full, columns, paths[0])
@@ -216,7 +215,7 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     others = [p for p in kept_paths if p != paths[0]]
     planned.update(_footers([p for p in others if p not in planned], read_metadata, storage,
                             fmt, partition_bytes))
-    footers.update((path, file.metadata) for path, file in planned.items())
+    footers = {path: file.metadata for path, file in planned.items()}
     file_schema = fmt.resolve_schema(common_schema(paths[:1] + others, footers, fmt))
     filter_columns = [t[0] for conj in dnf or () for t in conj]
     names = output.names + [c for c in dict.fromkeys(filter_columns) if c not in output.names]
