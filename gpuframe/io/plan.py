@@ -408,14 +408,17 @@ def read_metadata_each(paths: Sequence[str], storage: StorageOptions, format: Fi
     names what is wrong with it, in ``paths`` order (the caller raises the first). The stamp
     of a local file is its :func:`file_stamp` taken before reading it (where the format's
     metadata is reusable, else None); of a remote file, the
-    :class:`~gpuframe.io.remote.RemoteVersion` its store's answers gave."""
+    :class:`~gpuframe.io.remote.RemoteVersion` its store's answers gave (None with
+    ``check_version`` off: the file is neither checked nor kept)."""
     def one(path: str) -> Any:
         local = scheme_of(path) == "file"
         stamp = file_stamp(path) if local and format.reusable_metadata else None
         try:
             with open_source(path, storage) as source:
                 metadata = format.read_metadata(source, partition_bytes)
-                return metadata, stamp if local else source.version
+                if local or not storage.check_version:
+                    return metadata, stamp
+                return metadata, source.version
         except GpuframeError as exc:
             return exc
 
@@ -540,12 +543,13 @@ class PlannedFile:
 def _footers(paths: Sequence[str], read: Callable[..., list[Any]], storage: StorageOptions,
              format: FileFormat, partition_bytes: int) -> dict[str, PlannedFile]:
     """Each file's metadata, by path: from :data:`PLANNED_METADATA` where it is kept (local
-    files: unchanged), the others by ``read`` (:func:`read_metadata_each`, here or on the
-    workers)."""
+    files: unchanged; remote ones: unless ``check_version`` is off), the others by ``read``
+    (:func:`read_metadata_each`, here or on the workers)."""
     planned: dict[str, PlannedFile] = {}
     missing = []
     for path in paths:
-        kept = PLANNED_METADATA.get(path, format)
+        checked = storage.check_version or scheme_of(path) == "file"
+        kept = PLANNED_METADATA.get(path, format) if checked else None
         if kept is None:
             missing.append(path)
         else:

@@ -164,6 +164,12 @@ class StorageOptions:
         "probing the store, whose probe reads for about a second (hundreds of MiB from a fast "
         "store); 0: every read's store is probed"
     )
+    check_version: bool = _option(
+        True, _flag, "remote answers must match the size, ETag and Last-Modified planning saw "
+        "(FileChangedError), and footers of servers that send ETag or Last-Modified are kept "
+        "for later plans; off for servers whose ETag differs between answers for one file (the "
+        "servers of some web farms)"
+    )
     timeout: float = _option(30.0, _seconds, "seconds to connect or wait for a response")
 
     def __post_init__(self) -> None:
@@ -237,11 +243,15 @@ class Source:
     ``version``: the :class:`RemoteVersion` planning saw (remote files). The file's size is then
     known without a request, and an answer from a file that has changed since raises
     :class:`FileChangedError`: the plan's metadata would decode its bytes wrong. Without it,
-    :attr:`version` is what the first answer said, and later answers must agree."""
+    :attr:`version` is what the first answer said, and later answers must agree. Unless
+    ``check_version`` is off: then :attr:`version` is the first answer's, and nothing is
+    checked."""
 
-    def __init__(self, path: str, version: RemoteVersion | None = None):
+    def __init__(self, path: str, version: RemoteVersion | None = None,
+                 check_version: bool = True):
         self.path = path
         self.version = version
+        self.check_version = check_version
         self.requests = 0
         self.bytes_read = 0
         self._size: int | None = None if version is None else version.size
@@ -287,13 +297,15 @@ class Source:
         """An answer said the file is at ``version``: the first one sets :attr:`version`, a
         later one that differs raises :class:`FileChangedError`."""
         with self._lock:
-            if self.version is None:
-                self.version = version
+            if self.version is None or not self.check_version:
+                self.version = self.version or version
                 return
             changes = self.version.differs(version)
         if changes:
             raise FileChangedError(self.path, f"{self.path} changed since it was planned "
-                                   f"({', '.join(changes)}): read it again")
+                                   f"({', '.join(changes)}): read it again "
+                                   "(check_version=False where the server's ETag differs "
+                                   "between answers for one file)")
 
     def _fetch_size(self) -> int:
         raise NotImplementedError
@@ -442,7 +454,7 @@ class HttpSource(Source):
     def __init__(self, url: str, storage: StorageOptions, version: RemoteVersion | None = None):
         import urllib3
 
-        super().__init__(url, version)
+        super().__init__(url, version, storage.check_version)
         self._timeout = storage.timeout
         self._pool = _http_pool(_proxy_for(url), _ca_bundle(), storage.max_requests_in_flight)
         names = [name for name, _ in storage.http_headers]
@@ -669,7 +681,7 @@ class S3Source(Source):
     """An S3 object read by ranged GETs through Arrow's S3 client (``read_at``)."""
 
     def __init__(self, url: str, storage: StorageOptions, version: RemoteVersion | None = None):
-        super().__init__(url, version)
+        super().__init__(url, version, storage.check_version)
         self._storage = storage
         try:
             self._file = s3_filesystem(storage).open_input_file(url[len("s3://"):])

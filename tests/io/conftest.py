@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import itertools
 import os
 import re
 import socket
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Iterator
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -146,6 +148,8 @@ class HttpServer:
     connections: int = 0
     token: str = "gpuframe-test-token"
     """What '/bearer/...' wants as 'Authorization: Bearer <token>'."""
+    answers: Iterator[int] = field(default_factory=itertools.count)
+    """Numbers the ETags of '/unstable-etag/...'."""
 
     def reset(self) -> None:
         with self.lock:
@@ -163,7 +167,8 @@ class HttpServer:
 
 class _RangeHandler(BaseHTTPRequestHandler):
     """Static files with Range support and, as nginx sends them, each file's ETag and
-    Last-Modified ('/novalidator/...': neither); '/norange/...' ignores Range, '/forbidden/...'
+    Last-Modified ('/novalidator/...': neither; '/unstable-etag/...': another ETag in every
+    answer, as the servers of some web farms); '/norange/...' ignores Range, '/forbidden/...'
     is 403,
     '/brokenoff/...' sends half the body it announced and closes the connection,
     '/shaped-<ms>ms-<MB>MBps/...' waits <ms> before answering and sends at <MB> MB/s,
@@ -198,8 +203,8 @@ class _RangeHandler(BaseHTTPRequestHandler):
             time.sleep(self._shape[0])
         honour_range = not path.startswith("/norange/")
         self._broken_off = path.startswith("/brokenoff/")
-        target = (self.state.root / re.sub(r"^/(norange|forbidden|brokenoff|bearer|novalidator)/",
-                                           "/", path).lstrip("/"))
+        prefixes = "norange|forbidden|brokenoff|bearer|novalidator|unstable-etag"
+        target = self.state.root / re.sub(rf"^/({prefixes})/", "/", path).lstrip("/")
         if path.startswith("/forbidden/"):
             return self._reply(403, b"forbidden", body)
         if (path.startswith("/bearer/")
@@ -213,6 +218,8 @@ class _RangeHandler(BaseHTTPRequestHandler):
         validators = {} if path.startswith("/novalidator/") else {
             "ETag": f'"{stat.st_mtime_ns:x}-{size:x}"',
             "Last-Modified": formatdate(stat.st_mtime, usegmt=True)}
+        if path.startswith("/unstable-etag/"):
+            validators = {"ETag": f'"{next(self.state.answers)}"'}
         spec = self.headers.get("Range") if honour_range else None
         if spec is None:
             return self._reply(200, data, body, {**validators, **(

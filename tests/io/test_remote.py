@@ -166,6 +166,20 @@ def test_a_remote_source_holds_to_the_version_planning_saw(dataset_dir, http_ser
     assert bare.version == RemoteVersion(len(data)) and not bare.version.validated
 
 
+def test_a_server_whose_etag_moves_is_read_with_check_version_off(dataset_dir, http_server):
+    data = (dataset_dir / PART).read_bytes()
+    url = f"{http_server.url}/unstable-etag/{PART}"
+    checked = open_source(url)
+    checked.read_range(0, 4)
+    with pytest.raises(FileChangedError, match="check_version=False"):
+        checked.read_range(4, 4)
+    trusting = open_source(url, storage_options(check_version=False))
+    assert trusting.read_range(0, 4) == data[0:4]
+    first = trusting.version
+    assert [trusting.read_range(i, 4) for i in (4, 8)] == [data[4:8], data[8:12]]
+    assert trusting.version == first  # the first answer's; the others were not checked
+
+
 def test_http_errors_name_the_url(http_server, closed_port):
     with pytest.raises(SourceNotFoundError, match=r"127\.0\.0\.1.*nothere\.parquet.*404"):
         open_source(f"{http_server.url}/nothere.parquet").read_tail(10)
