@@ -32,7 +32,7 @@ for group in "$@"; do
       ingest-remote)  # issue #3: HTTP and S3 servers on loopback, untuned against fixed settings
         stores=http
         if python3 -c "import boto3, moto" 2>/dev/null; then stores=http,s3
-        else echo "S3 skipped: the device stack has no boto3 and moto for the S3 server"; fi
+        else echo "S3 skipped: stage the stack with benchmarks/device_s3_wheels.txt's wheels"; fi
         run python3 benchmarks/ingest_remote.py --device gpu --stores "$stores" --bytes 2GiB \
           --s3-bytes 512MiB --files 16 --threads 4,16,64 --task-sizes 1MiB,16MiB \
           --raw-threads 16,64 --repeats 3 ;;

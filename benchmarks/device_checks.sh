@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# On a GPU device machine with the stack staged (see the developers' guide): build gpuframe, print
-# what it finds, run the gpu-marked tests and the demo over UCX and TCP. Output goes to stdout and,
+# On a GPU device machine with the stack staged (see the developers' guide; the S3 tests want the
+# wheels of benchmarks/device_s3_wheels.txt staged too): build gpuframe, print what it finds, run
+# the gpu-marked tests and the demo over UCX and TCP. Output goes to stdout and,
 # when $OUT is set, to $OUT/device_checks.log. Extra arguments are passed to pytest.
 set -uo pipefail
 export PYTHONPATH=/tmp/gpustack/site PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 UCX_WARN_UNUSED_ENV_VARS=n

@@ -11,6 +11,13 @@ copied from there to its offset in the file's device buffer; cuDF reads device b
 sources (``rmm.DeviceBuffer`` is a pylibcudf span) without another copy: fetched in 0.19 s,
 decoded in 0.019 s.
 
+The ranges themselves are read by KvikIO (``kvikio.RemoteFile.pread``: C++ threads over
+libcurl, into device memory through its own pinned bounce buffers) wherever it can open the
+files with the read's options (:func:`fetch_by_kvikio`); the staging above is the way for the
+rest (custom headers, proxies) and the fallback where KvikIO fails. Same H200 host and files,
+into device memory: KvikIO 0.165 s at 16 x 16 MiB, 0.207 s at 17 x 8 MiB, 0.251 s at 64 x
+4 MiB; the staged fetch 0.188, 0.238 and 0.419 s (moto's S3, 454 MiB: 0.220 s against 0.224).
+
 A copy is as long as the file (the planned ranges sit at their own offsets), so where the read
 skips columns its device buffer holds gaps: :func:`copy_batches` bounds what the copies of one
 cuDF call take together.
@@ -18,12 +25,16 @@ cuDF call take together.
 
 from __future__ import annotations
 
+import logging
 import queue
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from .errors import RemoteError
 from .remote import Source, cut_requests, read_exactly_into, run_requests
+
+logger = logging.getLogger(__name__)
 
 COPY_SLACK = 2**30
 """Device bytes a batch of copies may always take (:func:`copy_batches`): small reads go in one
@@ -89,26 +100,96 @@ def copy_batches(jobs: Sequence[CopyJob]) -> list[list[int]]:
     return batches
 
 
+def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[Any], requests_in_flight: int,
+                    request_size: int | None) -> bool:
+    """Every job's ranges read by KvikIO straight into its device copy (``copies``, in the jobs'
+    order), with ``requests_in_flight`` threads and tasks of ``request_size`` bytes (KvikIO's
+    ``num_threads`` and ``task_size``): True. False, nothing read, where KvikIO is missing or
+    cannot open some job's file with the read's options (:meth:`Source.kvikio_args`); False too,
+    after a warning, where KvikIO fails: the caller's own requests then fetch the bytes, or
+    raise the error that names the file and range. KvikIO checks no answer's version, so once
+    the bytes are in, each file's is asked again (:meth:`Source.confirm_version`), and a file
+    changed since planning raises :class:`~gpuframe.io.errors.FileChangedError`."""
+    opens = [source.kvikio_args() for source, _, _, _ in jobs]
+    if not jobs or any(how is None for how in opens):
+        return False
+    try:
+        import cupy
+        import kvikio
+        import kvikio.defaults
+    except ImportError:
+        return False
+    # KvikIO streams each task through a bounce buffer (16 MiB): longer tasks ran slower (HTTP,
+    # 16 threads, H200 host: 64 MiB tasks 7.5 GiB/s, 16 MiB 10.5)
+    task_size = min(request_size or max(n for _, ranges, _, _ in jobs for _, n in ranges),
+                    kvikio.defaults.get("bounce_buffer_size"))
+    settings = {"num_threads": requests_in_flight, "task_size": max(1, task_size),
+                "http_timeout": max(1, round(max(how.timeout for how in opens)))}
+    changed = {k: v for k, v in settings.items() if kvikio.defaults.get(k) != v}
+    if changed:  # a new thread count starts a new pool: only when it changes
+        kvikio.defaults.set(changed)
+    files: list[Any] = []
+    reads: list[tuple[Source, int, int, Any]] = []
+    failure: BaseException | None = None
+    try:
+        for (source, ranges, _, _), how, copy in zip(jobs, opens, copies):
+            files.append(getattr(kvikio.RemoteFile, how.method)(**how.kwargs))
+            view = cupy.asarray(copy)
+            reads.extend((source, offset, length, files[-1].pread(
+                view[offset:offset + length], length, offset)) for offset, length in ranges)
+    except BaseException as exc:  # raised below, once nothing is in flight
+        failure = exc
+    for source, offset, length, future in reads:  # all of them: they write into the copies
+        try:
+            got = future.get()
+        except BaseException as exc:
+            failure = failure or exc
+            continue
+        if got != length and failure is None:
+            failure = RemoteError(f"{source.path}: bytes {offset}-{offset + length} ended "
+                                  f"after {got} bytes")
+    for file in files:
+        file.close()
+    if failure is not None:
+        if not isinstance(failure, (RuntimeError, RemoteError)):
+            raise failure
+        logger.warning("KvikIO could not read %s (%s); gpuframe's own requests fetch them",
+                       ", ".join(source.path for source, _, _, _ in jobs), failure)
+        return False
+    sources = [source for source, _, _, _ in jobs]
+    run_requests([(i, 0, 0) for i in range(len(sources))], requests_in_flight,
+                 lambda piece: sources[piece[0]].confirm_version())
+    for source, ranges, _, _ in jobs:
+        source.record(sum(-(-n // task_size) for _, n in ranges), sum(n for _, n in ranges))
+    return True
+
+
 def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
                         request_size: int | None) -> list[Any]:
     """An ``rmm.DeviceBuffer`` per job, ``length`` bytes holding the job's ranges and known
-    bytes at their offsets (:func:`fetch_staged` through pinned buffers, at most
-    :data:`STAGING_BYTES` of them); the rest is whatever the allocation held, which a reader of
-    the planned units never touches."""
+    bytes at their offsets: the ranges read by KvikIO (:func:`fetch_by_kvikio`), or else by
+    :func:`fetch_staged` through pinned buffers (at most :data:`STAGING_BYTES` of them); the
+    rest is whatever the allocation held, which a reader of the planned units never touches."""
     import cupy
     import rmm
 
     copies = [rmm.DeviceBuffer(size=length) for _, _, length, _ in jobs]
 
-    def staging(pieces: int, size: int) -> list[memoryview]:
-        buffers = min(requests_in_flight, pieces, STAGING_BYTES // max(1, size))
-        pinned = [cupy.cuda.alloc_pinned_memory(max(1, size)) for _ in range(max(1, buffers))]
-        return [memoryview(np.frombuffer(p, np.uint8, size)) for p in pinned]
-
     def place(job: int, offset: int, data: memoryview) -> None:
         host = np.frombuffer(data, np.uint8)
         cupy.cuda.runtime.memcpy(copies[job].ptr + offset, host.ctypes.data, host.nbytes,
                                  cupy.cuda.runtime.memcpyHostToDevice)
+
+    if fetch_by_kvikio(jobs, copies, requests_in_flight, request_size):
+        for job, (_, _, _, known) in enumerate(jobs):
+            for offset, data in known.items():
+                place(job, offset, memoryview(data))
+        return copies
+
+    def staging(pieces: int, size: int) -> list[memoryview]:
+        buffers = min(requests_in_flight, pieces, STAGING_BYTES // max(1, size))
+        pinned = [cupy.cuda.alloc_pinned_memory(max(1, size)) for _ in range(max(1, buffers))]
+        return [memoryview(np.frombuffer(p, np.uint8, size)) for p in pinned]
 
     fetch_staged(jobs, requests_in_flight, request_size, staging, place)
     return copies

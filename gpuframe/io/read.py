@@ -20,7 +20,8 @@ between formats is asked of the plan's :class:`~gpuframe.io.formats.FileFormat`:
 - cudf backend (:class:`CudfReader`): cuDF's reader (``read_parquet``, ``read_orc``,
   ``read_csv`` with ``byte_range``), one call per partition, with KvikIO's thread count and
   task size set from the same numbers; remote Parquet and ORC decoded from copies in device
-  memory (:func:`read_device_copies`); cuDF is imported only on the workers that run it.
+  memory (:func:`read_device_copies`), fetched by KvikIO's remote reads where it can make
+  them; cuDF is imported only on the workers that run it.
 
 Bytes that do not decode at read time (a file cut, rewritten or corrupted since planning) raise
 the engine's errors naming the file and unit (:func:`read_failure`), and the first failed task's
@@ -207,8 +208,10 @@ class CudfReader:
     (``compat_mode`` auto). One call matters: on an H200, 16 warm Parquet files read one by one
     ran at 5.7 GiB/s, in one call at 22 GiB/s (cuDF decodes the files' pages together).
     Remote Parquet and ORC: the planned ranges are fetched concurrently (Little's law's
-    requests in flight) into copies of the files in device memory, which cuDF decodes in one
-    call (:func:`read_device_copies`); cuDF 26.10's own remote reader fetched whole files over
+    requests in flight: KvikIO's threads and task size, or gpuframe's own requests where
+    KvikIO cannot make them, :func:`~gpuframe.io.device.fetch_by_kvikio`) into copies of the
+    files in device memory, which cuDF decodes in one call (:func:`read_device_copies`);
+    cuDF 26.10's own remote reader fetched whole files over
     HTTP (seen on an H200: three full GETs for one fragment), which a read must never do.
     Remote CSV, and remote reads with filters (selective: the filter columns first), go
     through :class:`ArrowReader` and are moved to the GPU.

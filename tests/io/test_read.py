@@ -523,8 +523,80 @@ def test_cudf_reader_reads_remote_files_by_ranges(dataset_dir, http_server):
         got, _ = READERS["cudf"]().read("k", [remote_task])
         pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
     assert http_server.whole_file_gets() == 0
-    assert all(r.method == "GET" for r in http_server.log)  # the planned size: no HEAD
+    # the planned size: no HEAD before the reads; one after KvikIO's, for the file's version
+    assert [r.method for r in http_server.log if r.method != "GET"] == ["HEAD"] * len(
+        fragment_tasks(remote))
     assert http_server.bytes_served() < 2 * (dataset_dir / name).stat().st_size
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("store", ["http", "s3"])
+def test_cudf_reader_fetches_plain_http_and_signed_s3_through_kvikio(
+        dataset_dir, http_server, store, request, monkeypatch):
+    """KvikIO's range reads alone (gpuframe's staged fetch would fail), in requests of the
+    plan's size; the frame is the one the Arrow reader gives of the local files."""
+    def no_staging(*args: object) -> None:
+        raise AssertionError("fetched by gpuframe's staged requests, not KvikIO")
+
+    monkeypatch.setattr(device, "fetch_staged", no_staging)
+    names = [f"flat/part-{i}.parquet" for i in range(2)]
+    options = {"requests_in_flight": 3, "task_size": 3000}
+    expected, _ = READERS["pandas"]().read("k", fragment_tasks(plan_fragments(
+        [str(dataset_dir / name) for name in names], storage=options)))
+    if store == "http":
+        urls, storage = [f"{http_server.url}/{name}" for name in names], {}
+    else:
+        s3_server = request.getfixturevalue("s3_server")
+        urls, storage = [s3_server.url(name) for name in names], s3_server.options()
+    tasks = fragment_tasks(plan_fragments(urls, storage={**storage, **options}))
+    http_server.reset()
+    got, stats = READERS["cudf"]().read("k", tasks)
+    pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
+    planned = sum(n for task in tasks
+                  for _, n in task.format.ranges(task.metadata, task.units, task.file_columns))
+    assert stats.bytes_read == planned and stats.requests >= planned / 3000
+    if store == "http":  # the server's log: ranges of the plan's size, then a HEAD per file
+        gets = [r for r in http_server.log if r.method == "GET"]
+        assert all(r.status == 206 and r.nbytes <= 3000 for r in gets)
+        assert sum(r.nbytes for r in gets) == planned
+        assert [r.method for r in http_server.log].count("HEAD") == len(urls)
+
+
+@pytest.mark.gpu
+def test_a_file_rewritten_under_kvikios_reads_is_named(http_server):
+    """KvikIO checks no answer's ETag: the version asked once its bytes are in does."""
+    tasks = fragment_tasks(plan_fragments(f"{http_server.url}/unstable-etag/flat/part-0.parquet",
+                                          storage={"requests_in_flight": 2}))
+    with pytest.raises(FileChangedError, match="unstable-etag/flat/part-0.parquet changed"):
+        READERS["cudf"]().read("k", tasks)
+
+
+@pytest.mark.gpu
+def test_remote_reads_kvikio_cannot_make_or_fails_go_through_gpuframes_requests(
+        dataset_dir, http_server, monkeypatch, caplog):
+    import kvikio
+
+    name = "flat/part-0.parquet"
+    expected, _ = READERS["pandas"]().read("k", fragment_tasks(plan_fragments(
+        str(dataset_dir / name))))
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("curl: (7) refused")
+
+    monkeypatch.setattr(kvikio.RemoteFile, "open_http", refused)
+    tasks = fragment_tasks(plan_fragments(f"{http_server.url}/{name}"))
+    got, _ = READERS["cudf"]().read("k", tasks)
+    pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
+    assert f"KvikIO could not read {http_server.url}/{name} (curl: (7) refused)" in caplog.text
+
+    def not_for_these(*args: object, **kwargs: object) -> None:
+        raise AssertionError("KvikIO would send no Authorization header")
+
+    monkeypatch.setattr(kvikio.RemoteFile, "open_http", not_for_these)
+    bearer = {"http_headers": {"Authorization": f"Bearer {http_server.token}"}}
+    tasks = fragment_tasks(plan_fragments(f"{http_server.url}/bearer/{name}", storage=bearer))
+    got, _ = READERS["cudf"]().read("k", tasks)
+    pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
 
 
 @pytest.mark.gpu
@@ -710,10 +782,15 @@ def test_a_short_answer_to_a_staged_fetch_names_the_file(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kvikio", [True, False], ids=["kvikio", "staged"])
 @pytest.mark.parametrize("name", ["flat/part-0.parquet", "orc/part-0.orc"])
-def test_device_copies_hold_the_planned_and_known_bytes(dataset_dir, http_server, name):
+def test_device_copies_hold_the_planned_and_known_bytes(dataset_dir, http_server, name, kvikio,
+                                                        monkeypatch):
     """What cuDF decodes on the GPU: every planned range and every known piece at its offset
-    of the file's device buffer, through staging smaller than the ranges."""
+    of the file's device buffer, read by KvikIO in tasks shorter than the ranges, or through
+    staging smaller than them."""
+    if not kvikio:
+        monkeypatch.setattr(device, "fetch_by_kvikio", lambda *args: False)
     kind = name.split("/")[0].replace("flat", "parquet")
     remote = plan_fragments(f"{http_server.url}/{name}", ["id"], format=kind,
                             partition_bytes=1,

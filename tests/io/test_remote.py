@@ -24,9 +24,11 @@ from gpuframe.io.errors import (
     UnreachableError,
 )
 from gpuframe.io.remote import (
+    KvikioOpen,
     RangeFile,
     RemoteVersion,
     StorageOptions,
+    kvikio_s3_args,
     open_source,
     read_ranges,
     read_ranges_into,
@@ -178,6 +180,90 @@ def test_a_server_whose_etag_moves_is_read_with_check_version_off(dataset_dir, h
     first = trusting.version
     assert [trusting.read_range(i, 4) for i in (4, 8)] == [data[4:8], data[8:12]]
     assert trusting.version == first  # the first answer's; the others were not checked
+
+
+def test_a_source_confirms_its_version_with_one_head(dataset_dir, http_server):
+    """What KvikIO's reads, which check no answer, rely on once their bytes are in."""
+    url = f"{http_server.url}/{PART}"
+    seen = open_source(url)
+    seen.read_range(0, 4)
+    http_server.reset()
+    open_source(url, version=seen.version).confirm_version()
+    assert [r.method for r in http_server.log] == ["HEAD"]
+    older = seen.version._replace(etag='"older"')
+    with pytest.raises(FileChangedError, match=f"{PART} changed since it was planned"):
+        open_source(url, version=older).confirm_version()
+    open_source(url, storage_options(check_version=False), older).confirm_version()
+
+
+def test_an_s3_source_confirms_its_version_by_asking_again(s3_server):
+    import boto3
+
+    key = "confirm/part.bin"
+    s3 = boto3.client("s3", endpoint_url=s3_server.endpoint, aws_access_key_id=s3_server.key,
+                      aws_secret_access_key=s3_server.secret, region_name="us-east-1")
+    s3.put_object(Bucket=s3_server.bucket, Key=key, Body=b"x" * 100)
+    try:
+        source = open_source(s3_server.url(key), storage_options(s3_server.options()))
+        source.confirm_version()
+        s3.put_object(Bucket=s3_server.bucket, Key=key, Body=b"x" * 101)
+        with pytest.raises(FileChangedError, match=f"{key} changed .*size 100 -> 101"):
+            source.confirm_version()
+        s3.delete_object(Bucket=s3_server.bucket, Key=key)
+        with pytest.raises(SourceNotFoundError, match=key):
+            source.confirm_version()
+    finally:
+        s3.delete_object(Bucket=s3_server.bucket, Key=key)
+
+
+@pytest.fixture
+def no_proxies(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                 "ALL_PROXY", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_kvikio_opens_plain_http_urls_alone(dataset_dir, http_server, monkeypatch, no_proxies):
+    """KvikIO's libcurl sends none of the read's headers or logins and goes through no proxy of
+    the environment's: such URLs keep to gpuframe's own requests (Source.kvikio_args None)."""
+    size = (dataset_dir / PART).stat().st_size
+    url = f"{http_server.url}/{PART}"
+    assert open_source(url, version=RemoteVersion(size)).kvikio_args() == KvikioOpen(
+        "open_http", {"url": url, "nbytes": size}, StorageOptions().timeout)
+    bearer = storage_options(http_headers={"Authorization": "Bearer t"})
+    assert open_source(url, bearer).kvikio_args() is None
+    assert open_source(url.replace("//", "//user:pw@")).kvikio_args() is None
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:1")
+    monkeypatch.setenv("no_proxy", "")
+    assert open_source(url).kvikio_args() is None
+    https = "https://files.invalid/part.parquet"
+    assert open_source(https, version=RemoteVersion(10)).kvikio_args().kwargs == {
+        "url": https, "nbytes": 10}
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/site-ca.pem")  # a site's own authority
+    assert open_source(https, version=RemoteVersion(10)).kvikio_args() is None
+
+
+def test_kvikio_signs_s3_reads_with_the_reads_key(dataset_dir, s3_server, monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    size = (dataset_dir / PART).stat().st_size
+    url = s3_server.url(PART)
+    options = storage_options(s3_server.options())
+    assert open_source(url, options).kvikio_args() == KvikioOpen("open_s3_url", {
+        "url": url, "nbytes": size, "aws_region_name": "us-east-1",
+        "aws_access_key_id": s3_server.key, "aws_secret_access_key": s3_server.secret,
+        "aws_session_token": None, "aws_endpoint_url": s3_server.endpoint}, options.timeout)
+    for cannot in ({"anonymous": True}, {"virtual_addressing": True}, {"region": None},
+                   {"key": None, "secret": None}):  # a profile's or the role's key
+        assert kvikio_s3_args(url, size, storage_options(s3_server.options(**cannot))) is None
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "from-env")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    env = kvikio_s3_args(url, size, storage_options(s3_server.options(key=None, secret=None,
+                                                                      region=None)))
+    assert env.kwargs["aws_access_key_id"] is None  # KvikIO reads the environment's
+    assert env.kwargs["aws_region_name"] == "eu-west-1"
+    bare_host = storage_options(endpoint="minio:9000", key="k", secret="s", region="r")
+    assert kvikio_s3_args(url, size, bare_host).kwargs["aws_endpoint_url"] == "https://minio:9000"
 
 
 def test_http_errors_name_the_url(http_server, closed_port):
@@ -436,8 +522,9 @@ def test_an_s3_object_of_another_size_than_planned_is_changed(dataset_dir, s3_se
     size = (dataset_dir / PART).stat().st_size
     options = storage_options(s3_server.options())
     assert open_source(s3_server.url(PART), options).version == RemoteVersion(size)
+    planned = open_source(s3_server.url(PART), options, RemoteVersion(size + 1))
     with pytest.raises(FileChangedError, match=f"{PART} changed .*size {size + 1} -> {size}"):
-        open_source(s3_server.url(PART), options, RemoteVersion(size + 1))
+        planned.read_range(0, 4)  # opened (a HEAD) at its first read
 
 
 def test_s3_temporary_credentials_need_their_session_token(dataset_dir, s3_server):
