@@ -84,7 +84,12 @@ def test_a_fetch_makes_several_rounds_of_requests():
     size = chosen.request_size_for(1818 * 2**20)
     assert size == math.ceil(1818 * 2**20 / (32 * tuning.WAVES))
     assert chosen.request_size_for(100 * 2**30) == 32 * 2**20  # never larger than chosen
-    assert chosen.request_size_for(2**20) == tuning.MIN_REQUEST_SIZE
+    # never below the size where latency is 1/16 of a request: 15 x 1 ms x 230 MB/s -> 4 MiB
+    assert chosen.request_size_for(2**20) == 4 * 2**20
+    # a store of long latency and slow requests (moto's S3) keeps requests long: 454 MiB by
+    # 32 in flight in 16 MiB requests (15 x 8.8 ms x 66 MB/s), not 136 of 3.5 MiB
+    slow = Concurrency(0.0088, 2.0e9, 32, 64 * 2**20, stream_bandwidth=66e6)
+    assert slow.request_size_for(454 * 2**20) == 16 * 2**20
     configured = Concurrency(0.0, 0.0, 32, 32 * 2**20, "configured")
     assert configured.request_size_for(2**20) == 32 * 2**20
 
