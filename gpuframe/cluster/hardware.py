@@ -100,6 +100,20 @@ def gds_status() -> str:
         return f"unknown ({exc})"
 
 
+def remote_read_status() -> str:
+    """How GPU workers fetch remote files' bytes (:func:`gpuframe.io.device.fetch_by_kvikio`)."""
+    if has_module("kvikio"):
+        try:
+            import kvikio
+
+            if kvikio.is_remote_file_available():
+                return ("KvikIO RemoteFile (libcurl); gpuframe's own requests for custom "
+                        "headers, logins, proxies, S3 profiles")
+        except Exception as exc:
+            return f"unknown ({exc})"
+    return "gpuframe's own requests through pinned buffers (no KvikIO remote support)"
+
+
 def native_status() -> str:
     """Whether gpuframe's C++ core was built with CUDA and sees a device."""
     try:
@@ -120,6 +134,7 @@ def describe_host() -> dict[str, str]:
         "CUDA driver": cuda_driver_version() or "none",
         "UCX (distributed-ucxx)": "available" if ucx_available() else "not installed",
         "file reads to GPU": gds_status(),
+        "remote reads to GPU": remote_read_status(),
         "native core": native_status(),
     }
     for module in ("cudf", "dask_cudf", "dask_cuda", "kvikio", "ucxx"):

@@ -119,6 +119,8 @@ def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[Any], requests_in_
         import kvikio.defaults
     except ImportError:
         return False
+    if not kvikio.is_remote_file_available():  # a KvikIO built without libcurl
+        return False
     # KvikIO streams each task through a bounce buffer (16 MiB): longer tasks ran slower (HTTP,
     # 16 threads, H200 host: 64 MiB tasks 7.5 GiB/s, 16 MiB 10.5)
     task_size = min(request_size or max(n for _, ranges, _, _ in jobs for _, n in ranges),
@@ -156,7 +158,7 @@ def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[Any], requests_in_
         logger.warning("KvikIO could not read %s (%s); gpuframe's own requests fetch them",
                        ", ".join(source.path for source, _, _, _ in jobs), failure)
         return False
-    sources = [source for source, _, _, _ in jobs]
+    sources = [source for source, _, _, _ in jobs if source.check_version]
     run_requests([(i, 0, 0) for i in range(len(sources))], requests_in_flight,
                  lambda piece: sources[piece[0]].confirm_version())
     for source, ranges, _, _ in jobs:

@@ -4,9 +4,11 @@ from gpuframe.cluster import hardware
 def test_describe_host_reports_every_fact_even_without_gpus():
     facts = hardware.describe_host()
     for key in ("GPUs", "CUDA driver", "UCX (distributed-ucxx)", "file reads to GPU",
-                "native core", "cudf", "dask", "pandas"):
+                "remote reads to GPU", "native core", "cudf", "dask", "pandas"):
         assert facts[key], key
     assert facts["dask"] == hardware.package_version("dask")
+    assert facts["remote reads to GPU"].startswith(
+        "KvikIO RemoteFile" if hardware.has_module("kvikio") else "gpuframe's own requests")
 
 
 def test_gpu_list_matches_the_nvml_count():
