@@ -27,8 +27,9 @@ Bytes that do not decode at read time (a file cut, rewritten or corrupted since 
 the engine's errors naming the file and unit (:func:`read_failure`), and the first failed task's
 error reaches the caller as itself (:func:`raise_dataset_error`).
 
-Every worker reports what it fetched as a Dask event (topic ``gpuframe-read``); the client folds
-them into a :class:`ReadReport`: bytes read against bytes of the result's columns.
+Every read task reports what it fetched as a Dask event (topic ``gpuframe-read``, for the
+dashboard's figures) and, where the client wants a :class:`ReadReport` (bytes read against
+bytes of the result's columns), keeps it on its worker for the client to take.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import threading
 import time
 import weakref
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -97,6 +100,13 @@ columns 1.088 s at 4 MiB, 0.989 s at 16 MiB (raw 0.905 s); strings 1.089 and 0.9
 1.032 s). Warm, through read_parquet, 16 MiB costs 87 -> 92 ms (int) and 130 -> 134 ms
 (strings); 1 MiB was slower still (0.100 s against 0.081 s at 4 MiB)."""
 STAGE_EVENT_TOPIC = "gpuframe-stage"  # client-side stages: {"stage": ..., "seconds": ...}
+KEPT_STATS = 65536
+"""Read tasks' :class:`ReadStats` a worker keeps until the report of their read takes them
+(the oldest go first, should a read fail before): a report asks the workers, since the
+scheduler keeps only the last 1000 events of a topic (``distributed.admin.low-level-log-length``),
+fewer than a large read has tasks, and a report built from them undercounted."""
+_kept_stats: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_kept_stats_lock = threading.Lock()
 DECODE_ERRORS = (OSError, ValueError, RuntimeError, IndexError, EOFError, pa.ArrowException)
 """What decoding bytes that are not what planning saw raises: Arrow's ``OSError`` ('Corrupt
 snappy compressed data.') and ``ArrowInvalid``, cuDF's ``RuntimeError``, and the
@@ -594,11 +604,18 @@ def _finish(table: pa.Table, task: FragmentTask, empty_rest: Sequence[str] = ())
     return table.select(task.schema.names).cast(task.schema)
 
 
-def read_fragments(key: str, tasks: Sequence[FragmentTask], backend: str) -> Any:
+def read_fragments(key: str, tasks: Sequence[FragmentTask], backend: str,
+                   keep_stats: bool = False) -> Any:
     """The read task: ``tasks``' fragments (one worker's, packed up to the partition budget) as
-    one partition of ``backend``; reports one Dask event for them."""
+    one partition of ``backend``; reports one Dask event for them, and keeps their
+    :class:`ReadStats` for the client's report where it wants one (:func:`take_kept_stats`)."""
     frame, stats = READERS[backend]().read(key, tasks)
-    try:
+    if keep_stats:
+        with _kept_stats_lock:
+            _kept_stats[key] = stats.__dict__
+            while len(_kept_stats) > KEPT_STATS:
+                _kept_stats.popitem(last=False)
+    try:  # for the dashboard's figures (EngineMetrics)
         from distributed import get_worker
 
         get_worker().log_event(EVENT_TOPIC, stats.__dict__)
@@ -830,12 +847,14 @@ def read_plan(plan: ReadPlan, engine: Any = None, workers: Sequence[str] | None 
     start = time.perf_counter()
     prefix = f"gpuframe-read-{plan.format.name}-{token}"
     tasks = fragment_tasks(plan)
+    reporting = with_report or logger.isEnabledFor(logging.INFO)
     for i, group in enumerate(plan.partitions()):
         owner = plan.fragments[group[0]].owner
         owner = owner if owner in workers else sorted(workers)[i % len(workers)]
         key = f"{prefix}-{i}"
         futures.append(engine.client.submit(read_fragments, key, [tasks[j] for j in group],
-                                            backend, key=key, workers=[owner], pure=False))
+                                            backend, reporting, key=key, workers=[owner],
+                                            pure=False))
         owners.append(owner)
     meta = plan.schema.empty_table().to_pandas()
     frame = DistributedFrame(engine, futures, meta, owners)
@@ -846,7 +865,7 @@ def read_plan(plan: ReadPlan, engine: Any = None, workers: Sequence[str] | None 
     except BaseException:
         engine.client.cancel(futures)  # no partial frame survives a failed read
         raise
-    if not with_report and not logger.isEnabledFor(logging.INFO):
+    if not reporting:
         return frame, None
     report = _report(plan, engine, {f.key for f in futures}, time.perf_counter() - start)
     logger.info("read %s: %r", plan.format.name, report)
@@ -884,10 +903,15 @@ def _restart_worker(client: Any, worker: str) -> str:
     return f"{worker} was restarted ({status}): the partitions it held are lost"
 
 
+def take_kept_stats(keys: Sequence[str]) -> list[dict[str, Any]]:
+    """The :class:`ReadStats` this worker kept for ``keys`` (as dicts), no longer kept."""
+    with _kept_stats_lock:
+        return [_kept_stats.pop(key) for key in keys if key in _kept_stats]
+
+
 def _report(plan: ReadPlan, engine: Any, keys: set[str], seconds: float) -> ReadReport:
-    stats = [msg for _, msg in engine.client.get_events(EVENT_TOPIC)
-             if isinstance(msg, dict) and msg.get("key") in keys]
-    latest = {s["key"]: s for s in stats}
+    kept = engine.client.run(take_kept_stats, sorted(keys))
+    latest = {s["key"]: s for stats in kept.values() for s in stats}
     return ReadReport(
         format=plan.format.name,
         fragments=len(plan.fragments),

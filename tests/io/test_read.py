@@ -93,6 +93,24 @@ def test_columns_and_filters_match_pandas(engine, dataset_dir, columns, filters)
     assert report.bytes_read <= report.planned_bytes
 
 
+def test_a_report_counts_every_task_of_a_read_larger_than_the_schedulers_event_log(
+        dataset_dir):
+    """The scheduler keeps the last ``low-level-log-length`` events of a topic (1000 by
+    default): a report made from them counted only the read's last tasks."""
+    import dask
+
+    flat = dataset_dir / "flat"
+    expected = pd.read_parquet(flat)
+    with dask.config.set({"distributed.admin.low-level-log-length": 2}):
+        with gpuframe.start_cluster(backend="pandas", protocol="tcp", n_workers=1) as engine:
+            frame, report = read_parquet_with_report(str(flat), partition_bytes=1, engine=engine)
+            assert frame.npartitions > 2
+            assert report.rows == len(expected)
+            assert report.bytes_read == report.planned_bytes
+            assert read_parquet_with_report(str(flat), partition_bytes=1, engine=engine)[
+                1].rows == len(expected)  # nothing of the first read counted again
+
+
 def test_hive_read_matches_pandas(engine, dataset_dir):
     hive = dataset_dir / "hive"
     check_same(read_parquet(str(hive)), pd.read_parquet(hive))
