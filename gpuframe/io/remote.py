@@ -217,7 +217,8 @@ def scheme_of(path: str) -> str:
 
 class RemoteVersion(NamedTuple):
     """What a store says of a remote file's version: its size, and the ETag and Last-Modified
-    headers of an HTTP server (None where it sends none; S3 through Arrow: size alone)."""
+    headers of an HTTP server (None where it sends none), an S3 object's LastModified as Arrow
+    gives it (ISO 8601)."""
 
     size: int
     etag: str | None = None
@@ -732,33 +733,38 @@ def kvikio_s3_args(url: str, size: int, storage: StorageOptions) -> KvikioOpen |
 
 
 class S3Source(Source):
-    """An S3 object read by ranged GETs through Arrow's S3 client (``read_at``). Opening it asks
-    its size (a HEAD): with a planned version that waits for the first read, which a GPU read
-    that KvikIO fetches never makes (16 objects opened one after another took ~0.3 s of a read
-    from moto's S3 on an H200 host)."""
+    """An S3 object read by ranged GETs through Arrow's S3 client (``read_at``). Its version is
+    its size and LastModified, asked by a HEAD (Arrow's ``get_file_info``). Arrow's file is
+    opened (another HEAD) at the first read, which a GPU read that KvikIO fetches never makes
+    (16 objects opened one after another took ~0.3 s of a read from moto's S3 on an H200
+    host); KvikIO's reads confirm the version once done instead."""
 
     def __init__(self, url: str, storage: StorageOptions, version: RemoteVersion | None = None):
         super().__init__(url, version, storage.check_version)
         self._storage = storage
         self._file: Any = None
         self._open_lock = threading.Lock()
+        self._planned = version is not None
         if version is None:
-            self._opened()
+            self._size = self._fetch_size()
 
     def _opened(self) -> Any:
-        """Arrow's file, opened by the first call; its size checked against the version."""
+        """Arrow's file, opened by the first call; a planned version is first asked again (the
+        answers to Arrow's reads say nothing of it: a rewrite of the same size since planning
+        would go unseen), and the file's size checked against it."""
         with self._open_lock:
             if self._file is None:
+                if self._planned:
+                    self._fetch_size()
                 try:
                     file = s3_filesystem(self._storage).open_input_file(self.path[len("s3://"):])
                 except OSError as exc:
                     raise s3_error(exc, self.path, self._storage) from exc
                 try:
-                    self._seen(RemoteVersion(file.size()))  # all Arrow says of its version
+                    self._seen(RemoteVersion(file.size()))
                 except FileChangedError:
                     file.close()
                     raise
-                self._size = file.size()
                 self._file = file
             return self._file
 
@@ -766,15 +772,17 @@ class S3Source(Source):
         return kvikio_s3_args(self.path, self.size(), self._storage)
 
     def _fetch_size(self) -> int:
-        """The object's size asked again (a HEAD), and checked against its version."""
+        """The object's size and LastModified (a HEAD), checked against its version."""
         try:
-            size = s3_filesystem(self._storage).get_file_info(self.path[len("s3://"):]).size
+            info = s3_filesystem(self._storage).get_file_info(self.path[len("s3://"):])
         except OSError as exc:
             raise s3_error(exc, self.path, self._storage) from exc
-        if size is None:
-            raise SourceNotFoundError(f"no such object: {self.path} (gone since planning)")
-        self._seen(RemoteVersion(size))
-        return size
+        if info.size is None:  # Arrow's answer to a 404 (or to a prefix: a "directory")
+            where = f" at endpoint {self._storage.endpoint}" if self._storage.endpoint else ""
+            raise SourceNotFoundError(f"no such object: {self.path}{where}")
+        self._seen(RemoteVersion(info.size, None,
+                                 info.mtime.isoformat() if info.mtime is not None else None))
+        return info.size
 
     def _read(self, offset: int, length: int) -> bytes:
         file = self._opened()

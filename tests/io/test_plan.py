@@ -466,6 +466,16 @@ def test_remote_metadata_is_kept_where_the_store_says_its_version(dataset_dir, h
     assert again.fragments == first.fragments
 
 
+def test_s3_footers_are_kept_by_the_objects_last_modified(dataset_dir, s3_server):
+    """Arrow gives an S3 object's LastModified: its footer is read once, as over HTTP."""
+    url = s3_server.url("flat/part-1.parquet")
+    PLANNED_METADATA.forget([url])
+    storage = {**s3_server.options(), **FIXED}
+    first, again = (plan_fragments(url, storage=storage) for _ in range(2))
+    assert first.versions[url].last_modified and not first.reused
+    assert again.reused == {url} and again.versions == first.versions
+
+
 def test_orc_tails_are_reused_like_footers(dataset_dir, monkeypatch):
     read = _counting_reads(monkeypatch, OrcFormat)
     PLANNED_METADATA.clear()

@@ -206,6 +206,14 @@ def test_an_s3_source_confirms_its_version_by_asking_again(s3_server):
     try:
         source = open_source(s3_server.url(key), storage_options(s3_server.options()))
         source.confirm_version()
+        time.sleep(1.1)  # LastModified counts seconds
+        s3.put_object(Bucket=s3_server.bucket, Key=key, Body=b"y" * 100)  # the same size
+        with pytest.raises(FileChangedError, match=f"{key} changed .*last_modified"):
+            source.confirm_version()
+        planned = open_source(s3_server.url(key), storage_options(s3_server.options()),
+                              source.version)
+        with pytest.raises(FileChangedError, match=f"{key} changed .*last_modified"):
+            planned.read_range(0, 10)  # its first read asks the version first
         s3.put_object(Bucket=s3_server.bucket, Key=key, Body=b"x" * 101)
         with pytest.raises(FileChangedError, match=f"{key} changed .*size 100 -> 101"):
             source.confirm_version()
@@ -521,7 +529,8 @@ def test_s3_ranges_and_errors(dataset_dir, s3_server, closed_port):
 def test_an_s3_object_of_another_size_than_planned_is_changed(dataset_dir, s3_server):
     size = (dataset_dir / PART).stat().st_size
     options = storage_options(s3_server.options())
-    assert open_source(s3_server.url(PART), options).version == RemoteVersion(size)
+    seen = open_source(s3_server.url(PART), options).version
+    assert seen.size == size and seen.last_modified and seen.validated
     planned = open_source(s3_server.url(PART), options, RemoteVersion(size + 1))
     with pytest.raises(FileChangedError, match=f"{PART} changed .*size {size + 1} -> {size}"):
         planned.read_range(0, 4)  # opened (a HEAD) at its first read
