@@ -912,6 +912,9 @@ def take_kept_stats(keys: Sequence[str]) -> list[dict[str, Any]]:
 def _report(plan: ReadPlan, engine: Any, keys: set[str], seconds: float) -> ReadReport:
     kept = engine.client.run(take_kept_stats, sorted(keys))
     latest = {s["key"]: s for stats in kept.values() for s in stats}
+    if len(latest) < len(keys):  # a worker restarted since its task ran, its stats with it
+        logger.warning("the report of read %s counts %d of its %d tasks: the others' workers "
+                       "no longer hold their stats", plan.format.name, len(latest), len(keys))
     return ReadReport(
         format=plan.format.name,
         fragments=len(plan.fragments),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from dataclasses import replace
@@ -109,6 +110,17 @@ def test_a_report_counts_every_task_of_a_read_larger_than_the_schedulers_event_l
             assert report.bytes_read == report.planned_bytes
             assert read_parquet_with_report(str(flat), partition_bytes=1, engine=engine)[
                 1].rows == len(expected)  # nothing of the first read counted again
+
+
+def test_a_report_missing_some_tasks_stats_says_so(engine, dataset_dir, monkeypatch, caplog):
+    """A worker restarted between its read task and the report has lost the task's stats."""
+    assert len(engine.workers) == 2
+    run = engine.client.run
+    monkeypatch.setattr(engine.client, "run", lambda *args, **kwargs: dict(
+        list(run(*args, **kwargs).items())[1:]))  # the first worker's stats are gone
+    frame, report = read_parquet_with_report(str(dataset_dir / "flat"), partition_bytes=1)
+    assert 0 < report.rows < len(frame)
+    assert re.search(rf"counts \d+ of its {frame.npartitions} tasks", caplog.text)
 
 
 def test_hive_read_matches_pandas(engine, dataset_dir):
