@@ -49,6 +49,13 @@ CopyJob = tuple[Source, Sequence[tuple[int, int]], int, Mapping[int, bytes]]
 bytes already known by offset: magic numbers, footer)."""
 
 
+def place_known(jobs: Sequence[CopyJob], place: Callable[[int, int, memoryview], None]) -> None:
+    """``place(job, offset, bytes)`` of every job's known bytes (magic numbers, footer)."""
+    for job, (_, _, _, known) in enumerate(jobs):
+        for offset, data in known.items():
+            place(job, offset, memoryview(data))
+
+
 def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size: int | None,
                  staging: Callable[[int, int], Sequence[memoryview]],
                  place: Callable[[int, int, memoryview], None]) -> None:
@@ -59,9 +66,7 @@ def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size:
     known bytes are placed first. A short answer raises a
     :class:`~gpuframe.io.errors.RemoteError` naming the file and range
     (:func:`~gpuframe.io.remote.read_exactly_into`)."""
-    for job, (_, _, _, known) in enumerate(jobs):
-        for offset, data in known.items():
-            place(job, offset, memoryview(data))
+    place_known(jobs, place)
     pieces = [(job, start, length) for job, (_, ranges, _, _) in enumerate(jobs)
               for _, start, length in cut_requests(ranges, requests_in_flight, request_size)]
     free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
@@ -183,9 +188,7 @@ def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
                                  cupy.cuda.runtime.memcpyHostToDevice)
 
     if fetch_by_kvikio(jobs, copies, requests_in_flight, request_size):
-        for job, (_, _, _, known) in enumerate(jobs):
-            for offset, data in known.items():
-                place(job, offset, memoryview(data))
+        place_known(jobs, place)
         return copies
 
     def staging(pieces: int, size: int) -> list[memoryview]:
