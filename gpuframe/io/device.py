@@ -111,8 +111,9 @@ def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[Any], requests_in_
     order), with ``requests_in_flight`` threads and tasks of ``request_size`` bytes (KvikIO's
     ``num_threads`` and ``task_size``): True. False, nothing read, where KvikIO is missing or
     cannot open some job's file with the read's options (:meth:`Source.kvikio_args`); False too,
-    after a warning, where KvikIO fails: the caller's own requests then fetch the bytes, or
-    raise the error that names the file and range. KvikIO checks no answer's version, so once
+    after a warning, where KvikIO fails, whatever it raises (an older KvikIO's missing setting
+    as well as a store's error): the caller's own requests then fetch the bytes, or raise the
+    error that names the file and range. KvikIO checks no answer's version, so once
     the bytes are in, each file's is asked again (:meth:`Source.confirm_version`), and a file
     changed since planning raises :class:`~gpuframe.io.errors.FileChangedError`."""
     opens = [source.kvikio_args() for source, _, _, _ in jobs]
@@ -126,19 +127,20 @@ def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[Any], requests_in_
         return False
     if not kvikio.is_remote_file_available():  # a KvikIO built without libcurl
         return False
-    # KvikIO streams each task through a bounce buffer (16 MiB): longer tasks ran slower (HTTP,
-    # 16 threads, H200 host: 64 MiB tasks 7.5 GiB/s, 16 MiB 10.5)
-    task_size = min(request_size or max(n for _, ranges, _, _ in jobs for _, n in ranges),
-                    kvikio.defaults.get("bounce_buffer_size"))
-    settings = {"num_threads": requests_in_flight, "task_size": max(1, task_size),
-                "http_timeout": max(1, round(max(how.timeout for how in opens)))}
-    changed = {k: v for k, v in settings.items() if kvikio.defaults.get(k) != v}
-    if changed:  # a new thread count starts a new pool: only when it changes
-        kvikio.defaults.set(changed)
     files: list[Any] = []
     reads: list[tuple[Source, int, int, Any]] = []
     failure: BaseException | None = None
-    try:
+    try:  # (KvikIO before 26.10, which this was built on, lacks some of these settings)
+        # KvikIO streams each task through a bounce buffer (16 MiB): longer tasks ran slower
+        # (HTTP, 16 threads, H200 host: 64 MiB tasks 7.5 GiB/s, 16 MiB 10.5)
+        task_size = max(1, min(request_size or max(n for _, ranges, _, _ in jobs
+                                                   for _, n in ranges),
+                               kvikio.defaults.get("bounce_buffer_size")))
+        settings = {"num_threads": requests_in_flight, "task_size": task_size,
+                    "http_timeout": max(1, round(max(how.timeout for how in opens)))}
+        changed = {k: v for k, v in settings.items() if kvikio.defaults.get(k) != v}
+        if changed:  # a new thread count starts a new pool: only when it changes
+            kvikio.defaults.set(changed)
         for (source, ranges, _, _), how, copy in zip(jobs, opens, copies):
             files.append(getattr(kvikio.RemoteFile, how.method)(**how.kwargs))
             view = cupy.asarray(copy)
@@ -158,7 +160,7 @@ def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[Any], requests_in_
     for file in files:
         file.close()
     if failure is not None:
-        if not isinstance(failure, (RuntimeError, RemoteError)):
+        if not isinstance(failure, Exception):  # an interrupt, not a failed read
             raise failure
         logger.warning("KvikIO could not read %s (%s); gpuframe's own requests fetch them",
                        ", ".join(source.path for source, _, _, _ in jobs), failure)
