@@ -482,7 +482,8 @@ class HttpSource(Source):
 
         super().__init__(url, version, storage.check_version)
         self._timeout = storage.timeout
-        self._pool = _http_pool(_proxy_for(url), _ca_bundle(), storage.max_requests_in_flight)
+        self._proxy, self._ca_bundle = _proxy_for(url), _ca_bundle()
+        self._pool = _http_pool(self._proxy, self._ca_bundle, storage.max_requests_in_flight)
         names = [name for name, _ in storage.http_headers]
         self._retries = urllib3.Retry(
             total=None, connect=0, read=False, status=0, other=0, redirect=HTTP_REDIRECTS,
@@ -529,8 +530,10 @@ class HttpSource(Source):
     def kvikio_args(self) -> KvikioOpen | None:
         """A plain URL alone: KvikIO sends none of the read's headers or Basic login, goes
         through no proxy of the environment's, and trusts the default authorities."""
-        if (self._headers or _proxy_for(self._url) or self._url.lower().startswith("https")
-                and (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE"))):
+        import certifi
+
+        if (self._headers or self._proxy or self._url.lower().startswith("https")
+                and self._ca_bundle != certifi.where()):
             return None
         return KvikioOpen("open_http", {"url": self._url, "nbytes": self.size()}, self._timeout)
 
