@@ -13,7 +13,7 @@
 //            host, which plans the layout (plan_layout, shared with the CPU);
 //   scatter  every tile writes its rows after its start, in input order.
 // Two ways to scatter, chosen by the number of destinations n:
-//   n <= kStagedMaxDestinations  one block per tile, walking it in chunks of 2048 or 4096 rows: the
+//   n <= kStagedMaxDestinations  one block per tile, walking it in chunks of rows (ChunkShape): the
 //            chunk's rows are sorted by destination, stably, in shared memory (warp ranks from
 //            __match_any_sync, then a scan over destinations), so consecutive threads write
 //            consecutive places of one destination: coalesced writes, the GPU's full bandwidth.
@@ -45,18 +45,37 @@ constexpr uint32_t kStagedMaxDestinations = 1024;
 // SM (25% of the warps; ncu on an H100). Asking for 4 lets the SM keep more loads and stores in
 // flight: measured on an H100, 100M rows x 4 int64, the scatter takes 2.77 ms instead of 2.90 ms
 // for 8 destinations and 3.44 ms instead of 3.77 ms for 64; 3 and 6 blocks were slower.
-constexpr int kScatterBlocksPerSm = 4;
-// Rows a block sorts in shared memory at a time: longer chunks give longer runs per destination
-// (coalesced writes) but fewer blocks per SM; measured on an H200, 2048 is faster up to about 128
-// destinations and 4096 beyond.
-constexpr int kSmallChunk = 2048, kLargeChunk = 4096;
-constexpr uint32_t kSmallChunkMaxDestinations = 128;
+// Long chunks with two stages (ChunkShape) take the shared memory of 2 blocks per SM, and their
+// bound says so (asking for 3 gave the same times on an H200 and an H100).
+__host__ __device__ constexpr int scatter_blocks_per_sm(int chunk, int stages) {
+  return chunk == 4096 && stages == 2 ? 2 : 4;
+}
 
-// Shared-memory stages of the staged scatter's fixed-width columns: two for the short chunks (the
-// next column loads while one is written), one for the long ones, whose other shared arrays
-// (up to 1024 destinations) leave no room for a second. Each holds a chunk of 8-byte values and
-// 16 bytes more, for the source's alignment.
-__host__ __device__ constexpr int stages(int chunk) { return chunk == kSmallChunk ? 2 : 1; }
+// How the staged scatter walks a tile: `chunk` rows sorted in shared memory at a time, and
+// `stages` shared-memory stages of fixed-width columns, each a chunk of 8-byte values and 16
+// bytes more for the source's alignment (with two, the next column loads while one is written).
+// Longer chunks give longer runs per destination (coalesced writes) but fewer blocks per SM.
+// Measured with partition_builds.py, 100M rows x 4 int64, scatter ms (H200):
+//   destinations                    2      8      64     128    256
+//   2048 rows, two stages         1.775  1.923  2.418  2.995
+//   4096 rows, two stages         1.787  1.938  2.363  2.579  3.126
+//   4096 rows, one stage                                       2.981
+// (H100, 8 and 64 destinations: 2.457 and 3.071 ms with 2048 rows, 2.416 and 2.814 with 4096),
+// and the count's longer tiles took 0.29 instead of 0.31 ms at 8 destinations. A string column's
+// lengths take a chunk of 8-byte values more, which with 4096 rows and two stages would leave
+// room for one block per SM: tables with strings keep 2048-row chunks. Beyond
+// kTwoStageMaxDestinations, the shared arrays (up to 1024 destinations) leave room for one stage.
+struct ChunkShape {
+  int chunk;
+  int stages;
+};
+constexpr uint32_t kTwoStageMaxDestinations = 128;
+
+ChunkShape chunk_shape(uint32_t n, bool strings) {
+  if (n > kTwoStageMaxDestinations) return {4096, 1};
+  return {strings ? 2048 : 4096, 2};
+}
+
 __host__ __device__ constexpr int stage_bytes(int chunk) { return chunk * 8 + 16; }
 
 // Up to this many destinations the staged count keeps one count per thread and destination in
@@ -85,23 +104,19 @@ int64_t dest_bytes(uint32_t n) {
   return bytes;
 }
 
-int64_t chunk_rows(uint32_t n_destinations) {
-  return n_destinations <= kSmallChunkMaxDestinations ? kSmallChunk : kLargeChunk;
-}
-
 // Rows per tile: whole chunks (staged) or warps' steps, and long enough that the counts (n per
 // tile, 8 bytes each) take at most one byte per row.
-int64_t tile_rows(uint32_t n_destinations) {
-  const int64_t unit = staged(n_destinations) ? chunk_rows(n_destinations) : 32;
+int64_t tile_rows(uint32_t n_destinations, bool strings) {
+  const int64_t unit = staged(n_destinations) ? chunk_shape(n_destinations, strings).chunk : 32;
   const int64_t wanted = std::max<int64_t>(2048, static_cast<int64_t>(n_destinations) * 8);
   return (wanted + unit - 1) / unit * unit;
 }
 
 // Dynamic shared memory of the staged scatter for n destinations.
 size_t staged_shared_bytes(uint32_t n, bool strings) {
-  const int chunk_int = static_cast<int>(chunk_rows(n));
-  const size_t chunk = static_cast<size_t>(chunk_int);
-  return static_cast<size_t>(stages(chunk_int) * stage_bytes(chunk_int))  // column stages
+  const ChunkShape shape = chunk_shape(n, strings);
+  const size_t chunk = static_cast<size_t>(shape.chunk);
+  return static_cast<size_t>(shape.stages * stage_bytes(shape.chunk))  // column stages
          + static_cast<size_t>(n) * 8 * 2                      // base and place
          + chunk * 4 * 2                                       // sorted_dest, sorted_row
          + (kWarpsPerBlock + 2) * static_cast<size_t>(n) * 4   // warp counts, offsets, counts
@@ -512,14 +527,13 @@ __device__ __forceinline__ int32_t next_fixed(const ColumnView* columns, int32_t
 
 // Staged scatter: one block per tile, kChunk rows at a time sorted by destination in shared
 // memory, then written out by consecutive threads to consecutive places.
-template <int kChunk, typename D>
-__global__ void __launch_bounds__(kThreads, kScatterBlocksPerSm)
+template <int kChunk, int kStages, typename D>
+__global__ void __launch_bounds__(kThreads, scatter_blocks_per_sm(kChunk, kStages))
     staged_scatter_kernel(const ColumnView* columns, int32_t n_columns, int64_t n_rows,
                           uint32_t n, int64_t tile, int64_t n_tiles, const D* dest,
                           int64_t* cursors, const int64_t* starts, const int64_t* pieces,
                           uint8_t* out) {
   constexpr int kItems = kChunk / kThreads;  // rows per thread in a chunk
-  constexpr int kStages = stages(kChunk);
   extern __shared__ __align__(16) int64_t shared[];
   // stage_buffers[kStages][stage_bytes(kChunk)]: fixed-width columns of the chunk, the next one
   // loading while the block writes the one before (with two stages). base[n]: the place inside
@@ -709,7 +723,7 @@ CudaPartition::CudaPartition(std::vector<ColumnView> columns, std::vector<int32_
   for (int32_t k : key_columns_) keys.push_back(columns_[k]);
   cuda::pack_keys(keys);  // checks the number of keys
   const int64_t n = n_destinations_, arrays = 1 + string_columns(columns_);
-  const int64_t tile = tile_rows(n_destinations_);
+  const int64_t tile = tile_rows(n_destinations_, string_columns(columns_) > 0);
   n_tiles_ = (n_rows_ + tile - 1) / tile;
   size_t temp = 0;
   cuda::check(cub::DeviceScan::ExclusiveSum(nullptr, temp, static_cast<int64_t*>(nullptr),
@@ -743,7 +757,7 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
     cuda::check(cudaMemcpyAsync(parts.columns, columns_.data(), nc * sizeof(ColumnView),
                                 cudaMemcpyHostToDevice, stream),
                 "cudaMemcpyAsync (columns)");
-    const int64_t tile = tile_rows(n_destinations_);
+    const int64_t tile = tile_rows(n_destinations_, string_columns(columns_) > 0);
     with_dest_type(n_destinations_, [&](auto type) {
       using D = decltype(type);
       D* dest = static_cast<D*>(parts.dest);
@@ -823,15 +837,16 @@ void CudaPartition::scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream_ha
     cuda::check(cudaGetLastError(), "zero_kernel launch");
   }
   if (n_rows_ == 0) return;
-  const int64_t tile = tile_rows(n_destinations_);
+  const int64_t tile = tile_rows(n_destinations_, string_columns(columns_) > 0);
   with_dest_type(n_destinations_, [&](auto type) {
     using D = decltype(type);
     const D* dest = static_cast<const D*>(parts.dest);
     if (staged(n_destinations_)) {
       const size_t shared = staged_shared_bytes(n_destinations_, string_columns(columns_) > 0);
-      auto kernel = chunk_rows(n_destinations_) == kSmallChunk
-                        ? staged_scatter_kernel<kSmallChunk, D>
-                        : staged_scatter_kernel<kLargeChunk, D>;
+      const ChunkShape shape = chunk_shape(n_destinations_, string_columns(columns_) > 0);
+      auto kernel = shape.chunk == 2048 ? staged_scatter_kernel<2048, 2, D>
+                    : shape.stages == 2 ? staged_scatter_kernel<4096, 2, D>
+                                        : staged_scatter_kernel<4096, 1, D>;
       cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(shared)),
                   "cudaFuncSetAttribute (staged_scatter_kernel shared memory)");
