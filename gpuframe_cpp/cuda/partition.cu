@@ -723,8 +723,8 @@ CudaPartition::CudaPartition(std::vector<ColumnView> columns, std::vector<int32_
   for (int32_t k : key_columns_) keys.push_back(columns_[k]);
   cuda::pack_keys(keys);  // checks the number of keys
   const int64_t n = n_destinations_, arrays = 1 + string_columns(columns_);
-  const int64_t tile = tile_rows(n_destinations_, string_columns(columns_) > 0);
-  n_tiles_ = (n_rows_ + tile - 1) / tile;
+  tile_ = tile_rows(n_destinations_, string_columns(columns_) > 0);
+  n_tiles_ = (n_rows_ + tile_ - 1) / tile_;
   size_t temp = 0;
   cuda::check(cub::DeviceScan::ExclusiveSum(nullptr, temp, static_cast<int64_t*>(nullptr),
                                             static_cast<int64_t*>(nullptr),
@@ -757,7 +757,6 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
     cuda::check(cudaMemcpyAsync(parts.columns, columns_.data(), nc * sizeof(ColumnView),
                                 cudaMemcpyHostToDevice, stream),
                 "cudaMemcpyAsync (columns)");
-    const int64_t tile = tile_rows(n_destinations_, string_columns(columns_) > 0);
     with_dest_type(n_destinations_, [&](auto type) {
       using D = decltype(type);
       D* dest = static_cast<D*>(parts.dest);
@@ -770,12 +769,12 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
                       "cudaFuncSetAttribute (staged_count_kernel shared memory)");
           kernel<<<grid(n_tiles_, "count"), kThreads, shared, stream>>>(
               hash, parts.columns, static_cast<int32_t>(nc), string_columns(columns_) > 0,
-              n_rows_, n_destinations_, tile, n_tiles_, dest, parts.counts);
+              n_rows_, n_destinations_, tile_, n_tiles_, dest, parts.counts);
         });
       } else {
         count_kernel<D><<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "count"),
                           kThreads, 0, stream>>>(packed, parts.columns, static_cast<int32_t>(nc),
-                                                 n_rows_, n_destinations_, tile, n_tiles_, dest,
+                                                 n_rows_, n_destinations_, tile_, n_tiles_, dest,
                                                  parts.counts);
       }
     });
@@ -837,13 +836,13 @@ void CudaPartition::scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream_ha
     cuda::check(cudaGetLastError(), "zero_kernel launch");
   }
   if (n_rows_ == 0) return;
-  const int64_t tile = tile_rows(n_destinations_, string_columns(columns_) > 0);
+  const bool strings = string_columns(columns_) > 0;
   with_dest_type(n_destinations_, [&](auto type) {
     using D = decltype(type);
     const D* dest = static_cast<const D*>(parts.dest);
     if (staged(n_destinations_)) {
-      const size_t shared = staged_shared_bytes(n_destinations_, string_columns(columns_) > 0);
-      const ChunkShape shape = chunk_shape(n_destinations_, string_columns(columns_) > 0);
+      const size_t shared = staged_shared_bytes(n_destinations_, strings);
+      const ChunkShape shape = chunk_shape(n_destinations_, strings);
       auto kernel = shape.chunk == 2048 ? staged_scatter_kernel<2048, 2, D>
                     : shape.stages == 2 ? staged_scatter_kernel<4096, 2, D>
                                         : staged_scatter_kernel<4096, 1, D>;
@@ -851,12 +850,12 @@ void CudaPartition::scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream_ha
                                        static_cast<int>(shared)),
                   "cudaFuncSetAttribute (staged_scatter_kernel shared memory)");
       kernel<<<grid(n_tiles_, "scatter"), kThreads, shared, stream>>>(
-          parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile, n_tiles_,
+          parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile_, n_tiles_,
           dest, parts.counts, parts.starts, parts.pieces, out);
     } else {
       scatter_kernel<D><<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "scatter"),
                           kThreads, 0, stream>>>(parts.columns, static_cast<int32_t>(nc), n_rows_,
-                                                 n_destinations_, tile, n_tiles_, dest,
+                                                 n_destinations_, tile_, n_tiles_, dest,
                                                  parts.counts, parts.starts, parts.pieces, out);
     }
   });

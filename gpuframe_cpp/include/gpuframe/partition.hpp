@@ -112,6 +112,7 @@ class CudaPartition {
   std::vector<int32_t> key_columns_;
   int64_t n_rows_;
   uint32_t n_destinations_;
+  int64_t tile_ = 0;  // rows per tile
   int64_t n_tiles_ = 0;
   int64_t scratch_bytes_ = 0;
   int64_t cub_temp_bytes_ = 0;
