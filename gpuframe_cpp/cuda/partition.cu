@@ -45,10 +45,10 @@ constexpr uint32_t kStagedMaxDestinations = 1024;
 // SM (25% of the warps; ncu on an H100). Asking for 4 lets the SM keep more loads and stores in
 // flight: measured on an H100, 100M rows x 4 int64, the scatter takes 2.77 ms instead of 2.90 ms
 // for 8 destinations and 3.44 ms instead of 3.77 ms for 64; 3 and 6 blocks were slower.
-// Long chunks with two stages (ChunkShape) take the shared memory of 2 blocks per SM, and their
-// bound says so (asking for 3 gave the same times on an H200 and an H100).
+// One stage of 4096-row chunks (ChunkShape) takes the shared memory of 3 blocks per SM, and its
+// bound says so.
 __host__ __device__ constexpr int scatter_blocks_per_sm(int chunk, int stages) {
-  return chunk == 4096 && stages == 2 ? 2 : 4;
+  return chunk == 4096 && stages == 1 ? 3 : 4;
 }
 
 // How the staged scatter walks a tile: `chunk` rows sorted in shared memory at a time, and
@@ -61,19 +61,21 @@ __host__ __device__ constexpr int scatter_blocks_per_sm(int chunk, int stages) {
 //   4096 rows, two stages         1.787  1.938  2.363  2.579  3.126
 //   4096 rows, one stage                                       2.981
 // (H100, 8 and 64 destinations: 2.457 and 3.071 ms with 2048 rows, 2.416 and 2.814 with 4096),
-// and the count's longer tiles took 0.29 instead of 0.31 ms at 8 destinations. A string column's
-// lengths take a chunk of 8-byte values more, which with 4096 rows and two stages would leave
-// room for one block per SM: tables with strings keep 2048-row chunks. Beyond
-// kTwoStageMaxDestinations, the shared arrays (up to 1024 destinations) leave room for one stage.
+// and the count's longer tiles took 0.29 instead of 0.31 ms at 8 destinations. Two stages of
+// 4096 rows leave room for 2 blocks per SM, one stage for 3, and the third block hides the wait
+// for each column better than the second stage did (H100, 8 / 64 / 256 destinations: 2.350 /
+// 2.736 / 3.614 ms against 2.415 / 2.814 / 3.630 with two stages and 2 blocks). A string
+// column's lengths take a chunk of 8-byte values more: up to kStringTwoStageMaxDestinations,
+// tables with strings are walked in 2048-row chunks with two stages.
 struct ChunkShape {
   int chunk;
   int stages;
 };
-constexpr uint32_t kTwoStageMaxDestinations = 128;
+constexpr uint32_t kStringTwoStageMaxDestinations = 128;
 
 ChunkShape chunk_shape(uint32_t n, bool strings) {
-  if (n > kTwoStageMaxDestinations) return {4096, 1};
-  return {strings ? 2048 : 4096, 2};
+  if (strings && n <= kStringTwoStageMaxDestinations) return {2048, 2};
+  return {4096, 1};
 }
 
 __host__ __device__ constexpr int stage_bytes(int chunk) { return chunk * 8 + 16; }
@@ -844,7 +846,6 @@ void CudaPartition::scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream_ha
       const size_t shared = staged_shared_bytes(n_destinations_, strings);
       const ChunkShape shape = chunk_shape(n_destinations_, strings);
       auto kernel = shape.chunk == 2048 ? staged_scatter_kernel<2048, 2, D>
-                    : shape.stages == 2 ? staged_scatter_kernel<4096, 2, D>
                                         : staged_scatter_kernel<4096, 1, D>;
       cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(shared)),
