@@ -62,11 +62,16 @@ __host__ __device__ constexpr int scatter_blocks_per_sm(int chunk, int stages) {
 //   4096 rows, one stage                                       2.981
 // (H100, 8 and 64 destinations: 2.457 and 3.071 ms with 2048 rows, 2.416 and 2.814 with 4096),
 // and the count's longer tiles took 0.29 instead of 0.31 ms at 8 destinations. Two stages of
-// 4096 rows leave room for 2 blocks per SM, one stage for 3, and the third block hides the wait
-// for each column better than the second stage did (H100, 8 / 64 / 256 destinations: 2.350 /
-// 2.736 / 3.614 ms against 2.415 / 2.814 / 3.630 with two stages and 2 blocks). A string
-// column's lengths take a chunk of 8-byte values more: up to kStringTwoStageMaxDestinations,
-// tables with strings are walked in 2048-row chunks with two stages.
+// 4096 rows leave room for 2 blocks per SM, one stage for 3, which is faster (2026-11-24, ms):
+//   destinations                             2      8      64     128    256
+//   H200, two stages, 2 blocks per SM      1.790  1.942  2.354  2.573  2.992
+//   H200, one stage, 3 blocks per SM       1.701  1.819  2.155  2.444  2.961
+//   H100, two stages, 2 blocks per SM      2.291  2.421  2.814  3.113  3.634
+//   H100, one stage, 3 blocks per SM       2.249  2.348  2.742  3.159  3.616
+// (2048 rows in one stage at 4, 5 or 6 blocks per SM: 1.909-2.100 ms at 8 destinations on the
+// H200). A string column's lengths take a chunk of 8-byte values more: up to
+// kStringTwoStageMaxDestinations, tables with strings are walked in 2048-row chunks with two
+// stages.
 struct ChunkShape {
   int chunk;
   int stages;
