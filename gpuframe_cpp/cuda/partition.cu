@@ -44,9 +44,9 @@ constexpr uint32_t kStagedMaxDestinations = 1024;
 // Unbounded, the staged scatter took 128 registers a thread, which leaves room for 2 blocks per
 // SM (25% of the warps; ncu on an H100). Asking for 4 lets the SM keep more loads and stores in
 // flight: measured on an H100, 100M rows x 4 int64, the scatter takes 2.77 ms instead of 2.90 ms
-// for 8 destinations and 3.44 ms instead of 3.77 ms for 64; 3 and 6 blocks were slower.
-// One stage of 4096-row chunks (ChunkShape) takes the shared memory of 3 blocks per SM, and its
-// bound says so.
+// for 8 destinations and 3.44 ms instead of 3.77 ms for 64; 3 and 6 blocks were slower with that
+// kernel. Since 2026-11-24 one stage of 4096-row chunks (ChunkShape) takes the shared memory of 3
+// blocks per SM, and its bound says 3 (measured below).
 __host__ __device__ constexpr int scatter_blocks_per_sm(int chunk, int stages) {
   return chunk == 4096 && stages == 1 ? 3 : 4;
 }
