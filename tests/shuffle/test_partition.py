@@ -392,17 +392,24 @@ def test_cuda_partition_writes_the_cpu_bytes(n, rows):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n", [7, 300])
+@pytest.mark.parametrize("strings", [True, False])
+@pytest.mark.parametrize("start", [3, 4])
+@pytest.mark.parametrize("n", [7, 64, 300])
 @pytest.mark.parametrize("key", ["i64", "f64", "i32", "f32", "day"])
-def test_cuda_partition_on_one_plain_key_writes_the_cpu_bytes(key, n):
+def test_cuda_partition_on_one_plain_key_writes_the_cpu_bytes(key, n, start, strings):
     """One key column of 4 or 8 bytes without nulls, which the count hashes straight from its
-    values (floats canonicalised); the other columns sliced at 3 rows, so their copies into
-    shared memory start off 16-byte boundaries; 7 destinations stage two columns at a time, 300
-    one."""
-    table = random_table(200_003, seed=n).slice(3)
+    values (floats canonicalised). Sliced at 3 rows, the key's values and the other columns'
+    copies into shared memory start off 16-byte boundaries (one key a load); at 4, the key's
+    values start on one, and the count loads 4 or 2 keys at a time. 7 destinations are counted
+    per thread, 64 per warp, 300 stored in 2 bytes a row; with string columns, their bytes are
+    counted too."""
+    table = random_table(200_003, seed=n)
+    if not strings:
+        table = table.drop_columns(["s", "ls", "bin"])
     column = table.column(key)
     table = table.set_column(table.schema.get_field_index(key), key,
-                             column.fill_null(pa.scalar(0, column.type)))
+                             column.fill_null(pa.scalar(0, column.type))).slice(start)
+    assert table.column(key).chunk(0).offset == start
     assert_cuda_writes_the_cpu_bytes(table, [key], n)
 
 
