@@ -85,11 +85,6 @@ ChunkShape chunk_shape(uint32_t n, bool strings) {
 
 __host__ __device__ constexpr int stage_bytes(int chunk) { return chunk * 8 + 16; }
 
-// Up to this many destinations the staged count keeps one count per thread and destination in
-// shared memory ([destination][thread]: no bank conflicts, no atomics, no __match_any_sync),
-// summed once per tile; beyond, warps group their lanes by destination and add atomically.
-// (100M int64 rows, 8 destinations, 8192-row tiles, H200: the count took 0.66, not 0.71 ms.)
-constexpr uint32_t kPrivateCountMaxDestinations = 32;
 
 bool staged(uint32_t n_destinations) { return n_destinations <= kStagedMaxDestinations; }
 
@@ -461,14 +456,16 @@ void with_hasher(const cuda::Keys& keys, F&& f) {
 }
 
 // Shared memory of the staged count's row counts for n destinations.
-size_t staged_count_shared_bytes(uint32_t n) {
-  return (n <= kPrivateCountMaxDestinations ? static_cast<size_t>(kThreads) : 1) * n * 4;
-}
+size_t staged_count_shared_bytes(uint32_t n) { return static_cast<size_t>(n) * 4; }
 
-// Staged count: one block per tile; rows strided over the block, counted in shared memory: a
-// count per thread and destination (hist[d * kThreads + thread]) up to
-// kPrivateCountMaxDestinations destinations, else one per destination, added to by the leader of
-// each warp's lanes bound there. String bytes: always the latter way.
+// Staged count: one block per tile; rows strided over the block, counted in shared memory, one
+// count per destination. Without string columns every row adds itself by a shared-memory atomic;
+// with them, the leader of each warp's lanes bound for one destination adds the group's rows and
+// string bytes (__match_any_sync). The atomics were measured against a count per thread and
+// destination summed once per tile (up to 32 destinations) and against grouping lanes (beyond):
+// 100M int64 keys, H200, ms at 2 / 8 / 16 / 32 destinations: 0.248 / 0.249 / 0.246 / 0.252
+// against 0.248 / 0.257 / 0.266 / 0.298; at 64 / 128 / 256 / 1000: 0.261 / 0.286 / 0.371 / 0.639
+// against 0.755 / 0.832 / 0.899 / 1.005.
 template <typename D, typename Hasher>
 __global__ void staged_count_kernel(Hasher hash, const ColumnView* columns, int32_t n_columns,
                                     bool strings, int64_t n_rows, uint32_t n, int64_t tile,
@@ -476,20 +473,17 @@ __global__ void staged_count_kernel(Hasher hash, const ColumnView* columns, int3
   extern __shared__ int32_t hist[];  // staged_count_shared_bytes(n)
   __shared__ int64_t lengths[kWarpsPerBlock][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const bool per_thread = n <= kPrivateCountMaxDestinations;
-  const int hist_size = static_cast<int>(per_thread ? n * kThreads : n);
   const int64_t t = blockIdx.x;
   const int64_t begin = t * tile, end = min(begin + tile, n_rows);
-  for (int i = threadIdx.x; i < hist_size; i += kThreads) hist[i] = 0;
+  for (uint32_t d = threadIdx.x; d < n; d += kThreads) hist[d] = 0;
   __syncthreads();
   // Each thread takes 4 rows a step, in kItems groups of kRows consecutive rows: their key loads
   // are in flight together. (A step of 4 rows a thread divides every tile.)
   constexpr int kRows = Hasher::rows, kItems = 4 / kRows, kStep = kThreads * 4;
-  // Hashes a whole step's rows and stores their destinations, and counts them in the thread's
-  // own counts if `own`. With no bound check, the loads go out together; checked, nvcc issued
-  // each load in its own branch after the hash of the one before (0.37 instead of 0.32 ms, as
-  // above).
-  auto whole_step = [&](int64_t base, uint32_t (&d_of)[kItems][kRows], bool own) {
+  // Hashes a whole step's rows and stores their destinations, and counts them if `count`. With
+  // no bound check, the loads go out together; checked, nvcc issued each load in its own branch
+  // after the hash of the one before (0.37 instead of 0.32 ms, as above).
+  auto whole_step = [&](int64_t base, uint32_t (&d_of)[kItems][kRows], bool count) {
     uint64_t hashes[kItems][kRows];  // every load before the first store, which could alias them
 #pragma unroll
     for (int k = 0; k < kItems; ++k)
@@ -501,13 +495,13 @@ __global__ void staged_count_kernel(Hasher hash, const ColumnView* columns, int3
       for (int r = 0; r < kRows; ++r) {
         d_of[k][r] = destination(hashes[k][r], n);
         group[r] = static_cast<D>(d_of[k][r]);
-        if (own) ++hist[d_of[k][r] * kThreads + threadIdx.x];
+        if (count) atomicAdd(&hist[d_of[k][r]], 1);
       }
       store_group(dest + base + (k * kThreads + threadIdx.x) * kRows, group);
     }
   };
   int64_t base = begin;
-  if (per_thread && !strings) {  // whole steps with nothing but the thread's own counts
+  if (!strings) {  // whole steps with nothing but row counts, counted as hashed
     for (; base + kStep <= end; base += kStep) {
       uint32_t d_of[kItems][kRows];
       whole_step(base, d_of, true);
@@ -536,32 +530,24 @@ __global__ void staged_count_kernel(Hasher hash, const ColumnView* columns, int3
         const int64_t row = base + (k * kThreads + threadIdx.x) * kRows + r;
         const bool active = row < end;
         const uint32_t d = d_of[k][r];
-        if (per_thread && active) ++hist[d * kThreads + threadIdx.x];
-        if (per_thread && !strings) continue;  // the same for the whole block
+        if (!strings) {  // the same for the whole block
+          if (active) atomicAdd(&hist[d], 1);
+          continue;
+        }
         const unsigned peers = __match_any_sync(cuda::kFullMask, d);
         const bool leader = active && lane == __ffs(peers) - 1;
-        if (!per_thread && leader) atomicAdd(&hist[d], __popc(peers));
-        if (strings)
-          add_peer_string_bytes(columns, n_columns, row, active, peers, leader, lengths[warp],
-                                [&](int64_t s, int64_t bytes) {
-                                  atomicAdd(reinterpret_cast<unsigned long long*>(
-                                                counts + (s * n + d) * n_tiles + t),
-                                            static_cast<unsigned long long>(bytes));
-                                });
+        if (leader) atomicAdd(&hist[d], __popc(peers));
+        add_peer_string_bytes(columns, n_columns, row, active, peers, leader, lengths[warp],
+                              [&](int64_t s, int64_t bytes) {
+                                atomicAdd(reinterpret_cast<unsigned long long*>(
+                                              counts + (s * n + d) * n_tiles + t),
+                                          static_cast<unsigned long long>(bytes));
+                              });
       }
   }
   __syncthreads();
-  if (per_thread) {  // each warp sums the threads' counts of every kWarpsPerBlock-th destination
-    for (uint32_t d = warp; d < n; d += kWarpsPerBlock) {
-      int32_t sum = 0;
-      for (int i = lane; i < kThreads; i += 32) sum += hist[d * kThreads + i];
-      for (int k = 16; k > 0; k >>= 1) sum += __shfl_down_sync(cuda::kFullMask, sum, k);
-      if (lane == 0) counts[static_cast<int64_t>(d) * n_tiles + t] = sum;
-    }
-  } else {
-    for (uint32_t d = threadIdx.x; d < n; d += kThreads)
-      counts[static_cast<int64_t>(d) * n_tiles + t] = hist[d];
-  }
+  for (uint32_t d = threadIdx.x; d < n; d += kThreads)
+    counts[static_cast<int64_t>(d) * n_tiles + t] = hist[d];
 }
 
 // Where stage_fixed puts a column's first value in `buffer`: at the source's address mod 16, so
