@@ -85,7 +85,6 @@ ChunkShape chunk_shape(uint32_t n, bool strings) {
 
 __host__ __device__ constexpr int stage_bytes(int chunk) { return chunk * 8 + 16; }
 
-
 bool staged(uint32_t n_destinations) { return n_destinations <= kStagedMaxDestinations; }
 
 // Calls f with a value of the type that stores the destinations of n: uint8_t, uint16_t or
@@ -369,8 +368,8 @@ __device__ void block_exclusive_scan(T* a, int m) {
 // them, 0.62 ms; so, 0.37 ms.) A thread hashes `rows` consecutive rows at a time: for one key
 // column whose values are 16-byte aligned, those of one 16-byte load (2 int64 or 4 int32 keys),
 // whose destinations then go out in one store; fewer instructions a row (100M int64 keys, H200,
-// ms: 2 destinations 0.275 -> 0.249, 8: 0.286 -> 0.245, 32: 0.330 -> 0.297; the same from 64 on,
-// where grouping lanes by destination costs more).
+// ms: 2 destinations 0.275 -> 0.249, 8: 0.286 -> 0.245, 32: 0.330 -> 0.297; the same from 64 on
+// while rows were still counted there by grouping lanes, which cost more).
 struct AnyKeys {
   static constexpr int rows = 1;
   cuda::Keys keys;
@@ -382,8 +381,7 @@ struct AnyKeys {
   }
 };
 
-// kRows consecutive values of T at p (aligned to their size), loaded or stored in one access: a
-// struct of them is not always (nvcc may split it into one access a value).
+// kRows consecutive values of T at p (aligned to their size), loaded or stored as one word.
 template <int kBytes>
 struct WordOf;
 template <> struct WordOf<1> { using type = uint8_t; };
