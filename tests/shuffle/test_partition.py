@@ -400,9 +400,9 @@ def test_cuda_partition_on_one_plain_key_writes_the_cpu_bytes(key, n, start, str
     """One key column of 4 or 8 bytes without nulls, which the count hashes straight from its
     values (floats canonicalised). Sliced at 3 rows, the key's values and the other columns'
     copies into shared memory start off 16-byte boundaries (one key a load); at 4, the key's
-    values start on one, and the count loads 4 or 2 keys at a time. 7 destinations are counted
-    per thread, 64 per warp, 300 stored in 2 bytes a row; with string columns, their bytes are
-    counted too."""
+    values start on one, and the count loads 4 or 2 keys at a time. Without string columns the
+    count adds rows by shared-memory atomics; with them, it groups each warp's lanes by
+    destination and sums their string bytes too. 300 destinations are stored in 2 bytes a row."""
     table = random_table(200_003, seed=n)
     if not strings:
         table = table.drop_columns(["s", "ls", "bin"])
