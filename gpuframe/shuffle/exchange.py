@@ -3,8 +3,9 @@ worker, and each bucket travels straight to its destination worker.
 
 Buckets are separate Dask keys computed on the source worker, so the destination's join task pulls
 each one from its source over the cluster's comm layer (UCX or TCP) as an ordinary dependency
-transfer: worker to worker, never through the client or the scheduler. On the task stream the
-stages show as ``gpuframe-partition-*`` and ``gpuframe-send-*``, the transfers as transfers.
+transfer: worker to worker, never through the client or the scheduler (cuDF buckets wrapped so
+that TCP moves them through pinned memory: :mod:`~gpuframe.shuffle.bucket`). On the task stream
+the stages show as ``gpuframe-partition-*`` and ``gpuframe-send-*``, the transfers as transfers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from distributed import Future
 
 from ..backend import get_backend
 from ..frame import DistributedFrame
+from .bucket import outgoing
 from .partition import hash_split
 from .skew import SideSkew, split_heavy
 
@@ -52,12 +54,13 @@ def partition_rows(part: Any, keys: list[str], casts: dict[str, Any], n: int, ba
     (``index``: the partition's number, where heavy keys' rows start their round robin)."""
     part = cast_keys(part, casts)
     if skew is None:
-        return hash_split(part, keys, n, backend)
-    rest, extra = split_heavy(part, keys, skew, n, index, backend)
-    buckets = hash_split(rest, keys, n, backend)
-    frames = get_backend(backend)
-    return [frames.concat([bucket, *pieces]) if pieces else bucket
-            for bucket, pieces in zip(buckets, extra)]
+        buckets = hash_split(part, keys, n, backend)
+    else:
+        rest, extra = split_heavy(part, keys, skew, n, index, backend)
+        frames = get_backend(backend)
+        buckets = [frames.concat([bucket, *pieces]) if pieces else bucket
+                   for bucket, pieces in zip(hash_split(rest, keys, n, backend), extra)]
+    return [outgoing(bucket, backend) for bucket in buckets]
 
 
 def cast_keys(frame: Any, casts: dict[str, Any]) -> Any:

@@ -37,6 +37,7 @@ from ..backend import get_backend
 from ..config import JoinOptions, resolve
 from ..errors import JoinError
 from ..frame import DistributedFrame, new_token
+from .bucket import arrived
 from .exchange import cast_keys, exchange
 from .skew import SideProfile, can_split, plan_skew, profile_sides
 
@@ -348,8 +349,8 @@ def join_buckets(left: list[Any], right: list[Any], left_schema: pd.DataFrame,
     """On the destination worker: the local join of every bucket it received. A side of no
     partitions sends no bucket; its schema (keys in their hash types) stands in for it."""
     frames = get_backend(backend)
-    joined = frames.join(_concat_or_empty(left, left_schema, frames),
-                         _concat_or_empty(right, right_schema, frames),
+    joined = frames.join(_concat_or_empty([arrived(p) for p in left], left_schema, frames),
+                         _concat_or_empty([arrived(p) for p in right], right_schema, frames),
                          how, left_on, right_on, suffixes)
     return restore_key_types(joined, types)
 
