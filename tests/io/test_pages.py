@@ -21,13 +21,16 @@ from gpuframe.io.pages import (
     I32,
     I64,
     LIST,
+    PAGE_GAP_SHARE,
     SET,
     STRUCT,
     ParquetFooter,
     ThriftList,
     ThriftStruct,
+    coalesce,
     decode_struct,
     encode_struct,
+    read_rows,
     select_pages,
     single_column_file,
 )
@@ -202,6 +205,43 @@ def test_one_row_fetches_one_page(written):
     assert fetched == (length + locations[2].compressed_page_size
                        + (dictionary[1] if dictionary else 0))
     assert fetched < chunk.end - chunk.start
+
+
+def test_coalesce_joins_the_closest_ranges_within_the_spare_bytes():
+    pieces = [(300, 10), (0, 10), (10, 5), (20, 10), (100, 10), (112, 10), (100, 10)]
+    assert coalesce(pieces) == [(0, 15), (20, 30), (100, 110), (112, 122), (300, 310)]
+    assert coalesce(pieces, gap=5) == [(0, 30), (100, 122), (300, 310)]
+    assert coalesce(pieces, spare=6) == [(0, 15), (20, 30), (100, 122), (300, 310)]
+    assert coalesce(pieces, spare=7) == [(0, 30), (100, 122), (300, 310)]
+    assert coalesce([], spare=7) == []
+
+
+def test_rows_of_every_other_page_come_in_fewer_requests_than_pages(tmp_path):
+    """The closest pages are fetched together, the bytes between them at most
+    PAGE_GAP_SHARE of the pages': 20 of 40 pages, a page apart, in 18 requests."""
+    path = tmp_path / "every-other-page.parquet"
+    values = np.random.default_rng(5).random(20_000)
+    pq.write_table(pa.table({"x": values}), path, data_page_size=4096, write_batch_size=512,
+                   write_page_index=True, use_dictionary=False)
+    data = path.read_bytes()
+    footer = ParquetFooter(raw_footer(data), str(path))
+    chunk = footer.column_chunk(0, 0)
+    offset, length = chunk.offset_index
+    locations = chunk.page_locations(data[offset:offset + length])
+    wanted = locations[::2]
+    rows = np.array([location.first_row_index + 1 for location in wanted])
+    requests = []
+
+    def fetch(ranges):
+        requests.append(ranges)
+        return [data[start:start + n] for start, n in ranges]
+
+    [result] = read_rows(footer, fetch, {0: rows}, [0])
+    assert result.to_numpy().tolist() == values[rows].tolist()
+    _, pages = requests
+    needed = sum(location.compressed_page_size for location in wanted)
+    assert (len(locations), len(wanted), len(pages)) == (40, 20, 18)
+    assert needed < sum(n for _, n in pages) <= needed * (1 + PAGE_GAP_SHARE)
 
 
 def test_single_column_file_footer(written):
