@@ -3,14 +3,14 @@
 Over UCX a cuDF bucket travels as its device buffers (Dask's "cuda" serializers). Over TCP, Dask
 has cuDF copy the frame to host memory first (``host_serialize``), into freshly allocated
 pageable memory: on an H200 host that copy took 0.5 s of a 1.6 s transfer of 1.6 GB between two
-workers, where a copy into pinned memory takes 0.03 s. So the exchange hands Dask each cuDF
-bucket wrapped in a :class:`DeviceBucket`, whose host serialization for a comm copies its device
-buffers into pinned host memory from a pool the process keeps (at most
-:data:`PINNED_POOL_BYTES`, pinned on first use and reused after). A buffer the pool has no room
-for, and a bucket Dask serializes for anything but a comm (spilling it to host memory, where it
-could sit for long), take cuDF's own path. The receiver rebuilds the frame as cuDF does.
-benchmarks/bucket_transfer.py (two TCP workers on one H200, 1.4-1.6 GiB buckets): 1.03-1.20 s
-a transfer against 1.45-1.82 s for the plain cuDF frame.
+workers, where a copy into pinned memory takes 0.03 s. So on such comms (:data:`HOST_PROTOCOLS`)
+the exchange hands Dask each cuDF bucket wrapped in a :class:`DeviceBucket`, whose host
+serialization for a comm copies its device buffers into pinned host memory from a pool the
+process keeps (at most :data:`PINNED_POOL_BYTES`, pinned on first use and reused after). A buffer
+the pool has no room for, and a bucket Dask serializes for anything but a comm (dask-cuda
+spilling it to host memory, where it could sit for long), take cuDF's own path. The receiver
+rebuilds the frame as cuDF does. benchmarks/bucket_transfer.py (two TCP workers on one H200,
+1.4-1.6 GiB buckets): 1.03-1.20 s a transfer against 1.45-1.82 s for the plain cuDF frame.
 
 cuDF, CuPy and RMM are imported only where a bucket is (de)serialized, on GPU workers.
 """
@@ -25,9 +25,13 @@ from dask.sizeof import sizeof
 from distributed.protocol import dask_deserialize, dask_serialize
 from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
 
+HOST_PROTOCOLS = ("tcp", "tls")
+"""Comm protocols over which Dask sends device buffers through host memory (UCX sends them as
+they are): the exchange wraps cuDF buckets in :class:`DeviceBucket` only on these."""
 PINNED_POOL_BYTES = 4 * 2**30
-"""Pinned host memory a process may keep for buckets in flight over TCP."""
+"""Pinned host memory a process may keep for buckets in flight."""
 PINNED_POOL_INITIAL_BYTES = 256 * 2**20
+"""Pinned at the pool's creation; it grows by what transfers ask, up to PINNED_POOL_BYTES."""
 
 
 class DeviceBucket:
@@ -36,12 +40,19 @@ class DeviceBucket:
     __slots__ = ("frame",)
 
     def __init__(self, frame: Any):
+        _register_with_dask_cuda()
         self.frame = frame
 
 
-def outgoing(frame: Any, backend: str) -> Any:
-    """``frame`` as the exchange hands it to Dask: a cuDF frame in a :class:`DeviceBucket`."""
-    return DeviceBucket(frame) if backend == "cudf" else frame
+@functools.cache
+def _register_with_dask_cuda() -> None:
+    """Tell dask-cuda's spilling (DeviceHostFile) that a bucket is device memory: it would keep
+    an object it does not know with host data, out of reach of ``device_memory_limit``."""
+    try:
+        from dask_cuda.is_device_object import is_device_object
+    except ImportError:  # no dask-cuda, no device spilling
+        return
+    is_device_object.register(DeviceBucket)(lambda bucket: True)
 
 
 def arrived(part: Any) -> Any:
@@ -111,8 +122,9 @@ def _pinned_copy(buffer: Any) -> memoryview:
 
 @functools.cache
 def pinned_pool() -> Any:
-    """This process's pool of pinned host memory for buckets in flight (created on first use:
-    pinning costs about as much as the pageable copy it replaces, once)."""
+    """This process's pool of pinned host memory for buckets in flight, created on first use:
+    the first transfers pay for pinning (about 1 s more for 1.5 GiB on an H200 host than the
+    pageable copy), later ones reuse the memory, whatever their sizes."""
     import rmm
 
     return rmm.mr.PoolMemoryResource(rmm.mr.PinnedHostMemoryResource(),

@@ -3,8 +3,8 @@ worker, and each bucket travels straight to its destination worker.
 
 Buckets are separate Dask keys computed on the source worker, so the destination's join task pulls
 each one from its source over the cluster's comm layer (UCX or TCP) as an ordinary dependency
-transfer: worker to worker, never through the client or the scheduler (cuDF buckets wrapped so
-that TCP moves them through pinned memory: :mod:`~gpuframe.shuffle.bucket`). On the task stream
+transfer: worker to worker, never through the client or the scheduler (over TCP, cuDF buckets
+are wrapped to cross through pinned memory: :mod:`~gpuframe.shuffle.bucket`). On the task stream
 the stages show as ``gpuframe-partition-*`` and ``gpuframe-send-*``, the transfers as transfers.
 """
 
@@ -17,7 +17,7 @@ from distributed import Future
 
 from ..backend import get_backend
 from ..frame import DistributedFrame
-from .bucket import outgoing
+from .bucket import HOST_PROTOCOLS, DeviceBucket
 from .partition import hash_split
 from .skew import SideSkew, split_heavy
 
@@ -37,9 +37,10 @@ def exchange(frame: DistributedFrame, keys: list[str], casts: dict[str, Any],
     client, backend = frame.engine.client, frame.engine.backend.name
     n = len(destinations) * per_destination
     skew = skew if skew else None
+    wrap = backend == "cudf" and frame.engine.protocol in HOST_PROTOCOLS
     buckets: list[list[Future]] = [[] for _ in range(n)]
     for i, (part, owner) in enumerate(zip(frame.futures, frame.owners)):
-        packed = client.submit(partition_rows, part, keys, casts, n, backend, skew, i,
+        packed = client.submit(partition_rows, part, keys, casts, n, backend, skew, i, wrap,
                                key=f"gpuframe-partition-{side}-{token}-{i}", workers=[owner])
         for j in range(n):
             buckets[j].append(client.submit(operator.getitem, packed, j,
@@ -49,9 +50,11 @@ def exchange(frame: DistributedFrame, keys: list[str], casts: dict[str, Any],
 
 
 def partition_rows(part: Any, keys: list[str], casts: dict[str, Any], n: int, backend: str,
-                   skew: SideSkew | None = None, index: int = 0) -> list[Any]:
+                   skew: SideSkew | None = None, index: int = 0, wrap: bool = False
+                   ) -> list[Any]:
     """On the source worker: cast the keys, then split the rows into one bucket per worker
-    (``index``: the partition's number, where heavy keys' rows start their round robin)."""
+    (``index``: the partition's number, where heavy keys' rows start their round robin), each
+    in a :class:`~gpuframe.shuffle.bucket.DeviceBucket` if ``wrap``."""
     part = cast_keys(part, casts)
     if skew is None:
         buckets = hash_split(part, keys, n, backend)
@@ -60,7 +63,7 @@ def partition_rows(part: Any, keys: list[str], casts: dict[str, Any], n: int, ba
         frames = get_backend(backend)
         buckets = [frames.concat([bucket, *pieces]) if pieces else bucket
                    for bucket, pieces in zip(hash_split(rest, keys, n, backend), extra)]
-    return [outgoing(bucket, backend) for bucket in buckets]
+    return [DeviceBucket(bucket) for bucket in buckets] if wrap else buckets
 
 
 def cast_keys(frame: Any, casts: dict[str, Any]) -> Any:

@@ -1,5 +1,6 @@
-"""gpuframe.shuffle.bucket: buckets leave and arrive as frames of their backend, and (marker gpu)
-a cuDF bucket crosses TCP through pinned memory and arrives whole, by every serializer path."""
+"""gpuframe.shuffle.bucket: a wrapped bucket arrives as its frame, and (marker gpu) a cuDF bucket
+crosses TCP through pinned memory and arrives whole, by every serializer path, and dask-cuda
+spills it like a cuDF frame."""
 
 from __future__ import annotations
 
@@ -9,13 +10,8 @@ import pytest
 from dask.sizeof import sizeof
 
 from gpuframe.shuffle import bucket
-from gpuframe.shuffle.bucket import DeviceBucket, arrived, outgoing
-
-
-def test_pandas_buckets_travel_as_they_are():
-    frame = pd.DataFrame({"k": [1, 2, 3]})
-    assert outgoing(frame, "pandas") is frame
-    assert arrived(frame) is frame
+from gpuframe.shuffle.bucket import DeviceBucket, arrived
+from gpuframe.shuffle.exchange import partition_rows
 
 
 def test_a_device_bucket_is_sized_and_unwrapped_as_its_frame():
@@ -23,6 +19,7 @@ def test_a_device_bucket_is_sized_and_unwrapped_as_its_frame():
     wrapped = DeviceBucket(frame)
     assert sizeof(wrapped) == sizeof(frame)
     assert arrived(wrapped) is frame
+    assert arrived(frame) is frame
 
 
 def frame_with_every_kind():
@@ -123,3 +120,27 @@ def test_a_bucket_crosses_tcp_between_two_workers_through_the_pinned_pool():
         total = client.submit(lambda b: int(arrived(b)["v"].sum()), made, workers=[receiver])
         assert total.result() == 3 * rows * (rows - 1) // 2
         assert client.run(_pinned_pool_made, workers=[sender])[sender]
+
+
+@pytest.mark.gpu
+def test_partitions_wrap_their_buckets_only_when_asked():
+    frame, values = frame_with_every_kind()
+    plain = partition_rows(frame, ["k"], {}, 3, "cudf")
+    wrapped = partition_rows(frame, ["k"], {}, 3, "cudf", None, 0, True)
+    assert not any(isinstance(b, DeviceBucket) for b in plain)
+    assert all(isinstance(b, DeviceBucket) for b in wrapped)
+    for a, b in zip(plain, wrapped):
+        pd.testing.assert_frame_equal(arrived(b).to_pandas(), a.to_pandas())
+
+
+@pytest.mark.gpu
+def test_dask_cuda_spills_a_bucket_from_device_memory_like_a_frame(tmp_path):
+    """dask-cuda keeps what it does not know as device memory with host data, where its
+    device_memory_limit never spills it: a bucket must count as device memory."""
+    from dask_cuda.device_host_file import DeviceHostFile
+
+    frame, values = frame_with_every_kind()
+    store = DeviceHostFile(str(tmp_path), device_memory_limit=1000)
+    store["bucket"] = DeviceBucket(frame)
+    assert "bucket" in store.device_keys and "bucket" not in store.device  # spilled to host
+    pd.testing.assert_frame_equal(arrived(store["bucket"]).to_pandas(), values)

@@ -7,7 +7,6 @@ from distributed import Client, LocalCluster, get_task_stream
 import gpuframe
 from gpuframe.backend import get_backend
 from gpuframe.cluster.engine import Engine, set_current
-from gpuframe.shuffle.bucket import arrived
 from gpuframe.shuffle.exchange import partition_rows
 from gpuframe.shuffle.skew import KeyCounts, SideSkew, find_heavy
 
@@ -261,7 +260,7 @@ def test_cudf_partitions_split_heavy_keys_like_pandas(skewed):
         cpu = partition_rows(left, keys, {}, 3, "pandas", skew, 1)
         gpu = partition_rows(cudf.from_pandas(left), keys, {}, 3, "cudf", skew, 1)
         for on_cpu, on_gpu in zip(cpu, gpu):
-            assert_same_rows(arrived(on_gpu).to_pandas(), on_cpu)
+            assert_same_rows(on_gpu.to_pandas(), on_cpu)
     sample, length, _, _ = profile_partition(cudf.from_pandas(left), ["k"], {}, 500, 0, "cudf")
     assert isinstance(sample, pd.DataFrame) and len(sample) == 500 and length == len(left)
 
