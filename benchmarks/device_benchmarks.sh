@@ -20,10 +20,10 @@ for group in "$@"; do
       join-ucx)  # issue #4: dask-cuda's shape and the seed's, with dask-cuda's own benchmark
         run python3 benchmarks/join.py --device gpu --protocols ucx --rows-per-worker "$rows" \
           --shapes dask-cuda,seed,zipf --baselines "" --repeats 3 --dask-cuda on \
-          --partitions-per-worker 2,4 ;;
+          --partitions-per-worker 2,4 --stages ;;
       join-tcp)
         run python3 benchmarks/join.py --device gpu --protocols tcp --rows-per-worker "$rows" \
-          --shapes dask-cuda --baselines "" --repeats 2 --dask-cuda on ;;
+          --shapes dask-cuda --baselines "" --repeats 2 --dask-cuda on --stages ;;
       ingest)  # issue #3: 4 GiB of Parquet per dataset (2 GiB a GPU), cold and warm
         gpus=$(nvidia-smi -L | wc -l)
         run python3 benchmarks/ingest.py --device gpu --protocol ucx --bytes "$((2 * gpus))GiB" \

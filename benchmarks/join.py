@@ -18,7 +18,10 @@ over each protocol, run after gpuframe's cluster is closed.
 Throughput counts the bytes of both inputs, as dask-cuda's benchmark does. Per-link bytes come from
 the workers' transfer logs (the bytes of gpuframe-send-* keys each worker fetched from each
 peer during the last timed join); a link's bandwidth is its bytes over the time it was busy (the
-union of its transfers' intervals), and its share is that over the peer copy rate.
+union of its transfers' intervals), and its share is that over the peer copy rate. With
+--stages, one more shuffle join per shape is run after the timed ones and its stages are
+printed from the engine's task records: tasks, wall seconds (the union of their intervals),
+summed task seconds and bytes, so a run shows where the join's time went.
 
   python benchmarks/join.py --device cpu --rows-per-worker 1000000
   python benchmarks/join.py --device gpu --protocols ucx,tcp --devices 0,1 \\
@@ -181,11 +184,12 @@ def dask_cuda_merge(protocol: str, args: argparse.Namespace) -> tuple[float | No
 # --- the run ------------------------------------------------------------------------------------
 
 def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: list,
-                 balance: dict) -> None:
+                 balance: dict, stages: list) -> None:
     import dask
     from distributed import wait
 
     import gpuframe
+    from gpuframe.diagnostics.jobs import mark, metrics_since
 
     backend = "cudf" if args.device == "gpu" else "pandas"
     cluster_options: dict[str, Any] = {"backend": backend, "protocol": protocol,
@@ -213,6 +217,10 @@ def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: 
             results.append((*where, "gpuframe shuffle join", seconds))
             links.extend((protocol, shape, *link, seconds)
                          for link in link_stats(engine.client, starts[-1], names))
+            if args.stages:
+                bookmark = mark(engine)
+                ours(broadcast_bytes=0)
+                stages.append((protocol, shape, metrics_since(engine, bookmark)))
             results.append((*where, "gpuframe merge (default options)",
                             timed(ours, args.repeats, args.statistic)))
             for tasks in filter(None, args.partitions_per_worker.split(",")):
@@ -267,6 +275,8 @@ def main() -> None:
                              "with too (more tasks: transfers overlap earlier tasks' joins)")
     parser.add_argument("--statistic", choices=sorted(STATISTICS), default="median",
                         help="of the repeats' times; min resists a machine others share")
+    parser.add_argument("--stages", action="store_true",
+                        help="run one more shuffle join per shape and print its stages")
     args = parser.parse_args()
     protocols = args.protocols.split(",")
     gpu = args.device == "gpu"
@@ -280,8 +290,9 @@ def main() -> None:
     results: list = []
     links: list = []
     balance: dict = {}
+    stages: list = []
     for protocol in protocols:
-        run_protocol(protocol, args, results, links, balance)
+        run_protocol(protocol, args, results, links, balance, stages)
     baseline_commands = []
     if args.dask_cuda == "on" or (args.dask_cuda == "auto" and gpu):
         for protocol in protocols:
@@ -322,6 +333,18 @@ def main() -> None:
         share = f"{100 * active / peer:.0f}%" if peer else "n/a (no GPU)"
         print(f"| {protocol} | {shape} | {link} | {nbytes / GIB:.3f} | {active:.2f} | "
               f"{nbytes / GIB / seconds:.2f} | {share} |")
+    if stages:
+        print("\nStages of one more gpuframe shuffle join per shape (the engine's task records; "
+              "wall: the union of the stage's task intervals):\n")
+        print("| protocol | shape | stage | tasks | wall s | task s | GiB |")
+        print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+        for protocol, shape, metrics in stages:
+            for stage, figures in metrics.stages.items():
+                print(f"| {protocol} | {shape} | {stage} | {figures['tasks']} | "
+                      f"{figures['wall_seconds']:.3f} | {figures['task_seconds']:.3f} | "
+                      f"{figures['bytes'] / GIB:.3f} |")
+            print(f"| {protocol} | {shape} | all (first start to last stop) | | "
+                  f"{metrics.stop - metrics.start:.3f} | | |")
 
 
 if __name__ == "__main__":
