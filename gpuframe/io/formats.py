@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from ..errors import OptionError
 from .errors import CorruptFileError, PageReadUnsupportedError, TruncatedFileError
 from .filters import Statistics, Term, range_may_match
-from .pages import MAGIC, ParquetFooter, read_rows
+from .pages import MAGIC, ParquetFooter, coalesce, read_rows
 from . import orc_tail
 from .remote import FOOTER_PROBE, Source
 
@@ -339,16 +339,8 @@ def column_chunk_ranges(metadata: pq.FileMetaData, row_groups: Sequence[int],
                         names: Sequence[str]) -> list[tuple[int, int]]:
     """Byte ranges of the chunks of columns ``names`` in ``row_groups``, adjacent ones merged."""
     indices = column_indices(metadata, names)
-    spans = sorted(chunk_range(metadata.row_group(g).column(i))
-                   for g in row_groups for i in indices)
-    merged: list[tuple[int, int]] = []
-    for start, length in spans:
-        if merged and start <= merged[-1][0] + merged[-1][1]:
-            last_start, last_length = merged[-1]
-            merged[-1] = (last_start, max(last_start + last_length, start + length) - last_start)
-        else:
-            merged.append((start, length))
-    return merged
+    spans = [chunk_range(metadata.row_group(g).column(i)) for g in row_groups for i in indices]
+    return [(start, end - start) for start, end in coalesce(spans)]
 
 
 def row_group_may_match(row_group: pq.RowGroupMetaData, metadata: pq.FileMetaData,
