@@ -7,9 +7,10 @@ to the device) into its own folder, then loaded in its own process (two builds o
 one process would clash). There, the build's CUDA partition must write exactly the bytes of its
 own CPU core on odd layouts (widths 1 to 8, slice offsets, nulls, strings, several keys, 1 to
 1000 destinations), then count and scatter are timed by CUDA events on --rows rows x 4 int64
-(key column 0), best of 8, beside a device-to-device copy of the same bytes. The builds run in
---rounds rounds, each in the other order; the table gives each build's best, and a checksum of
-its packed output, which must be the same for every build. Example (on the device):
+(key column 0) and --strings string columns (4 to 12 bytes a value), best of 8, beside a
+device-to-device copy of the same bytes. The builds run in --rounds rounds, each in the other
+order; the table gives each build's best, and a checksum of its packed output, which must be the
+same for every build. Example (on the device):
 
     git worktree add .device/before ae95868   # here, then carry .device/before
     python3 benchmarks/partition_builds.py --build kept=.device/before --build new=. \\
@@ -40,6 +41,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--arch", default="90-real", help="CMAKE_CUDA_ARCHITECTURES")
     parser.add_argument("--destinations", default="8,64,256")
     parser.add_argument("--rows", type=int, default=100_000_000)
+    parser.add_argument("--strings", type=int, default=0,
+                        help="string columns after the 4 int64 ones (default: 0)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--child", nargs=2, metavar=("FOLDER", "DESTINATIONS"),
                         help=argparse.SUPPRESS)
@@ -90,7 +93,18 @@ def odd_layouts(core, rows: int, seed: int, nulls: bool) -> list[tuple]:
             column(rng.normal(size=rows + 2).astype(np.float32), 2)]
 
 
-def child(folder: str, destinations: list[int], rows: int) -> None:
+def string_column(core, rows: int, seed: int) -> tuple:
+    """The core's tuple of a device string column of ``rows`` values of 4 to 12 letters."""
+    import cupy as cp
+
+    rng = cp.random.default_rng(seed)
+    offsets = cp.zeros(rows + 1, cp.int32)
+    cp.cumsum(rng.integers(4, 13, rows, dtype=cp.int32), out=offsets[1:])
+    chars = rng.integers(97, 123, int(offsets[-1]), dtype=cp.uint8)
+    return (core.STRING, 4, 0, chars, None, offsets.view(cp.uint8))
+
+
+def child(folder: str, destinations: list[int], rows: int, strings: int) -> None:
     """Check and time the build in ``folder``; print one JSON line."""
     sys.path.insert(0, folder)
     import _core
@@ -124,6 +138,7 @@ def child(folder: str, destinations: list[int], rows: int) -> None:
     columns = [cp.random.default_rng(7 + i).integers(0, 2**62, rows, dtype=cp.int64)
                for i in range(4)]
     args = [(_core.FIXED, 8, 0, c.view(cp.uint8), None, None) for c in columns]
+    args += [string_column(_core, rows, 11 + s) for s in range(strings)]
     result: dict = {"checked": checked}
     marks = [cp.cuda.Event() for _ in range(4)]
     for n in destinations:
@@ -147,7 +162,7 @@ def child(folder: str, destinations: list[int], rows: int) -> None:
         result[str(n)] = {"count": best[0], "scatter": best[1],
                           "checksum": int((words ^ weights).sum())}
         del out, scratch, words, weights
-    total = sum(c.nbytes for c in columns)
+    total = sum(c.nbytes for c in columns) + sum(a[3].nbytes + a[5].nbytes for a in args[4:])
     source, target = cp.empty(total, cp.uint8), cp.empty(total, cp.uint8)
     copies = []
     for _ in range(8):
@@ -163,7 +178,8 @@ def child(folder: str, destinations: list[int], rows: int) -> None:
 def main() -> None:
     args = parse_args()
     if args.child:
-        child(args.child[0], [int(n) for n in args.child[1].split(",")], args.rows)
+        child(args.child[0], [int(n) for n in args.child[1].split(",")], args.rows,
+              args.strings)
         return
     trees = dict(b.split("=", 1) for b in args.build)
     flags = dict(f.split("=", 1) for f in args.cuda_flags)
@@ -178,14 +194,14 @@ def main() -> None:
     for round_ in range(args.rounds):
         for name in names if round_ % 2 == 0 else names[::-1]:
             done = subprocess.run([sys.executable, __file__, "--rows", str(args.rows),
-                                   "--child", folders[name],
+                                   "--strings", str(args.strings), "--child", folders[name],
                                    args.destinations], capture_output=True, text=True)
             lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
             if done.returncode != 0 or not lines:
                 raise SystemExit(f"build {name} failed its run:\n{done.stdout[-3000:]}"
                                  f"{done.stderr[-3000:]}")
             results[name].append(json.loads(lines[0][len("RESULT "):]))
-    print(f"{args.rows:,} rows x 4 int64; each build checked against its CPU core on "
+    print(f"{args.rows:,} rows x 4 int64 and {args.strings} string columns; each build checked against its CPU core on "
           f"{results[names[0]][0]['checked']} layouts; best of 8 in each of {args.rounds} "
           "rounds\n")
     print("| build | destinations | count ms | scatter ms | sum ms | copy ms | output checksum |")

@@ -45,42 +45,44 @@ constexpr uint32_t kStagedMaxDestinations = 1024;
 // SM (25% of the warps; ncu on an H100). Asking for 4 lets the SM keep more loads and stores in
 // flight: measured on an H100, 100M rows x 4 int64, the scatter takes 2.77 ms instead of 2.90 ms
 // for 8 destinations and 3.44 ms instead of 3.77 ms for 64; 3 and 6 blocks were slower with that
-// kernel. Since 2026-11-24 one stage of 4096-row chunks (ChunkShape) takes the shared memory of 3
-// blocks per SM, and its bound says 3 (measured below).
-__host__ __device__ constexpr int scatter_blocks_per_sm(int chunk, int stages) {
-  return chunk == 4096 && stages == 1 ? 3 : 4;
-}
+// kernel. Since 2026-11-25 one stage of 8192-row chunks (kLongChunks) takes the shared memory of
+// 2 blocks per SM, and its bound says 2 (measured below).
 
 // How the staged scatter walks a tile: `chunk` rows sorted in shared memory at a time, and
 // `stages` shared-memory stages of fixed-width columns, each a chunk of 8-byte values and 16
 // bytes more for the source's alignment (with two, the next column loads while one is written).
-// Longer chunks give longer runs per destination (coalesced writes) but fewer blocks per SM.
-// Measured with partition_builds.py, 100M rows x 4 int64, scatter ms (H200):
+// Longer chunks give longer runs per destination (fuller sectors written) but fewer blocks per
+// SM. Measured with partition_builds.py, 100M rows x 4 int64, scatter ms (H200, 2026-11-24):
 //   destinations                    2      8      64     128    256
 //   2048 rows, two stages         1.775  1.923  2.418  2.995
 //   4096 rows, two stages         1.787  1.938  2.363  2.579  3.126
-//   4096 rows, one stage                                       2.981
-// (H100, 8 and 64 destinations: 2.457 and 3.071 ms with 2048 rows, 2.416 and 2.814 with 4096),
-// and the count's longer tiles took 0.29 instead of 0.31 ms at 8 destinations. Two stages of
-// 4096 rows leave room for 2 blocks per SM, one stage for 3, which is faster (2026-11-24, ms):
-//   destinations                             2      8      64     128    256
-//   H200, two stages, 2 blocks per SM      1.790  1.942  2.354  2.573  2.992
-//   H200, one stage, 3 blocks per SM       1.701  1.819  2.155  2.444  2.961
-//   H100, two stages, 2 blocks per SM      2.291  2.421  2.814  3.113  3.634
-//   H100, one stage, 3 blocks per SM       2.249  2.348  2.742  3.159  3.616
-// (2048 rows in one stage at 4, 5 or 6 blocks per SM: 1.909-2.100 ms at 8 destinations on the
-// H200). A string column's lengths take a chunk of 8-byte values more: up to
-// kStringTwoStageMaxDestinations, tables with strings are walked in 2048-row chunks with two
-// stages.
+//   4096 rows, one stage, 3 blocks 1.701 1.819  2.155  2.444  2.961
+// With the sorted rows and destinations kept as narrow as they go (2 and 1-2 bytes instead of
+// 4 and 4, 2026-11-25), 8192 rows in one stage fit 2 blocks per SM. H100, ms:
+//   destinations                    2      8      32     64     256    1000
+//   4096 rows, 3 blocks (before)  2.241  2.337  2.544  2.729  3.598  10.467
+//   4096 rows, 3 blocks, narrow   2.253  2.345  2.556  2.734  4.006  11.745
+//   4096 rows, 4 blocks, narrow   2.257  2.338  2.552  2.787  4.019  11.764
+//   6144 rows, 3 blocks, narrow   2.368  2.437  2.632  2.803  3.499   9.644
+//   8192 rows, 2 blocks, narrow   2.267  2.334  2.474  2.579  3.239   4.779
+// (narrow 4096-row chunks lose at 256 and 1000 destinations: more blocks a SM, each with
+// shorter runs). A string column's lengths take a chunk of 8-byte values more: up to
+// kStringTwoStageMaxDestinations, or where 8192 rows do not fit the device's shared memory (an
+// A100's 163 KiB a block at 1024 destinations), tables with strings are walked in 2048-row
+// chunks with two stages. 100M rows x 4 int64 + 1 string of 4-12 bytes, H100, scatter ms:
+//   destinations                    2      8      64     128    256
+//   before (2048 x 2 up to 128)   5.703  7.735 10.852 11.888 13.324
+//   2048 x 2 narrow up to 128     5.731  7.671  7.636  8.727 11.017
+//   8192 x 1 narrow at every n    7.712  8.700  9.936 10.226 11.052
 struct ChunkShape {
   int chunk;
   int stages;
 };
+constexpr ChunkShape kLongChunks{8192, 1}, kTwoStages{2048, 2};
 constexpr uint32_t kStringTwoStageMaxDestinations = 128;
 
-ChunkShape chunk_shape(uint32_t n, bool strings) {
-  if (strings && n <= kStringTwoStageMaxDestinations) return {2048, 2};
-  return {4096, 1};
+__host__ __device__ constexpr int scatter_blocks_per_sm(int chunk, int stages) {
+  return chunk == kLongChunks.chunk && stages == kLongChunks.stages ? 2 : 4;
 }
 
 __host__ __device__ constexpr int stage_bytes(int chunk) { return chunk * 8 + 16; }
@@ -105,23 +107,34 @@ int64_t dest_bytes(uint32_t n) {
   return bytes;
 }
 
-// Rows per tile: whole chunks (staged) or warps' steps, and long enough that the counts (n per
-// tile, 8 bytes each) take at most one byte per row.
-int64_t tile_rows(uint32_t n_destinations, bool strings) {
-  const int64_t unit = staged(n_destinations) ? chunk_shape(n_destinations, strings).chunk : 32;
+// Rows per tile: whole units (the staged scatter's chunks, or warps' steps), and long enough
+// that the counts (n per tile, 8 bytes each) take at most one byte per row.
+int64_t tile_rows(uint32_t n_destinations, int64_t unit) {
   const int64_t wanted = std::max<int64_t>(2048, static_cast<int64_t>(n_destinations) * 8);
   return (wanted + unit - 1) / unit * unit;
 }
 
 // Dynamic shared memory of the staged scatter for n destinations.
-size_t staged_shared_bytes(uint32_t n, bool strings) {
-  const ChunkShape shape = chunk_shape(n, strings);
+size_t staged_shared_bytes(uint32_t n, bool strings, ChunkShape shape) {
   const size_t chunk = static_cast<size_t>(shape.chunk);
   return static_cast<size_t>(shape.stages * stage_bytes(shape.chunk))  // column stages
          + static_cast<size_t>(n) * 8 * 2                      // base and place
-         + chunk * 4 * 2                                       // sorted_dest, sorted_row
+         + chunk * (2 + dest_bytes(n))                         // sorted_row, sorted_dest
          + (kWarpsPerBlock + 2) * static_cast<size_t>(n) * 4   // warp counts, offsets, counts
          + (strings ? (chunk + 1) * 8 : 0);                    // string lengths, then sums
+}
+
+// The staged scatter's shape for n destinations, on the current device.
+ChunkShape chunk_shape(uint32_t n, bool strings) {
+  if (strings && n <= kStringTwoStageMaxDestinations) return kTwoStages;
+  int device = 0, shared_limit = 0;
+  cuda::check(cudaGetDevice(&device), "cudaGetDevice");
+  cuda::check(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                     device),
+              "cudaDeviceGetAttribute (shared memory per block)");
+  return staged_shared_bytes(n, strings, kLongChunks) <= static_cast<size_t>(shared_limit)
+             ? kLongChunks
+             : kTwoStages;
 }
 
 int64_t round_up(int64_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -580,10 +593,10 @@ __device__ __forceinline__ void stage_fixed(const ColumnView& col, int64_t chunk
 // Writes a staged fixed-width column of a sorted chunk: consecutive threads, consecutive places
 // of one destination (coalesced writes), values gathered from shared memory. Sorted position j
 // of destination d goes to place[d] + j values.
-template <typename T>
+template <typename T, typename D>
 __device__ __forceinline__ void write_fixed(const T* __restrict__ staged, int rows,
-                                            const uint32_t* __restrict__ sorted_dest,
-                                            const int32_t* __restrict__ sorted_row,
+                                            const D* __restrict__ sorted_dest,
+                                            const uint16_t* __restrict__ sorted_row,
                                             uint8_t* const* __restrict__ place) {
 #pragma unroll 4
   for (int j = threadIdx.x; j < rows; j += kThreads)
@@ -607,6 +620,7 @@ __global__ void __launch_bounds__(kThreads, scatter_blocks_per_sm(kChunk, kStage
                           int64_t* cursors, const int64_t* starts, const int64_t* pieces,
                           uint8_t* out) {
   constexpr int kItems = kChunk / kThreads;  // rows per thread in a chunk
+  static_assert(kChunk % kThreads == 0 && kChunk <= 65536, "rows in a chunk: see sorted_row");
   extern __shared__ __align__(16) int64_t shared[];
   // stage_buffers[kStages][stage_bytes(kChunk)]: fixed-width columns of the chunk, the next one
   // loading while the block writes the one before (with two stages). base[n]: the place inside
@@ -616,12 +630,15 @@ __global__ void __launch_bounds__(kThreads, scatter_blocks_per_sm(kChunk, kStage
   uint8_t* stage_buffers = reinterpret_cast<uint8_t*>(shared);
   int64_t* base = shared + kStages * stage_bytes(kChunk) / 8;
   uint8_t** place = reinterpret_cast<uint8_t**>(base + n);  // [n]: see write_fixed
-  uint32_t* sorted_dest = reinterpret_cast<uint32_t*>(place + n);  // [kChunk]
-  int32_t* sorted_row = reinterpret_cast<int32_t*>(sorted_dest + kChunk);  // [kChunk]
-  int32_t* warp_counts = sorted_row + kChunk;  // [warp][n], then each warp's first place
+  int32_t* warp_counts = reinterpret_cast<int32_t*>(place + n);  // [warp][n], then first places
   int32_t* chunk_offset = warp_counts + kWarpsPerBlock * n;  // [n]
   int32_t* chunk_count = chunk_offset + n;                   // [n]
-  int64_t* staged = reinterpret_cast<int64_t*>(chunk_count + n);  // after an even count of int32s
+  // The chunk's rows sorted by destination: their rows in the chunk and their destinations, as
+  // narrow as they go (less shared memory a block, so more blocks a multiprocessor).
+  uint16_t* sorted_row = reinterpret_cast<uint16_t*>(chunk_count + n);  // [kChunk]
+  D* sorted_dest = reinterpret_cast<D*>(sorted_row + kChunk);             // [kChunk]
+  // After an even count of int32s and kChunk (a multiple of 8) rows of each: 8-byte aligned.
+  int64_t* staged = reinterpret_cast<int64_t*>(sorted_dest + kChunk);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const unsigned lanes_below = (1u << lane) - 1u;
   const int64_t t = blockIdx.x;
@@ -679,8 +696,8 @@ __global__ void __launch_bounds__(kThreads, scatter_blocks_per_sm(kChunk, kStage
       const int local = warp * kItems * 32 + k * 32 + lane;
       if (local >= rows) continue;
       const int32_t p = mine[d_of[k]] + rank_of[k];
-      sorted_dest[p] = d_of[k];
-      sorted_row[p] = local;
+      sorted_dest[p] = static_cast<D>(d_of[k]);
+      sorted_row[p] = static_cast<uint16_t>(local);
     }
     for (uint32_t d = threadIdx.x; d < n; d += kThreads)
       base[d] = cursors[static_cast<int64_t>(d) * n_tiles + t] - starts[d] - chunk_offset[d];
@@ -795,8 +812,10 @@ CudaPartition::CudaPartition(std::vector<ColumnView> columns, std::vector<int32_
   std::vector<ColumnView> keys;
   for (int32_t k : key_columns_) keys.push_back(columns_[k]);
   cuda::pack_keys(keys);  // checks the number of keys
-  const int64_t n = n_destinations_, arrays = 1 + string_columns(columns_);
-  tile_ = tile_rows(n_destinations_, string_columns(columns_) > 0);
+  string_columns_ = string_columns(columns_);
+  const int64_t n = n_destinations_, arrays = 1 + string_columns_;
+  if (staged(n_destinations_)) chunk_ = chunk_shape(n_destinations_, string_columns_ > 0).chunk;
+  tile_ = tile_rows(n_destinations_, staged(n_destinations_) ? chunk_ : 32);
   n_tiles_ = (n_rows_ + tile_ - 1) / tile_;
   size_t temp = 0;
   cuda::check(cub::DeviceScan::ExclusiveSum(nullptr, temp, static_cast<int64_t*>(nullptr),
@@ -816,7 +835,7 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
   if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 256 != 0)
     throw std::invalid_argument("the scratch must be 256-byte aligned device memory");
   const int64_t n = n_destinations_, nc = static_cast<int64_t>(columns_.size());
-  const int64_t arrays = 1 + string_columns(columns_);
+  const int64_t arrays = 1 + string_columns_;
   Scratch parts(scratch, n_rows_, n, nc, arrays, n_tiles_, cub_temp_bytes_);
   std::vector<int64_t> totals(arrays * n, 0);
   if (n_rows_ > 0) {
@@ -841,7 +860,7 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
                                            static_cast<int>(shared)),
                       "cudaFuncSetAttribute (staged_count_kernel shared memory)");
           kernel<<<grid(n_tiles_, "count"), kThreads, shared, stream>>>(
-              hash, parts.columns, static_cast<int32_t>(nc), string_columns(columns_) > 0,
+              hash, parts.columns, static_cast<int32_t>(nc), string_columns_ > 0,
               n_rows_, n_destinations_, tile_, n_tiles_, dest, parts.counts);
         });
       } else {
@@ -885,7 +904,7 @@ void CudaPartition::scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream_ha
   if (out == nullptr || reinterpret_cast<uintptr_t>(out) % kAlignment != 0)
     throw std::invalid_argument("the output must be 64-byte aligned device memory");
   const int64_t n = n_destinations_, nc = static_cast<int64_t>(columns_.size());
-  const int64_t arrays = 1 + string_columns(columns_);
+  const int64_t arrays = 1 + string_columns_;
   Scratch parts(scratch_, n_rows_, n, nc, arrays, n_tiles_, cub_temp_bytes_);
   std::vector<int64_t> ranges;
   for (const auto& [begin, end] : zero_ranges(columns_, layout_)) {
@@ -909,15 +928,16 @@ void CudaPartition::scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream_ha
     cuda::check(cudaGetLastError(), "zero_kernel launch");
   }
   if (n_rows_ == 0) return;
-  const bool strings = string_columns(columns_) > 0;
+  const bool strings = string_columns_ > 0;
   with_dest_type(n_destinations_, [&](auto type) {
     using D = decltype(type);
     const D* dest = static_cast<const D*>(parts.dest);
     if (staged(n_destinations_)) {
-      const size_t shared = staged_shared_bytes(n_destinations_, strings);
-      const ChunkShape shape = chunk_shape(n_destinations_, strings);
-      auto kernel = shape.chunk == 2048 ? staged_scatter_kernel<2048, 2, D>
-                                        : staged_scatter_kernel<4096, 1, D>;
+      const ChunkShape shape = chunk_ == kTwoStages.chunk ? kTwoStages : kLongChunks;
+      const size_t shared = staged_shared_bytes(n_destinations_, strings, shape);
+      auto kernel = chunk_ == kTwoStages.chunk
+                        ? staged_scatter_kernel<kTwoStages.chunk, kTwoStages.stages, D>
+                        : staged_scatter_kernel<kLongChunks.chunk, kLongChunks.stages, D>;
       cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(shared)),
                   "cudaFuncSetAttribute (staged_scatter_kernel shared memory)");

@@ -95,7 +95,8 @@ class HostPartition {
 // cudaStream_t as an integer; 0 is the legacy default stream). Throws CudaError.
 class CudaPartition {
  public:
-  // No CUDA work yet, except asking the device for CUB's temporary storage size.
+  // No CUDA work yet, except asking the device for CUB's temporary storage size and its shared
+  // memory per block.
   CudaPartition(std::vector<ColumnView> columns, std::vector<int32_t> key_columns,
                 int64_t n_rows, uint32_t n_destinations);
   // Device scratch memory `count` and `scatter` need, in bytes.
@@ -112,7 +113,9 @@ class CudaPartition {
   std::vector<int32_t> key_columns_;
   int64_t n_rows_;
   uint32_t n_destinations_;
-  int64_t tile_ = 0;  // rows per tile
+  int64_t string_columns_ = 0;
+  int32_t chunk_ = 0;  // rows the staged scatter sorts at a time (up to 1024 destinations)
+  int64_t tile_ = 0;   // rows per tile
   int64_t n_tiles_ = 0;
   int64_t scratch_bytes_ = 0;
   int64_t cub_temp_bytes_ = 0;
