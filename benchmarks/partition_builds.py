@@ -6,7 +6,7 @@ CMakeLists.txt and gpuframe_cpp/, e.g. ``.`` and a ``git worktree`` of another r
 to the device) into its own folder, then loaded in its own process (two builds of ``_core`` in
 one process would clash). There, the build's CUDA partition must write exactly the bytes of its
 own CPU core on odd layouts (widths 1 to 8, slice offsets, nulls, strings, several keys, 1 to
-1000 destinations), then count and scatter are timed by CUDA events on --rows rows x 4 int64
+2000 destinations), then count and scatter are timed by CUDA events on --rows rows x 4 int64
 (key column 0) and --strings string columns (4 to 12 bytes a value), best of 8, beside a
 device-to-device copy of the same bytes. The builds run in --rounds rounds, each in the other
 order; the table gives each build's best, and a checksum of its packed output, which must be the
@@ -120,7 +120,7 @@ def child(folder: str, destinations: list[int], rows: int, strings: int) -> None
             host_args = odd_layouts(_core, n_rows, n_rows + nulls, nulls)
             device_args = device(host_args)
             for keys in ([0], [3], [4], [5, 0], [6]):
-                for n in (1, 2, 7, 8, 64, 200, 1000):
+                for n in (1, 2, 7, 8, 64, 200, 1000, 2000):
                     host = _core.HostPartition(host_args, keys, n_rows, n)
                     want = np.empty(host.total_bytes, np.uint8)
                     host.scatter(want)

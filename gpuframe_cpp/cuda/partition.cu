@@ -245,26 +245,58 @@ __global__ void zero_kernel(const int64_t* ranges, uint8_t* out) {
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) out[i] = 0;
 }
 
-// Each lane's string from src to dst: short ones by their own lane, long ones by the whole warp
-// in turn, so a long string is copied 32 consecutive bytes at a time instead of one lane's byte
-// by byte. Every lane of the warp must call it.
-constexpr int64_t kWarpCopyBytes = 64;
-
-__device__ __forceinline__ void copy_strings(const uint8_t* src, uint8_t* dst, int64_t length) {
+// Copies up to 32 strings by the whole warp: lane l's string, `length` bytes from input char
+// `src`, goes to `dst` (length 0 for lanes without one). The warp walks the strings' bytes, laid
+// one after the other, 32 at a time, 4 steps of them in flight, each lane finding its byte's
+// string by a binary search over the lanes' first bytes: consecutive lanes read (and, for strings
+// bound one after the other, write) consecutive bytes. Each lane copying its own string, as
+// before, made every load of a warp touch up to 32 lines once the strings were sorted by
+// destination. H100, 100M rows x 4 int64 + 1 string of 4-12 bytes, scatter
+// ms at 2 / 8 / 64 / 256 / 1000 destinations: 5.75 / 7.70 / 7.67 / 11.15 / 15.96 before, 4.40 /
+// 4.52 / 6.02 / 8.88 / 11.37 with this; searching over 64-bit offsets (below: 32 bits where the
+// warp's bytes fit) 1-7% slower, 8 steps in flight 2-13% slower. Every lane must call it.
+template <typename Offset>
+__device__ __forceinline__ void walk_warp_strings(const uint8_t* chars, Offset begin,
+                                                  Offset total, int64_t src_less_first,
+                                                  uintptr_t dst_less_first) {
   const int lane = threadIdx.x & 31;
-  const bool long_string = length >= kWarpCopyBytes;
-  if (!long_string)
-    for (int64_t i = 0; i < length; ++i) dst[i] = src[i];
-  for (unsigned longs = __ballot_sync(cuda::kFullMask, long_string); longs != 0;
-       longs &= longs - 1) {
-    const int owner = __ffs(longs) - 1;
-    const uint8_t* from = reinterpret_cast<const uint8_t*>(
-        __shfl_sync(cuda::kFullMask, reinterpret_cast<uintptr_t>(src), owner));
-    uint8_t* to = reinterpret_cast<uint8_t*>(
-        __shfl_sync(cuda::kFullMask, reinterpret_cast<uintptr_t>(dst), owner));
-    const int64_t bytes = __shfl_sync(cuda::kFullMask, length, owner);
-    for (int64_t i = lane; i < bytes; i += 32) to[i] = from[i];
+  constexpr int kSteps = 4;
+  for (Offset step = 0; step < total; step += 32 * kSteps) {
+    uint8_t byte[kSteps];
+    uint8_t* to[kSteps];
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const Offset x = step + u * 32 + lane;
+      int owner = 0;  // the last lane whose string begins at or before x: x's string
+      for (int half = 16; half > 0; half >>= 1)
+        if (__shfl_sync(cuda::kFullMask, begin, owner + half) <= x) owner += half;
+      const int64_t from = __shfl_sync(cuda::kFullMask, src_less_first, owner) + x;
+      to[u] = reinterpret_cast<uint8_t*>(__shfl_sync(cuda::kFullMask, dst_less_first, owner) + x);
+      byte[u] = x < total ? chars[from] : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u)
+      if (step + u * 32 + lane < total) *to[u] = byte[u];
   }
+}
+
+__device__ __forceinline__ void copy_warp_strings(const uint8_t* chars, int64_t src,
+                                                  uint8_t* dst, int64_t length) {
+  const int lane = threadIdx.x & 31;
+  int64_t first = length;  // the lane's first byte among the warp's output bytes
+  for (int k = 1; k < 32; k <<= 1) {
+    const int64_t below = __shfl_up_sync(cuda::kFullMask, first, k);
+    if (lane >= k) first += below;
+  }
+  const int64_t total = __shfl_sync(cuda::kFullMask, first, 31);
+  first -= length;  // non-decreasing over the lanes; an empty string's is the next's
+  const int64_t src_less_first = src - first;
+  const uintptr_t dst_less_first = reinterpret_cast<uintptr_t>(dst) - first;
+  if (total <= INT32_MAX)
+    walk_warp_strings<int32_t>(chars, static_cast<int32_t>(first), static_cast<int32_t>(total),
+                               src_less_first, dst_less_first);
+  else
+    walk_warp_strings<int64_t>(chars, first, total, src_less_first, dst_less_first);
 }
 
 __device__ __forceinline__ void copy_value(const uint8_t* src, uint8_t* dst, int32_t width) {
@@ -320,16 +352,14 @@ __global__ void scatter_kernel(const ColumnView* columns, int32_t n_columns, int
         lengths[warp][lane] = length;
         __syncwarp();
         const int64_t slot = (s * n + d) * n_tiles + t;
-        const uint8_t* src = nullptr;
         uint8_t* dst = nullptr;
         if (active) {
           int64_t to = cursors[slot] - starts[s * n + d];
           for (unsigned m = below; m != 0; m &= m - 1) to += lengths[warp][__ffs(m) - 1];
-          src = col.data + start;
           dst = out + piece[2] + to;
           write_offset(out + piece[1], at + 1, to + length, col.width);
         }
-        copy_strings(src, dst, length);
+        copy_warp_strings(col.data, start, dst, length);
         __syncwarp();
         if (leader) {
           int64_t sum = 0;
@@ -466,24 +496,41 @@ void with_hasher(const cuda::Keys& keys, F&& f) {
     f(AnyKeys{keys});
 }
 
-// Shared memory of the staged count's row counts for n destinations.
-size_t staged_count_shared_bytes(uint32_t n) { return static_cast<size_t>(n) * 4; }
+// Shared memory of the staged count for n destinations: row counts, then (with string columns)
+// one string column's bytes.
+size_t staged_count_shared_bytes(uint32_t n, bool strings) {
+  const size_t rows = (static_cast<size_t>(n) + 1) / 2 * 8;  // int32 counts, to 8 bytes
+  return rows + (strings ? static_cast<size_t>(n) * (8 + 4) : 0);
+}
+
+// A staged tile's string bytes are counted in 32 bits, strings of kLongString bytes or more
+// (which could overflow them) in 64: shared-memory atomics on 64 bits were 3 times slower at 2
+// destinations (H100, 100M strings of 4-12 bytes: 4.04 against 1.29 ms).
+constexpr int64_t kLongString = int64_t{1} << 18;
+static_assert(kStagedMaxDestinations * 8 * kLongString <= (int64_t{1} << 32) &&
+                  kLongChunks.chunk * kLongString <= (int64_t{1} << 32),
+              "a staged tile's short strings must fit 32 bits");
 
 // Staged count: one block per tile; rows strided over the block, counted in shared memory, one
-// count per destination. Without string columns every row adds itself by a shared-memory atomic;
-// with them, the leader of each warp's lanes bound for one destination adds the group's rows and
-// string bytes (__match_any_sync). The atomics were measured against a count per thread and
-// destination summed once per tile (up to 32 destinations) and against grouping lanes (beyond):
-// 100M int64 keys, H200, ms at 2 / 8 / 16 / 32 destinations: 0.248 / 0.249 / 0.246 / 0.252
-// against 0.248 / 0.257 / 0.266 / 0.298; at 64 / 128 / 256 / 1000: 0.261 / 0.286 / 0.371 / 0.639
-// against 0.755 / 0.832 / 0.899 / 1.005.
+// count per destination: every row adds itself by a shared-memory atomic. Measured against a
+// count per thread and destination summed once per tile (up to 32 destinations) and against
+// grouping lanes bound for one destination (__match_any_sync, beyond): 100M int64 keys, H200, ms
+// at 2 / 8 / 16 / 32 destinations: 0.248 / 0.249 / 0.246 / 0.252 against 0.248 / 0.257 / 0.266 /
+// 0.298; at 64 / 128 / 256 / 1000: 0.261 / 0.286 / 0.371 / 0.639 against 0.755 / 0.832 / 0.899 /
+// 1.005. Then each string column's bytes are counted the same way, a column at a time, from the
+// destinations just stored: with one string column of 4-12 bytes (H100, ms at 2 / 8 / 64 / 256 /
+// 1000 destinations) 0.55 / 0.56 / 0.61 / 0.66 / 1.44, against 1.29 / 0.97 / 1.53 / 1.54 / 1.91
+// when the leader of each warp's lanes bound for one destination added their rows and bytes.
 template <typename D, typename Hasher>
 __global__ void staged_count_kernel(Hasher hash, const ColumnView* columns, int32_t n_columns,
-                                    bool strings, int64_t n_rows, uint32_t n, int64_t tile,
-                                    int64_t n_tiles, D* dest, int64_t* counts) {
-  extern __shared__ int32_t hist[];  // staged_count_shared_bytes(n)
-  __shared__ int64_t lengths[kWarpsPerBlock][32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+                                    int64_t n_rows, uint32_t n, int64_t tile, int64_t n_tiles,
+                                    D* dest, int64_t* counts) {
+  extern __shared__ int64_t shared_counts[];  // staged_count_shared_bytes(n, strings)
+  int32_t* hist = reinterpret_cast<int32_t*>(shared_counts);  // [n]
+  // With string columns, one column's bytes: of long strings, then of the others (kLongString).
+  unsigned long long* long_bytes =
+      reinterpret_cast<unsigned long long*>(shared_counts + (n + 1) / 2);  // [n]
+  unsigned* bytes = reinterpret_cast<unsigned*>(long_bytes + n);          // [n]
   const int64_t t = blockIdx.x;
   const int64_t begin = t * tile, end = min(begin + tile, n_rows);
   for (uint32_t d = threadIdx.x; d < n; d += kThreads) hist[d] = 0;
@@ -491,10 +538,10 @@ __global__ void staged_count_kernel(Hasher hash, const ColumnView* columns, int3
   // Each thread takes 4 rows a step, in kItems groups of kRows consecutive rows: their key loads
   // are in flight together. (A step of 4 rows a thread divides every tile.)
   constexpr int kRows = Hasher::rows, kItems = 4 / kRows, kStep = kThreads * 4;
-  // Hashes a whole step's rows and stores their destinations, and counts them if `count`. With
-  // no bound check, the loads go out together; checked, nvcc issued each load in its own branch
-  // after the hash of the one before (0.37 instead of 0.32 ms, as above).
-  auto whole_step = [&](int64_t base, uint32_t (&d_of)[kItems][kRows], bool count) {
+  int64_t base = begin;
+  // Whole steps with no bound check: the loads go out together; checked, nvcc issued each load
+  // in its own branch after the hash of the one before (0.37 instead of 0.32 ms, as above).
+  for (; base + kStep <= end; base += kStep) {
     uint64_t hashes[kItems][kRows];  // every load before the first store, which could alias them
 #pragma unroll
     for (int k = 0; k < kItems; ++k)
@@ -504,61 +551,43 @@ __global__ void staged_count_kernel(Hasher hash, const ColumnView* columns, int3
       D group[kRows];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        d_of[k][r] = destination(hashes[k][r], n);
-        group[r] = static_cast<D>(d_of[k][r]);
-        if (count) atomicAdd(&hist[d_of[k][r]], 1);
+        const uint32_t d = destination(hashes[k][r], n);
+        group[r] = static_cast<D>(d);
+        atomicAdd(&hist[d], 1);
       }
       store_group(dest + base + (k * kThreads + threadIdx.x) * kRows, group);
     }
-  };
-  int64_t base = begin;
-  if (!strings) {  // whole steps with nothing but row counts, counted as hashed
-    for (; base + kStep <= end; base += kStep) {
-      uint32_t d_of[kItems][kRows];
-      whole_step(base, d_of, true);
-    }
   }
-  for (; base < end; base += kStep) {
-    uint32_t d_of[kItems][kRows];
-    if (base + kStep <= end) {
-      whole_step(base, d_of, false);
-    } else {
-#pragma unroll
-      for (int k = 0; k < kItems; ++k)
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const int64_t row = base + (k * kThreads + threadIdx.x) * kRows + r;
-          d_of[k][r] = kNoDestination;
-          if (row >= end) continue;
-          d_of[k][r] = destination(hash(row), n);
-          dest[row] = static_cast<D>(d_of[k][r]);
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < kItems; ++k)
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const int64_t row = base + (k * kThreads + threadIdx.x) * kRows + r;
-        const bool active = row < end;
-        const uint32_t d = d_of[k][r];
-        if (!strings) {  // the same for the whole block
-          if (active) atomicAdd(&hist[d], 1);
-          continue;
-        }
-        const unsigned peers = __match_any_sync(cuda::kFullMask, d);
-        const bool leader = active && lane == __ffs(peers) - 1;
-        if (leader) atomicAdd(&hist[d], __popc(peers));
-        add_peer_string_bytes(columns, n_columns, row, active, peers, leader, lengths[warp],
-                              [&](int64_t s, int64_t bytes) {
-                                atomicAdd(reinterpret_cast<unsigned long long*>(
-                                              counts + (s * n + d) * n_tiles + t),
-                                          static_cast<unsigned long long>(bytes));
-                              });
-      }
+  for (int64_t row = base + threadIdx.x; row < end; row += kThreads) {
+    const uint32_t d = destination(hash(row), n);
+    dest[row] = static_cast<D>(d);
+    atomicAdd(&hist[d], 1);
   }
-  __syncthreads();
+  __syncthreads();  // the tile's counts are done, and its destinations stored
   for (uint32_t d = threadIdx.x; d < n; d += kThreads)
     counts[static_cast<int64_t>(d) * n_tiles + t] = hist[d];
+  int64_t s = 0;
+  for (int32_t c = 0; c < n_columns; ++c) {
+    const ColumnView col = columns[c];
+    if (col.kind != Kind::string) continue;
+    ++s;
+    for (uint32_t d = threadIdx.x; d < n; d += kThreads) {
+      long_bytes[d] = 0;
+      bytes[d] = 0;
+    }
+    __syncthreads();
+    for (int64_t row = begin + threadIdx.x; row < end; row += kThreads) {
+      const int64_t length = string_length(col, row);
+      if (length < kLongString)
+        atomicAdd(&bytes[dest[row]], static_cast<unsigned>(length));
+      else
+        atomicAdd(&long_bytes[dest[row]], static_cast<unsigned long long>(length));
+    }
+    __syncthreads();
+    for (uint32_t d = threadIdx.x; d < n; d += kThreads)
+      counts[(s * n + d) * n_tiles + t] = static_cast<int64_t>(long_bytes[d] + bytes[d]);
+    __syncthreads();  // before the next column's bytes start from 0
+  }
 }
 
 // Where stage_fixed puts a column's first value in `buffer`: at the source's address mod 16, so
@@ -711,25 +740,27 @@ __global__ void __launch_bounds__(kThreads, scatter_blocks_per_sm(kChunk, kStage
           staged[j] = j < rows ? string_length(col, chunk + sorted_row[j]) : 0;
         __syncthreads();
         block_exclusive_scan(staged, rows + 1);
+        // Where the chunk's chars bound for d start, less staged[its first sorted position]:
+        // `place` holds these while string columns are written (see write_fixed).
+        int64_t* chars_to = reinterpret_cast<int64_t*>(place);
+        for (uint32_t d = threadIdx.x; d < n; d += kThreads)
+          chars_to[d] = cursors[(s * n + d) * n_tiles + t] - starts[s * n + d] -
+                        staged[chunk_offset[d]];
+        __syncthreads();
         for (int first = 0; first < rows; first += kThreads) {  // every lane, every step
           const int j = first + static_cast<int>(threadIdx.x);
-          const bool active = j < rows;
-          const uint8_t* src = nullptr;
+          int64_t src = 0, length = 0;
           uint8_t* dst = nullptr;
-          int64_t length = 0;
-          if (active) {
+          if (j < rows) {
             const uint32_t d = sorted_dest[j];
-            const int64_t row = chunk + sorted_row[j];
             const int64_t* piece = pieces + (static_cast<int64_t>(d) * n_columns + c) * 3;
-            const int64_t slot = (s * n + d) * n_tiles + t;
-            const int64_t to = cursors[slot] - starts[s * n + d] + staged[j] -
-                               staged[chunk_offset[d]];
+            const int64_t to = chars_to[d] + staged[j];
             length = staged[j + 1] - staged[j];
-            src = col.data + col.string_offset(row);
+            src = col.string_offset(chunk + sorted_row[j]);
             dst = out + piece[2] + to;
             write_offset(out + piece[1], base[d] + j + 1, to + length, col.width);
           }
-          copy_strings(src, dst, length);
+          copy_warp_strings(col.data, src, dst, length);
         }
         __syncthreads();  // every thread has read the string cursors before they move
         for (uint32_t d = threadIdx.x; d < n; d += kThreads)
@@ -853,15 +884,15 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
       using D = decltype(type);
       D* dest = static_cast<D*>(parts.dest);
       if (staged(n_destinations_)) {
-        const size_t shared = staged_count_shared_bytes(n_destinations_);
+        const size_t shared = staged_count_shared_bytes(n_destinations_, string_columns_ > 0);
         with_hasher(packed, [&](auto hash) {
           auto kernel = staged_count_kernel<D, decltype(hash)>;
           cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(shared)),
                       "cudaFuncSetAttribute (staged_count_kernel shared memory)");
           kernel<<<grid(n_tiles_, "count"), kThreads, shared, stream>>>(
-              hash, parts.columns, static_cast<int32_t>(nc), string_columns_ > 0,
-              n_rows_, n_destinations_, tile_, n_tiles_, dest, parts.counts);
+              hash, parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile_,
+              n_tiles_, dest, parts.counts);
         });
       } else {
         count_kernel<D><<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "count"),

@@ -384,11 +384,26 @@ def cuda_pack(cupy, args, keys, rows, n, fill):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n", [1, 2, 7, 64, 1000])
+@pytest.mark.parametrize("n", [1, 2, 7, 64, 1000, 2000])  # 2000: beyond the staged scatter
 @pytest.mark.parametrize("rows", [0, 1, 31, 5000, 200_003])
 def test_cuda_partition_writes_the_cpu_bytes(n, rows):
     table = random_table(rows + 17, seed=rows + n).slice(17)  # sliced: offsets inside buffers
     assert_cuda_writes_the_cpu_bytes(table, ["s", "i64", "f64"], n)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 7, 300, 2000])
+def test_cuda_partition_of_long_and_empty_strings_writes_the_cpu_bytes(n):
+    """Strings of 256 KiB and more (counted in 64 bits), among empty and short ones: each warp
+    copies its strings byte by byte over all of them, whatever their lengths."""
+    rng = np.random.default_rng(n)
+    lengths = rng.choice([0, 0, 1, 7, 300_000, 2**18, 2**18 - 1, 70], 1200)
+    values = ["".join(chr(97 + (i + k) % 26) for k in range(min(length, 26))) * (length // 26)
+              + "z" * (length % 26) for i, length in enumerate(lengths)]
+    table = pa.table({"k": pa.array(rng.integers(0, 100, len(values))),
+                      "s": pa.array(values, pa.large_string()),
+                      "t": pa.array(values[::-1], pa.string())})
+    assert_cuda_writes_the_cpu_bytes(table, ["k"], n)
 
 
 @pytest.mark.gpu
@@ -401,8 +416,8 @@ def test_cuda_partition_on_one_plain_key_writes_the_cpu_bytes(key, n, start, str
     values (floats canonicalised). Sliced at 3 rows, the key's values and the other columns'
     copies into shared memory start off 16-byte boundaries (one key a load); at 4, the key's
     values start on one, and the count loads 4 or 2 keys at a time. Without string columns the
-    count adds rows by shared-memory atomics; with them, it groups each warp's lanes by
-    destination and sums their string bytes too. 300 destinations are stored in 2 bytes a row."""
+    count adds rows by shared-memory atomics; with them, it then counts each string column's
+    bytes the same way. 300 destinations are stored in 2 bytes a row."""
     table = random_table(200_003, seed=n)
     if not strings:
         table = table.drop_columns(["s", "ls", "bin"])
