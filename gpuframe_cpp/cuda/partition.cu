@@ -762,7 +762,7 @@ __global__ void __launch_bounds__(kThreads, scatter_blocks_per_sm(kChunk, kStage
           }
           copy_warp_strings(col.data, src, dst, length);
         }
-        __syncthreads();  // every thread has read the string cursors before they move
+        __syncthreads();  // every thread is done with the chunk's strings before the cursors move
         for (uint32_t d = threadIdx.x; d < n; d += kThreads)
           cursors[(s * n + d) * n_tiles + t] +=
               staged[chunk_offset[d] + chunk_count[d]] - staged[chunk_offset[d]];
