@@ -15,16 +15,26 @@ import time
 
 from distributed import Client, LocalCluster, wait
 
+ROWS = (100_000_000, 95_000_000, 105_000_000, 100_000_000)
+"""Rows of each transfer's bucket, 2 int64 a row."""
 
-def make(rows, wrap):
-    import cudf, cupy
+
+def make(rows: int, wrap: bool):
+    """On the sending worker: a bucket of ``rows`` rows, wrapped or a plain cuDF frame."""
+    import cudf
+    import cupy
+
     from gpuframe.shuffle.bucket import DeviceBucket
-    f = cudf.DataFrame({"key": cupy.arange(rows, dtype="int64"), "payload": cupy.arange(rows, dtype="int64") * 3})
-    return DeviceBucket(f) if wrap else f
+
+    frame = cudf.DataFrame({"key": cupy.arange(rows, dtype="int64"),
+                            "payload": cupy.arange(rows, dtype="int64") * 3})
+    return DeviceBucket(frame) if wrap else frame
 
 
-def total(part):
+def total(part) -> int:
+    """On the receiving worker: the sum of the bucket's payload."""
     from gpuframe.shuffle.bucket import arrived
+
     return int(arrived(part)["payload"].sum())
 
 
@@ -32,16 +42,18 @@ if __name__ == "__main__":
     with LocalCluster(n_workers=2, threads_per_worker=1, protocol="tcp", dashboard_address=None,
                       memory_limit=0) as cluster, Client(cluster) as client:
         a, b = sorted(client.scheduler_info()["workers"])
+        gib = [rows * 16 / 2**30 for rows in ROWS]
         for round_ in range(2):
             for wrap in (False, True):
                 times = []
-                for rows in (100_000_000, 95_000_000, 105_000_000, 100_000_000):
-                    x = client.submit(make, rows, wrap, workers=[a], pure=False); wait(x)
-                    t = time.perf_counter()
+                for rows in ROWS:
+                    x = client.submit(make, rows, wrap, workers=[a], pure=False)
+                    wait(x)
+                    start = time.perf_counter()
                     got = client.submit(total, x, workers=[b], pure=False).result()
-                    times.append(time.perf_counter() - t)
+                    times.append(time.perf_counter() - start)
                     assert got == 3 * rows * (rows - 1) // 2
                     del x
                 name = "DeviceBucket (pinned pool)" if wrap else "cuDF frame (pageable)"
-                gib = [r * 16 / 2**30 for r in (100_000_000, 95_000_000, 105_000_000, 100_000_000)]
-                print(f"round {round_} {name:27s}: s {[round(t, 3) for t in times]}  GiB/s {[round(g / t, 2) for g, t in zip(gib, times)]}")
+                print(f"round {round_} {name:27s}: s {[round(t, 3) for t in times]}  "
+                      f"GiB/s {[round(g / t, 2) for g, t in zip(gib, times)]}")

@@ -201,9 +201,9 @@ def main() -> None:
                 raise SystemExit(f"build {name} failed its run:\n{done.stdout[-3000:]}"
                                  f"{done.stderr[-3000:]}")
             results[name].append(json.loads(lines[0][len("RESULT "):]))
-    print(f"{args.rows:,} rows x 4 int64 and {args.strings} string columns; each build checked against its CPU core on "
-          f"{results[names[0]][0]['checked']} layouts; best of 8 in each of {args.rounds} "
-          "rounds\n")
+    print(f"{args.rows:,} rows x 4 int64 and {args.strings} string columns; each build checked "
+          f"against its CPU core on {results[names[0]][0]['checked']} layouts; best of 8 in each "
+          f"of {args.rounds} rounds\n")
     print("| build | destinations | count ms | scatter ms | sum ms | copy ms | output checksum |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for name, runs in results.items():
