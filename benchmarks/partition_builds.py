@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from itertools import product
 
 import numpy as np
 
@@ -68,7 +69,8 @@ def build(name: str, tree: str, flags: str, arch: str) -> str:
 
 
 def odd_layouts(core, rows: int, seed: int, nulls: bool) -> list[tuple]:
-    """The core's column tuples of a table of every width, sliced, with nulls if asked."""
+    """The core's column tuples of a table of every width, sliced, with nulls if asked; the
+    string column last."""
     import pyarrow as pa
 
     rng = np.random.default_rng(seed)
@@ -89,8 +91,8 @@ def odd_layouts(core, rows: int, seed: int, nulls: bool) -> list[tuple]:
             column(rng.integers(-999, 999, rows).astype(np.int16)),
             column(rng.integers(-2**31, 2**31 - 1, rows + 5).astype(np.int32), 5),
             column(rng.normal(size=rows)),
-            column(rng.choice(words, rows)),
-            column(rng.normal(size=rows + 2).astype(np.float32), 2)]
+            column(rng.normal(size=rows + 2).astype(np.float32), 2),
+            column(rng.choice(words, rows))]
 
 
 def string_column(core, rows: int, seed: int) -> tuple:
@@ -117,24 +119,27 @@ def child(folder: str, destinations: list[int], rows: int, strings: int) -> None
     checked = 0
     for n_rows in (1, 31, 2049, 200_003):
         for nulls in (False, True):
-            host_args = odd_layouts(_core, n_rows, n_rows + nulls, nulls)
-            device_args = device(host_args)
-            for keys in ([0], [3], [4], [5, 0], [6]):
-                for n in (1, 2, 7, 8, 64, 200, 1000, 2000):
-                    host = _core.HostPartition(host_args, keys, n_rows, n)
-                    want = np.empty(host.total_bytes, np.uint8)
-                    host.scatter(want)
-                    for fill in (0, 255):  # every byte written, whatever was there
-                        core = _core.CudaPartition(device_args, keys, n_rows, n)
-                        scratch = cp.full(core.scratch_bytes, fill, cp.uint8)  # kept: the
-                        core.count(scratch, 0)  # scatter reads it
-                        out = cp.full(core.total_bytes, fill, cp.uint8)
-                        core.scatter(out, 0)
-                        if not np.array_equal(out.get(), want):
-                            raise AssertionError(f"{folder}: other bytes than the CPU core's "
-                                                 f"({n_rows} rows, nulls {nulls}, keys {keys}, "
-                                                 f"{n} destinations, fill {fill})")
-                    checked += 1
+            with_strings = odd_layouts(_core, n_rows, n_rows + nulls, nulls)
+            without = with_strings[:6]  # one plain key of it: the scatter hashes staged keys
+            host_tables = {"with strings": with_strings, "without": without}
+            device_tables = {name: device(table) for name, table in host_tables.items()}
+            cases = [("with strings", keys) for keys in ([0], [3], [6, 0], [6])]
+            cases += [("without", keys) for keys in ([0], [3], [4], [5])]
+            for (table, keys), n in product(cases, (1, 2, 7, 8, 64, 200, 1000, 2000)):
+                host = _core.HostPartition(host_tables[table], keys, n_rows, n)
+                want = np.empty(host.total_bytes, np.uint8)
+                host.scatter(want)
+                for fill in (0, 255):  # every byte written, whatever was there
+                    core = _core.CudaPartition(device_tables[table], keys, n_rows, n)
+                    scratch = cp.full(core.scratch_bytes, fill, cp.uint8)  # kept: the
+                    core.count(scratch, 0)  # scatter reads it
+                    out = cp.full(core.total_bytes, fill, cp.uint8)
+                    core.scatter(out, 0)
+                    if not np.array_equal(out.get(), want):
+                        raise AssertionError(f"{folder}: other bytes than the CPU core's "
+                                             f"({n_rows} rows, nulls {nulls}, table {table}, "
+                                             f"keys {keys}, {n} destinations, fill {fill})")
+                checked += 1
     columns = [cp.random.default_rng(7 + i).integers(0, 2**62, rows, dtype=cp.int64)
                for i in range(4)]
     args = [(_core.FIXED, 8, 0, c.view(cp.uint8), None, None) for c in columns]

@@ -409,15 +409,17 @@ def test_cuda_partition_of_long_and_empty_strings_writes_the_cpu_bytes(n):
 @pytest.mark.gpu
 @pytest.mark.parametrize("strings", [True, False])
 @pytest.mark.parametrize("start", [3, 4])
-@pytest.mark.parametrize("n", [7, 64, 300])
+@pytest.mark.parametrize("n", [7, 64, 256, 300])
 @pytest.mark.parametrize("key", ["i64", "f64", "i32", "f32", "day"])
 def test_cuda_partition_on_one_plain_key_writes_the_cpu_bytes(key, n, start, strings):
     """One key column of 4 or 8 bytes without nulls, which the count hashes straight from its
     values (floats canonicalised). Sliced at 3 rows, the key's values and the other columns'
     copies into shared memory start off 16-byte boundaries (one key a load); at 4, the key's
     values start on one, and the count loads 4 or 2 keys at a time. Without string columns the
-    count adds rows by shared-memory atomics; with them, it then counts each string column's
-    bytes the same way. 300 destinations are stored in 2 bytes a row."""
+    count adds rows by shared-memory atomics and stores no destinations up to 256 of them: the
+    scatter hashes the key column (not the table's first) again once staged, and writes it
+    first; with them, the count then counts each string column's bytes the same way. 300
+    destinations are stored in 2 bytes a row."""
     table = random_table(200_003, seed=n)
     if not strings:
         table = table.drop_columns(["s", "ls", "bin"])

@@ -115,6 +115,7 @@ class CudaPartition {
   uint32_t n_destinations_;
   int64_t string_columns_ = 0;
   int32_t chunk_ = 0;  // rows the staged scatter sorts at a time (up to 1024 destinations)
+  int32_t staged_key_ = -1;  // the key column the staged scatter hashes again; -1: none
   int64_t tile_ = 0;   // rows per tile
   int64_t n_tiles_ = 0;
   int64_t scratch_bytes_ = 0;
