@@ -3,20 +3,25 @@
 // A column is a tuple (kind, width, offset, data, validity, offsets): kind FIXED, FLOATING or
 // STRING, width and offset as in ColumnView (column.hpp), and its buffers as arrays (NumPy or
 // anything with the buffer protocol on the host, CuPy or anything with DLPack on the device), None
-// where absent. Only their addresses are taken: nothing is copied on the way in, and the
-// partition objects keep the column tuples alive as long as they live. Memory the core writes
-// comes from the caller too (NumPy on the host, CuPy on the device), so RMM pools are honoured.
+// where absent; device buffers may also be (address, bytes) pairs of integers, taken on trust as
+// device memory that the caller keeps allocated (a CuPy view of each of a cuDF frame's buffers
+// cost more than the rest of a small partition's host work). Only addresses are taken: nothing
+// is copied on the way in, and the partition objects keep the column tuples alive as long as
+// they live. Memory the core writes comes from the caller too (NumPy on the host, CuPy on the
+// device), so RMM pools are honoured.
 // CudaError (a RuntimeError) carries CUDA's error string; bad arguments raise ValueError.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <variant>
 #include <vector>
 
 #include "gpuframe/hash.hpp"
@@ -27,7 +32,8 @@ using namespace gpuframe;
 
 namespace {
 
-using Buffer = std::optional<nb::ndarray<nb::ro>>;
+using Address = std::tuple<uintptr_t, int64_t>;  // a device buffer's address and bytes
+using Buffer = std::optional<std::variant<Address, nb::ndarray<nb::ro>>>;
 using ColumnTuple = std::tuple<int32_t, int32_t, int64_t, Buffer, Buffer, Buffer>;
 using HostBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using DeviceBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
@@ -56,14 +62,25 @@ std::vector<ColumnView> views(const std::vector<ColumnTuple>& columns, int32_t d
         if (bytes > 0) fail(std::string("no ") + what + " buffer");
         return nullptr;
       }
-      if (buffer->device_type() != device)
-        fail(std::string("the ") + what + " buffer is not in " +
-             (host ? "host" : "CUDA device") + " memory");
-      if (static_cast<int64_t>(buffer->nbytes()) < bytes)
-        fail(std::string("the ") + what + " buffer holds " + std::to_string(buffer->nbytes()) +
-             " bytes; " + std::to_string(n_rows) + " rows at offset " + std::to_string(offset) +
-             " need " + std::to_string(bytes));
-      return static_cast<const uint8_t*>(buffer->data());
+      const uint8_t* data = nullptr;
+      int64_t held = 0;
+      if (const auto* pair = std::get_if<Address>(&*buffer)) {
+        if (host) fail(std::string("the ") + what + " buffer is an address: give host arrays");
+        data = reinterpret_cast<const uint8_t*>(std::get<0>(*pair));
+        held = std::get<1>(*pair);
+      } else {
+        const auto& array = std::get<nb::ndarray<nb::ro>>(*buffer);
+        if (array.device_type() != device)
+          fail(std::string("the ") + what + " buffer is not in " +
+               (host ? "host" : "CUDA device") + " memory");
+        data = static_cast<const uint8_t*>(array.data());
+        held = static_cast<int64_t>(array.nbytes());
+      }
+      if (held < bytes)
+        fail(std::string("the ") + what + " buffer holds " + std::to_string(held) + " bytes; " +
+             std::to_string(n_rows) + " rows at offset " + std::to_string(offset) + " need " +
+             std::to_string(bytes));
+      return data;
     };
     const int64_t end = n_rows > 0 ? offset + n_rows : 0;  // elements read, from the buffer start
     ColumnView view{static_cast<Kind>(kind), width, offset, nullptr,

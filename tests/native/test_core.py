@@ -113,9 +113,37 @@ def test_short_or_misplaced_buffers_are_refused():
         _core.hash_rows([(_core.STRING, 4, 1, np.zeros(8, np.uint8), None, descending)], 1)
     with pytest.raises(ValueError):
         _core.HostPartition(columns(10), [0], -1, 2)
+    # (address, bytes) pairs are for device memory only.
+    pair = (_core.FIXED, 8, 0, (ints.ctypes.data, ints.nbytes), None, None)
+    with pytest.raises(ValueError, match="column 0: the data buffer is an address"):
+        _core.HostPartition([pair], [0], 10, 2)
     # Empty input needs no buffers at all.
     empty = _core.HostPartition([(_core.FIXED, 8, 0, None, None, None)], [0], 0, 3)
     assert empty.rows.tolist() == [0, 0, 0]
+
+
+@pytest.mark.gpu
+def test_device_buffers_given_by_address_pack_as_arrays_do():
+    """gpuframe passes cuDF's buffers as (address, bytes) pairs: the same bytes come out as from
+    CuPy arrays, and a pair too short for the rows is refused like a short array."""
+    cupy = pytest.importorskip("cupy")
+    if not _core.built_with_cuda or _core.cuda_device_count() == 0:
+        pytest.skip("no CUDA device")
+    values = cupy.asarray(np.random.default_rng(1).integers(-99, 99, 1000))
+    validity = cupy.asarray(np.packbits(np.arange(1000) % 3 > 0, bitorder="little"))
+    packed = []
+    for buffers in ((values.view(cupy.uint8), validity),
+                    ((values.data.ptr, values.nbytes), (validity.data.ptr, validity.nbytes))):
+        core = _core.CudaPartition([(_core.FIXED, 8, 0, *buffers, None)], [0], 1000, 7)
+        scratch = cupy.empty(core.scratch_bytes, cupy.uint8)
+        core.count(scratch, 0)
+        out = cupy.empty(core.total_bytes, cupy.uint8)
+        core.scatter(out, 0)
+        packed.append(out.get())
+    np.testing.assert_array_equal(packed[0], packed[1])
+    with pytest.raises(ValueError, match="column 0: the data buffer holds 7992 bytes"):
+        _core.CudaPartition([(_core.FIXED, 8, 0, (values.data.ptr, 7992), None, None)], [0],
+                            1000, 7)
 
 
 def test_cuda_entry_points_fail_cleanly_without_a_device():
