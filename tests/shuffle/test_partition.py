@@ -417,9 +417,9 @@ def test_cuda_partition_on_one_plain_key_writes_the_cpu_bytes(key, n, start, str
     copies into shared memory start off 16-byte boundaries (one key a load); at 4, the key's
     values start on one, and the count loads 4 or 2 keys at a time. Without string columns the
     count adds rows by shared-memory atomics and stores no destinations up to 256 of them: the
-    scatter hashes the key column (not the table's first) again once staged, and writes it
-    first; with them, the count then counts each string column's bytes the same way. 300
-    destinations are stored in 2 bytes a row."""
+    scatter hashes the key column again once staged, wherever it stands among the columns, and
+    writes it first; with them, the count then counts each string column's bytes the same way.
+    300 destinations are stored in 2 bytes a row."""
     table = random_table(200_003, seed=n)
     if not strings:
         table = table.drop_columns(["s", "ls", "bin"])
