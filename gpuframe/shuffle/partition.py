@@ -127,7 +127,8 @@ def hash_partition(table: Any, on: Sequence[str], n: int, *, threads: int | None
 
     ``table`` is a ``pyarrow.Table`` or a ``pandas.DataFrame`` (its index is dropped), packed on
     the CPU with ``threads`` threads (None: one per core), or a ``cudf.DataFrame``, packed on the
-    GPU on CuPy's current stream (the buffer is ready once that stream gets there).
+    GPU on CuPy's current stream (the buffer is ready once that stream gets there; the frame's
+    memory is read until then, so a frame freed on another stream must wait for it).
     """
     n = _check_count(n)
     if _is_cudf(table):
