@@ -12,6 +12,7 @@ import pytest
 
 from gpuframe.shuffle.partition import (
     ALIGNMENT,
+    PackedPartitions,
     PartitionOptionError,
     UnknownKeyColumnError,
     UnsupportedColumnTypeError,
@@ -482,6 +483,18 @@ def test_cuda_partition_of_long_strings_and_large_offsets():
     assert np.array_equal(got, expected)
 
 
+def assert_packs_like_arrow(on_gpu: PackedPartitions, on_cpu: PackedPartitions) -> None:
+    """A cuDF frame's packed destinations unpack to those of the same rows packed on the CPU."""
+    assert on_gpu.rows.tolist() == on_cpu.rows.tolist()
+    for d in range(on_cpu.n_destinations):
+        got = unpack(on_gpu.destination(d)).to_arrow()
+        want = unpack(on_cpu.destination(d))
+        assert got.column_names == want.column_names
+        got = pa.table([c.cast(w.type) for c, w in zip(got.columns, want.columns)],
+                       schema=want.schema)
+        assert same_table(got, want), f"destination {d}"
+
+
 @pytest.mark.gpu
 def test_cudf_frames_partition_like_arrow_tables():
     device_or_skip()
@@ -489,19 +502,36 @@ def test_cudf_frames_partition_like_arrow_tables():
     table = random_table(20_000, seed=12).drop_columns(["bin", "day"])
     frame = cudf.DataFrame.from_arrow(table)
     on = ["s", "i64"]
-    on_gpu = hash_partition(frame, on, 6)
     on_cpu = hash_partition(table, on, 6)
-    assert on_gpu.rows.tolist() == on_cpu.rows.tolist()
+    assert_packs_like_arrow(hash_partition(frame, on, 6), on_cpu)
     np.testing.assert_array_equal(hash_rows(frame, on).get(), hash_rows(table, on))
-    for d in range(6):
-        got = unpack(on_gpu.destination(d)).to_arrow()
-        want = unpack(on_cpu.destination(d))
-        assert got.column_names == want.column_names
-        got = pa.table([c.cast(w.type) for c, w in zip(got.columns, want.columns)],
-                       schema=want.schema)
-        assert same_table(got, want), f"destination {d}"
     parts = hash_split(frame, on, 6, "cudf")
     assert [len(p) for p in parts] == on_cpu.rows.tolist()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("on", [["i32"], ["s", "i64"]])  # the scratch of a plain key, of others
+def test_cudf_partitions_keep_their_scratch_per_stream(on):
+    """Each thread keeps the core's scratch between calls on one stream: a smaller partition
+    after a larger one reuses it, another stream gets its own, and every packing is right."""
+    cupy = device_or_skip()
+    cudf = pytest.importorskip("cudf")
+    from gpuframe.shuffle import partition as module
+
+    null, other = cupy.cuda.Stream.null, cupy.cuda.Stream(non_blocking=True)
+    kept = []
+    for rows, stream in ((300_000, null), (2_000, null), (2_000, other), (300_000, null)):
+        table = random_table(rows, seed=rows).drop_columns(["bin", "day"])
+        frame = cudf.DataFrame.from_arrow(table)
+        cupy.cuda.Device().synchronize()  # the frame was made on the default stream
+        with stream:
+            on_gpu = hash_partition(frame, on, 7)
+        stream.synchronize()
+        assert_packs_like_arrow(on_gpu, hash_partition(table, on, 7))
+        kept.append(module._kept_scratch.by_device[cupy.cuda.runtime.getDevice()])
+    assert kept[1] is kept[0]  # smaller, on the same stream
+    assert kept[2][0] == other.ptr and kept[2][1] is not kept[1][1]
+    assert kept[3][0] == null.ptr and kept[3][1] is not kept[2][1]
 
 
 @pytest.mark.gpu
