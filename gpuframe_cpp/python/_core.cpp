@@ -238,16 +238,17 @@ NB_MODULE(_core, m) {
           nb::arg("columns"), nb::arg("key_columns"), nb::arg("n_rows"),
           nb::arg("n_destinations"), nb::keep_alive<1, 2>())
       .def_prop_ro("scratch_bytes", &CudaPartition::scratch_bytes,
-                   "Bytes of device scratch count() needs; keep it until scatter() has run.")
+                   "Bytes of device scratch count() needs (count() holds on to it).")
       .def(
           "count",
           [](CudaPartition& self, DeviceBytes scratch, uintptr_t stream) {
             nb::gil_scoped_release released;
             self.count(scratch.data(), static_cast<int64_t>(scratch.size()), stream);
           },
-          nb::arg("scratch"), nb::arg("stream") = 0,
+          nb::arg("scratch"), nb::arg("stream") = 0, nb::keep_alive<1, 2>(),
           "Pass one into `scratch` (a CuPy uint8 array): hash, count, and wait for the stream, "
-          "after which the layout properties are known.")
+          "after which the layout properties are known. The scatter reads the scratch, so this "
+          "object holds on to it: a caller may drop its own reference.")
       .def(
           "scatter",
           [](CudaPartition& self, DeviceBytes out, uintptr_t stream) {

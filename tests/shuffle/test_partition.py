@@ -535,6 +535,37 @@ def test_cudf_partitions_keep_their_scratch_per_stream(on):
 
 
 @pytest.mark.gpu
+def test_cudf_partitions_hold_scratch_made_for_the_call_until_the_scatter(monkeypatch):
+    """Scratch above SCRATCH_KEPT_BYTES is made for the call and dropped by the caller after the
+    count; the scatter still reads it. A pool that hands freed memory straight to the next
+    allocation (the output) must not see it back before then."""
+    cupy = device_or_skip()
+    cudf = pytest.importorskip("cudf")
+    rmm = pytest.importorskip("rmm")
+    from rmm.allocators.cupy import rmm_cupy_allocator
+
+    from gpuframe.shuffle import partition as module
+
+    monkeypatch.setattr(module, "SCRATCH_KEPT_BYTES", 0)
+    resource, allocator = rmm.mr.get_current_device_resource(), cupy.cuda.get_allocator()
+    rmm.mr.set_current_device_resource(
+        rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=2**28))
+    cupy.cuda.set_allocator(rmm_cupy_allocator)
+    try:
+        table = random_table(300_000, seed=21).drop_columns(["bin", "day"])
+        frame = cudf.DataFrame.from_arrow(table)
+        for on in (["i32"], ["s", "i64"]):
+            on_gpu = hash_partition(frame, on, 7)
+            cupy.cuda.Device().synchronize()
+            assert_packs_like_arrow(on_gpu, hash_partition(table, on, 7))
+            del on_gpu
+    finally:
+        cupy.cuda.Device().synchronize()
+        cupy.cuda.set_allocator(allocator)
+        rmm.mr.set_current_device_resource(resource)
+
+
+@pytest.mark.gpu
 def test_cudf_frames_carry_the_columns_the_packer_cannot_pack():
     device_or_skip()
     cudf = pytest.importorskip("cudf")
