@@ -656,6 +656,34 @@ __device__ __forceinline__ int32_t next_fixed(const ColumnView* columns, int32_t
   return c;
 }
 
+// Asks L2 for the fixed-width column that the block stages `ahead` fixed-width columns after
+// column c of `chunk` (on into the tile's next chunks, up to `end`), a 128-byte line a thread.
+// Called once column c is staged, while the block writes it: the later staging then reads from
+// L2, and DRAM keeps reading while the block writes. 100M rows x 4 int64, H200, scatter ms at
+// 2 / 8 / 64 / 256 destinations: 1.700 / 1.801 / 2.112 / 2.508 before, 1.677 / 1.778 / 2.015 /
+// 2.457 with this; asked for earlier, as the column before it is staged, 1.797 / 1.867 / 2.129 /
+// 2.577, and two columns ahead then, 2.084 / 2.118 / 2.301 / 2.808 (more reads in flight at once
+// than DRAM serves better).
+__device__ __forceinline__ void prefetch_staged(const ColumnView* columns, int32_t n_columns,
+                                                int32_t c, int ahead, int64_t chunk, int64_t end,
+                                                int chunk_rows) {
+  for (int a = 0; a < ahead; ++a) {
+    c = next_fixed(columns, n_columns, c);
+    if (c == n_columns) {
+      chunk += chunk_rows;
+      c = next_fixed(columns, n_columns, -1);
+      if (c == n_columns || chunk >= end) return;
+    }
+  }
+  const ColumnView& col = columns[c];
+  const int64_t rows = min(static_cast<int64_t>(chunk_rows), end - chunk);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(col.data + (col.offset + chunk) * col.width);
+  const uintptr_t last = first + rows * col.width - 1;
+  for (uintptr_t line = (first & ~uintptr_t{127}) + 128 * threadIdx.x; line <= last;
+       line += 128 * kThreads)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
+}
+
 // Where the staged scatter finds a row's destination: stored by the count...
 template <typename D>
 struct StoredDestinations {
@@ -836,6 +864,7 @@ __global__ void __launch_bounds__(kThreads, scatter_blocks_per_sm(kChunk, kStage
                      base[d] * col.width;
         __pipeline_wait_prior(kStages == 2 && next < n_columns ? 1 : 0);
         __syncthreads();
+        if (kStages == 2) prefetch_staged(columns, n_columns, c, 2, chunk, end, kChunk);
         const uint8_t* values = staged_values(col, chunk, buffer);
         switch (col.width) {
           case 1:
