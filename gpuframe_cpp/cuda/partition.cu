@@ -658,12 +658,15 @@ __device__ __forceinline__ int32_t next_fixed(const ColumnView* columns, int32_t
 
 // Asks L2 for the fixed-width column that the block stages `ahead` fixed-width columns after
 // column c of `chunk` (on into the tile's next chunks, up to `end`), a 128-byte line a thread.
-// Called once column c is staged, while the block writes it: the later staging then reads from
-// L2, and DRAM keeps reading while the block writes. 100M rows x 4 int64, H200, scatter ms at
-// 2 / 8 / 64 / 256 destinations: 1.700 / 1.801 / 2.112 / 2.508 before, 1.677 / 1.778 / 2.015 /
-// 2.457 with this; asked for earlier, as the column before it is staged, 1.797 / 1.867 / 2.129 /
-// 2.577, and two columns ahead then, 2.084 / 2.118 / 2.301 / 2.808 (more reads in flight at once
-// than DRAM serves better).
+// The two-stage scatter calls it once column c is staged, while the next one loads and c is
+// written: that staging then reads from L2. 100M rows x 4 int64 + 1 string of 4-12 bytes,
+// scatter ms at 2 / 8 / 64 destinations: H100 4.403 / 4.499 / 6.024 before, 4.266 / 4.316 /
+// 5.772 with this; H200 4.022 / 4.179 / 5.603 -> 3.867 / 4.035 / 5.353. In the one-stage scatter
+// (the next column asked for while one is written) it won on an H200 (100M x 4 int64, 2 / 8 /
+// 64 / 256 destinations: 1.700 / 1.801 / 2.112 / 2.508 -> 1.677 / 1.778 / 2.015 / 2.457) but
+// lost on an H100 at 2 destinations (2.228 -> 2.301); asked for as the column before it is
+// staged, or two ahead, it lost on the H200 too (8 destinations: 1.867, 2.118). So two stages
+// only.
 __device__ __forceinline__ void prefetch_staged(const ColumnView* columns, int32_t n_columns,
                                                 int32_t c, int ahead, int64_t chunk, int64_t end,
                                                 int chunk_rows) {
