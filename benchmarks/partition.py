@@ -190,11 +190,11 @@ def print_phases(frame, on: list[str], n: int, repeat: int) -> None:
     import cupy
 
     from gpuframe import _core
-    from gpuframe.shuffle.partition import _device_columns, _key_indices
+    from gpuframe.shuffle.partition import _device_arg, _device_columns, _key_indices
 
     columns = _device_columns(frame)
     keys = _key_indices([name for name, _ in columns], on)
-    args = [arg for _, (_, arg) in columns]
+    args = [_device_arg(name, column) for name, column in columns]
     stream = cupy.cuda.get_current_stream()
     best: dict[str, float] = {}
     for _ in range(repeat + 1):

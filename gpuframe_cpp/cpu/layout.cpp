@@ -81,6 +81,20 @@ PackedLayout plan_layout(const std::vector<ColumnView>& columns, const std::vect
   return layout;
 }
 
+int64_t layout_bound(const std::vector<ColumnView>& columns, int64_t n_rows,
+                     int64_t n_destinations) {
+  // Every piece is padded by less than kAlignment bytes, and the bitmaps of all destinations
+  // hold at most (n_rows + 7 * n) / 8 bytes.
+  const int64_t n = n_destinations, padding = (kAlignment - 1) * n;
+  int64_t bytes = 0;
+  for (const ColumnView& col : columns) {
+    if (col.kind == Kind::string) return -1;
+    if (col.validity != nullptr) bytes += (n_rows + 7 * n) / 8 + padding;
+    bytes += n_rows * col.width + padding;
+  }
+  return bytes;
+}
+
 std::vector<std::pair<int64_t, int64_t>> zero_ranges(const std::vector<ColumnView>& columns,
                                                      const PackedLayout& layout) {
   std::vector<std::pair<int64_t, int64_t>> ranges;

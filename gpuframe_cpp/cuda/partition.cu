@@ -944,7 +944,8 @@ CudaPartition::CudaPartition(std::vector<ColumnView> columns, std::vector<int32_
                        .bytes;
 }
 
-void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t stream_handle) {
+void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t stream_handle,
+                          int64_t* totals, int64_t totals_capacity) {
   if (scratch_capacity < scratch_bytes_)
     throw std::invalid_argument("the scratch holds " + std::to_string(scratch_capacity) +
                                 " bytes; the partition needs " + std::to_string(scratch_bytes_));
@@ -952,8 +953,15 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
     throw std::invalid_argument("the scratch must be 256-byte aligned device memory");
   const int64_t n = n_destinations_, nc = static_cast<int64_t>(columns_.size());
   const int64_t arrays = 1 + string_columns_;
+  if (totals == nullptr) {
+    own_totals_.assign(totals_size(), 0);
+    totals = own_totals_.data();
+  } else if (totals_capacity < totals_size()) {
+    throw std::invalid_argument("the totals hold " + std::to_string(totals_capacity) +
+                                " int64s; the partition needs " + std::to_string(totals_size()));
+  }
   Scratch parts(scratch, n_rows_, n, nc, arrays, n_tiles_, cub_temp_bytes_, staged_key_ < 0);
-  std::vector<int64_t> totals(arrays * n, 0);
+  if (n_rows_ == 0) std::fill(totals, totals + totals_size(), 0);
   if (n_rows_ > 0) {
     std::vector<ColumnView> keys;
     for (int32_t k : key_columns_) keys.push_back(columns_[k]);
@@ -994,24 +1002,35 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
     totals_kernel<<<grid((arrays * n + kThreads - 1) / kThreads, "totals"), kThreads, 0,
                     stream>>>(parts.counts, n_tiles_, arrays * n, parts.starts, parts.totals);
     cuda::check(cudaGetLastError(), "totals_kernel launch");
-    cuda::check(cudaMemcpyAsync(totals.data(), parts.totals, arrays * n * 8,
-                                cudaMemcpyDeviceToHost, stream),
+    cuda::check(cudaMemcpyAsync(totals, parts.totals, arrays * n * 8, cudaMemcpyDeviceToHost,
+                                stream),
                 "cudaMemcpyAsync (totals)");
-    cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
-  std::vector<int64_t> rows(totals.begin(), totals.begin() + n), chars(n * nc, 0);
+  scratch_ = scratch;
+  count_stream_ = stream_handle;
+  totals_ = totals;
+  counted_ = true;
+}
+
+const PackedLayout& CudaPartition::layout() {
+  if (totals_ == nullptr) return layout_;
+  if (n_rows_ > 0)
+    cuda::check(cudaStreamSynchronize(cuda::as_stream(count_stream_)), "cudaStreamSynchronize");
+  const int64_t n = n_destinations_, nc = static_cast<int64_t>(columns_.size());
+  std::vector<int64_t> rows(totals_, totals_ + n), chars(n * nc, 0);
   for (int64_t c = 0, s = 0; c < nc; ++c) {
     if (columns_[c].kind != Kind::string) continue;
     ++s;
-    for (int64_t d = 0; d < n; ++d) chars[d * nc + c] = totals[s * n + d];
+    for (int64_t d = 0; d < n; ++d) chars[d * nc + c] = totals_[s * n + d];
   }
   layout_ = plan_layout(columns_, rows, chars);
-  scratch_ = scratch;
-  counted_ = true;
+  totals_ = nullptr;
+  return layout_;
 }
 
 void CudaPartition::scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream_handle) {
   if (!counted_) throw std::logic_error("CudaPartition::scatter called before count");
+  layout();
   if (out_bytes < layout_.total_bytes())
     throw std::invalid_argument("the output holds " + std::to_string(out_bytes) +
                                 " bytes; the packed partitions need " +

@@ -37,6 +37,7 @@ using Buffer = std::optional<std::variant<Address, nb::ndarray<nb::ro>>>;
 using ColumnTuple = std::tuple<int32_t, int32_t, int64_t, Buffer, Buffer, Buffer>;
 using HostBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using DeviceBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
+using HostTotals = nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using DeviceHashes = nb::ndarray<uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
 
 // Column views over the tuples' buffers, which must all live on `device` (nb::device::cpu::value
@@ -118,28 +119,42 @@ nb::ndarray<nb::numpy, T> to_numpy(const std::vector<T>& data, std::vector<size_
   return nb::ndarray<nb::numpy, T>(owned->data(), shape.size(), shape.data(), owner);
 }
 
+// A partition's layout. A CUDA one may wait for its count first, which it does without the GIL.
+const PackedLayout& settled(const HostPartition& p) { return p.layout(); }
+const PackedLayout& settled(CudaPartition& p) {
+  nb::gil_scoped_release released;
+  return p.layout();
+}
+
 // The layout's properties, shared by both partition classes; each getter returns a fresh NumPy
 // array (hence rv_policy::automatic: the array owns its copy).
 template <typename Partition>
 void layout_properties(nb::class_<Partition>& cls) {
   constexpr auto fresh = nb::rv_policy::automatic;
   cls.def_prop_ro(
-         "total_bytes", [](const Partition& p) { return p.layout().total_bytes(); },
+         "total_bytes", [](Partition& p) { return settled(p).total_bytes(); },
          "Bytes of the packed output.")
+      .def_prop_ro("output_bound", &Partition::output_bound,
+                   "Bytes that hold the packed output however the rows fall, known before the "
+                   "count: -1 for tables with string columns.")
       .def_prop_ro(
           "rows",
-          [](const Partition& p) { return to_numpy(p.layout().rows, {p.layout().rows.size()}); },
+          [](Partition& p) {
+            const PackedLayout& l = settled(p);
+            return to_numpy(l.rows, {l.rows.size()});
+          },
           fresh, "Rows per destination, int64 [n].")
       .def_prop_ro(
           "byte_offsets",
-          [](const Partition& p) {
-            return to_numpy(p.layout().byte_offsets, {p.layout().byte_offsets.size()});
+          [](Partition& p) {
+            const PackedLayout& l = settled(p);
+            return to_numpy(l.byte_offsets, {l.byte_offsets.size()});
           },
           fresh, "Destination d owns bytes [byte_offsets[d], byte_offsets[d + 1]), int64 [n + 1].")
       .def_prop_ro(
           "pieces",
-          [](const Partition& p) {
-            const PackedLayout& l = p.layout();
+          [](Partition& p) {
+            const PackedLayout& l = settled(p);
             return to_numpy(l.pieces, {static_cast<size_t>(l.n_destinations),
                                        static_cast<size_t>(l.n_columns), 3});
           },
@@ -148,8 +163,8 @@ void layout_properties(nb::class_<Partition>& cls) {
           "-1 where absent, int64 [n, columns, 3].")
       .def_prop_ro(
           "chars",
-          [](const Partition& p) {
-            const PackedLayout& l = p.layout();
+          [](Partition& p) {
+            const PackedLayout& l = settled(p);
             return to_numpy(l.chars, {static_cast<size_t>(l.n_destinations),
                                       static_cast<size_t>(l.n_columns)});
           },
@@ -239,16 +254,24 @@ NB_MODULE(_core, m) {
           nb::arg("n_destinations"), nb::keep_alive<1, 2>())
       .def_prop_ro("scratch_bytes", &CudaPartition::scratch_bytes,
                    "Bytes of device scratch count() needs (count() holds on to it).")
+      .def_prop_ro("totals_size", &CudaPartition::totals_size,
+                   "int64s of the totals that count() brings back to the host.")
       .def(
           "count",
-          [](CudaPartition& self, DeviceBytes scratch, uintptr_t stream) {
+          [](CudaPartition& self, DeviceBytes scratch, uintptr_t stream,
+             std::optional<HostTotals> totals) {
             nb::gil_scoped_release released;
-            self.count(scratch.data(), static_cast<int64_t>(scratch.size()), stream);
+            self.count(scratch.data(), static_cast<int64_t>(scratch.size()), stream,
+                       totals ? totals->data() : nullptr,
+                       totals ? static_cast<int64_t>(totals->size()) : 0);
           },
-          nb::arg("scratch"), nb::arg("stream") = 0, nb::keep_alive<1, 2>(),
-          "Pass one into `scratch` (a CuPy uint8 array): hash, count, and wait for the stream, "
-          "after which the layout properties are known. The scatter reads the scratch, so this "
-          "object holds on to it: a caller may drop its own reference.")
+          nb::arg("scratch"), nb::arg("stream") = 0, nb::arg("totals") = nb::none(),
+          nb::keep_alive<1, 2>(), nb::keep_alive<1, 4>(),
+          "Pass one, queued on `stream`, into `scratch` (a CuPy uint8 array). Its totals come "
+          "back into `totals` (a host int64 array of totals_size) or this object's own memory; "
+          "into page-locked memory (cupyx.empty_pinned) this returns at once, while the GPU "
+          "counts, into pageable memory once the count is done. The layout properties wait for "
+          "it. This object holds on to both arrays: a caller may drop its references.")
       .def(
           "scatter",
           [](CudaPartition& self, DeviceBytes out, uintptr_t stream) {

@@ -62,6 +62,26 @@ def test_layout_is_consistent():
         assert offs[0] == 0 and offs[-1] == chars[d, 2] and (np.diff(offs) >= 0).all()
 
 
+@pytest.mark.parametrize("rows", [0, 1, 9, 5000])
+@pytest.mark.parametrize("n", [1, 3, 64, 1000])
+@pytest.mark.parametrize("keys", ["random", "one value"])
+def test_output_bound_holds_the_packing_however_rows_fall(rows, n, keys):
+    """The bound that a GPU output is allocated by before its count: never short, by at most a
+    piece's padding (and a bitmap byte) per destination."""
+    rng = np.random.default_rng(rows + n)
+    key = rng.integers(0, 99, rows) if keys == "random" else np.zeros(rows, np.int64)
+    cols = [column(pa.array(key)), column(pa.array(rng.random(rows))),
+            column(pa.array([None if v % 3 == 0 else int(v) for v in rng.integers(0, 9, rows)],
+                            pa.int8()))]
+    partition = _core.HostPartition(cols, [0], rows, n)
+    pieces = 4  # the three columns' values, and the bitmap of the one with nulls
+    assert partition.total_bytes <= partition.output_bound
+    assert partition.output_bound < partition.total_bytes + pieces * n * _core.ALIGNMENT
+    words = column(pa.array(["w" * (r % 5) for r in range(rows)], pa.string()))
+    with_strings = _core.HostPartition([*cols, words], [0], rows, n)
+    assert with_strings.output_bound == -1
+
+
 def test_hash_rows_agrees_with_the_partition():
     cols = columns(3000, seed=4)
     hashes = _core.hash_rows([cols[2], cols[0]], 3000)
@@ -144,6 +164,37 @@ def test_device_buffers_given_by_address_pack_as_arrays_do():
     with pytest.raises(ValueError, match="column 0: the data buffer holds 7992 bytes"):
         _core.CudaPartition([(_core.FIXED, 8, 0, (values.data.ptr, 7992), None, None)], [0],
                             1000, 7)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("totals", ["page-locked", "pageable", "the core's own"])
+def test_cuda_count_brings_its_totals_back_wherever_they_are_given(totals):
+    """The count's totals come back into page-locked memory (the copy queued, the layout waiting
+    for it), pageable memory or the core's own: the same layout and bytes as the CPU's, in an
+    output allocated by the bound before the count has finished."""
+    cupy = pytest.importorskip("cupy")
+    cupyx = pytest.importorskip("cupyx")
+    if not _core.built_with_cuda or _core.cuda_device_count() == 0:
+        pytest.skip("no CUDA device")
+    rows, n = 1_000_000, 9
+    host = [columns(rows, seed=5)[i] for i in (0, 1, 3)]  # no strings: the bound is known
+    device = [(kind, width, offset, *(None if b is None else cupy.asarray(b) for b in buffers))
+              for kind, width, offset, *buffers in host]
+    core = _core.CudaPartition(device, [0, 2], rows, n)
+    given = {"page-locked": cupyx.empty_pinned(core.totals_size + 3, np.int64),
+             "pageable": np.empty(core.totals_size, np.int64), "the core's own": None}[totals]
+    scratch = cupy.empty(core.scratch_bytes, cupy.uint8)
+    core.count(scratch, 0, given)
+    out = cupy.full(core.output_bound, 0xAB, cupy.uint8)  # garbage past the end stays
+    core.scatter(out, 0)
+    cpu = _core.HostPartition(host, [0, 2], rows, n)
+    np.testing.assert_array_equal(core.rows, cpu.rows)
+    np.testing.assert_array_equal(core.pieces, cpu.pieces)
+    expected = np.empty(cpu.total_bytes, np.uint8)
+    cpu.scatter(expected)
+    np.testing.assert_array_equal(out[:core.total_bytes].get(), expected)
+    with pytest.raises(ValueError, match="the totals hold 8 int64s"):
+        core.count(scratch, 0, np.empty(8, np.int64))
 
 
 def test_cuda_entry_points_fail_cleanly_without_a_device():

@@ -512,8 +512,9 @@ def test_cudf_frames_partition_like_arrow_tables():
 @pytest.mark.gpu
 @pytest.mark.parametrize("on", [["i32"], ["s", "i64"]])  # the scratch of a plain key, of others
 def test_cudf_partitions_keep_their_scratch_per_stream(on):
-    """Each thread keeps the core's scratch between calls on one stream: a smaller partition
-    after a larger one reuses it, another stream gets its own, and every packing is right."""
+    """Each thread keeps the core's scratch and page-locked totals between calls on one stream:
+    a smaller partition after a larger one reuses them, another stream gets its own, and every
+    packing is right."""
     cupy = device_or_skip()
     cudf = pytest.importorskip("cudf")
     from gpuframe.shuffle import partition as module
@@ -532,6 +533,9 @@ def test_cudf_partitions_keep_their_scratch_per_stream(on):
     assert kept[1] is kept[0]  # smaller, on the same stream
     assert kept[2][0] == other.ptr and kept[2][1] is not kept[1][1]
     assert kept[3][0] == null.ptr and kept[3][1] is not kept[2][1]
+    assert kept[3][2] is not kept[2][2]
+    assert cupy.cuda.runtime.pointerGetAttributes(kept[0][2].ctypes.data).type == \
+        cupy.cuda.runtime.memoryTypeHost  # page-locked
 
 
 @pytest.mark.gpu
@@ -575,12 +579,17 @@ def test_cudf_frames_carry_the_columns_the_packer_cannot_pack():
                                          for v in rng.integers(0, 10**6, 2000)],
                                         pa.decimal128(12, 2)),
                       "tags": pa.array([list(range(int(v) % 4)) for v in
-                                        rng.integers(0, 100, 2000)], pa.list_(pa.int64()))})
+                                        rng.integers(0, 100, 2000)], pa.list_(pa.int64())),
+                      "size": pa.array(rng.choice(["s", "m", "l"], 2000)).dictionary_encode()})
     frame = cudf.DataFrame.from_arrow(table)
     parts = hash_split(frame, ["k"], 4, "cudf")
     expected = hash_split(table.to_pandas(), ["k"], 4, "pandas")
     for part, want in zip(parts, expected):
-        assert part.columns.tolist() == ["k", "price", "tags"]
+        assert part.columns.tolist() == ["k", "price", "tags", "size"]
+        assert isinstance(part["size"].dtype, cudf.CategoricalDtype)  # not its codes
         got = part.to_arrow().to_pydict()
         assert got == pa.Table.from_pandas(want, preserve_index=False).cast(
             part.to_arrow().schema).to_pydict()
+    # Packed directly, a categorical is refused rather than sent as codes without categories.
+    with pytest.raises(UnsupportedColumnTypeError, match="'size' has cuDF type category"):
+        hash_partition(frame[["k", "size"]], ["k"], 4)

@@ -59,6 +59,13 @@ struct PackedLayout {
 PackedLayout plan_layout(const std::vector<ColumnView>& columns, const std::vector<int64_t>& rows,
                          const std::vector<int64_t>& chars);
 
+// Bytes enough for the packed output of `n_rows` rows of `columns` into `n_destinations`, however
+// the rows fall: their data, bitmaps and every piece's padding. Known before the count, so that
+// an output can be allocated while it runs; -1 where there are string columns, whose chars only
+// the count finds.
+int64_t layout_bound(const std::vector<ColumnView>& columns, int64_t n_rows,
+                     int64_t n_destinations);
+
 // Byte ranges [begin, end) of the output that the scatter does not write and that must be
 // zeroed before it: whole validity pieces (the scatter ORs bits in) and the padding after every
 // piece. String offsets' leading 0 is included too.
@@ -77,6 +84,7 @@ class HostPartition {
   HostPartition(std::vector<ColumnView> columns, std::vector<int32_t> key_columns, int64_t n_rows,
                 uint32_t n_destinations, int threads);
   const PackedLayout& layout() const { return layout_; }
+  int64_t output_bound() const { return layout_bound(columns_, n_rows_, n_destinations_); }
   // Pass two: writes every byte of out[0, layout().total_bytes()). `out_bytes` is its capacity.
   void scatter(uint8_t* out, int64_t out_bytes) const;
 
@@ -101,10 +109,18 @@ class CudaPartition {
                 int64_t n_rows, uint32_t n_destinations);
   // Device scratch memory `count` and `scatter` need, in bytes.
   int64_t scratch_bytes() const { return scratch_bytes_; }
-  // Pass one into `scratch` (which must stay allocated until `scatter` has run); waits for the
-  // stream, since the layout must be known on the host before the output can be allocated.
-  void count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t stream);
-  const PackedLayout& layout() const { return layout_; }
+  // int64s of the count's totals, which come back to the host.
+  int64_t totals_size() const { return (1 + string_columns_) * n_destinations_; }
+  // Pass one, queued on `stream`, into `scratch` (which must stay allocated until `scatter` has
+  // run). Its totals come back into `totals` (totals_size() int64s of host memory) or, given
+  // none, into this object's. Into page-locked memory the copy is queued too and this returns at
+  // once, so that the caller can allocate the output (output_bound()) while the GPU counts; into
+  // pageable memory it returns once the count is done.
+  void count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t stream,
+             int64_t* totals = nullptr, int64_t totals_capacity = 0);
+  int64_t output_bound() const { return layout_bound(columns_, n_rows_, n_destinations_); }
+  // The layout, planned from the totals after waiting for the count's stream the first time.
+  const PackedLayout& layout();
   // Pass two, asynchronous on `stream`: writes every byte of out[0, layout().total_bytes()).
   void scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream);
 
@@ -122,6 +138,9 @@ class CudaPartition {
   int64_t cub_temp_bytes_ = 0;
   uint8_t* scratch_ = nullptr;
   bool counted_ = false;
+  uintptr_t count_stream_ = 0;
+  std::vector<int64_t> own_totals_;
+  const int64_t* totals_ = nullptr;  // where the count's totals land; nullptr once planned
   PackedLayout layout_;
 };
 
