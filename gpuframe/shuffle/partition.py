@@ -468,10 +468,10 @@ def _take_carried_device(part: Any, frame: Any, carried: list[Any], row: str) ->
 
 
 def _device_columns(frame: Any) -> list[tuple[Any, Any]]:
-    """(label, cuDF column) for each column of a cuDF DataFrame: the frame's own. (Through
-    ``frame.to_pylibcudf()``, which wraps every column and buffer anew, and ``frame.columns``, a
-    pandas Index, a call's host work before the count took 43 instead of 17 us: 4 columns,
-    H100.) Their buffers' ``ptr`` marks a spillable one unspillable, as the core reads it later."""
+    """(label, cuDF column) for each column of a cuDF DataFrame: the frame's own.
+    ``frame.to_pylibcudf()`` wraps every column and buffer anew and ``frame.columns`` builds a
+    pandas Index: the core's arguments for 4 columns took 20.9 us that way, 6.4 us from these
+    (H100). A spillable buffer's ``ptr`` marks it unspillable, as the core reads it later."""
     return list(frame._column_labels_and_values)
 
 

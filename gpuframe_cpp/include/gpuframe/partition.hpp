@@ -5,8 +5,9 @@
 // Two passes over the input: `count` hashes the keys and counts rows (and string bytes) per
 // destination, which fixes the layout; the caller allocates the output (NumPy on the host,
 // CuPy or RMM on the device: this library never allocates device memory), of the layout's size
-// or, while the GPU counts, of `output_bound` bytes, and `scatter` writes it. The partition is stable on both the CPU and the GPU: a destination's rows keep their input
-// order. With the same input, the CPU and the GPU write the same bytes, padding included.
+// or, while the GPU counts, of `output_bound` bytes, and `scatter` writes it. The partition is
+// stable on both the CPU and the GPU: a destination's rows keep their input order. With the
+// same input, the CPU and the GPU write the same bytes, padding included.
 //
 // Layout of the output: destination d owns bytes [byte_offsets[d], byte_offsets[d + 1]). In it,
 // column by column, come up to three pieces, each starting on a kAlignment-byte boundary and
