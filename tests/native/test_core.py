@@ -193,6 +193,7 @@ def test_cuda_count_brings_its_totals_back_wherever_they_are_given(totals):
     expected = np.empty(cpu.total_bytes, np.uint8)
     cpu.scatter(expected)
     np.testing.assert_array_equal(out[:core.total_bytes].get(), expected)
+    assert (out[core.total_bytes:] == 0xAB).all()
     with pytest.raises(ValueError, match="the totals hold 8 int64s"):
         core.count(scratch, 0, np.empty(8, np.int64))
 
