@@ -446,16 +446,18 @@ def _device_kinds() -> dict[Any, tuple[int, int]]:
 def _device_unpackable(frame: Any) -> list[Any]:
     """The columns of a cuDF DataFrame that the core cannot pack (decimals, lists, structs,
     categoricals)."""
-    return [name for name, column in _device_columns(frame) if not _device_packable(column)]
+    return [name for name, column in _device_columns(frame) if _device_kind(column) is None]
 
 
-def _device_packable(column: Any) -> bool:
-    """Whether the core packs a cuDF column. A categorical's pylibcudf column is its codes,
-    which would travel without their categories."""
+def _device_kind(column: Any) -> tuple[int, int] | None:
+    """The core's kind and value width of a cuDF column (see :func:`_device_kinds`); None where
+    the core cannot pack it. A categorical's pylibcudf column is its codes, which would travel
+    without their categories."""
     import cudf
 
-    return (not isinstance(column.dtype, cudf.CategoricalDtype)
-            and column.plc_column.type().id() in _device_kinds())
+    if isinstance(column.dtype, cudf.CategoricalDtype):
+        return None
+    return _device_kinds().get(column.plc_column.type().id())
 
 
 def _take_carried_device(part: Any, frame: Any, carried: list[Any], row: str) -> Any:
@@ -480,12 +482,13 @@ def _device_arg(name: Any, column: Any) -> tuple:
     their memory."""
     import pylibcudf as plc
 
-    if not _device_packable(column):
+    kind_width = _device_kind(column)
+    if kind_width is None:
         raise UnsupportedColumnTypeError(
             f"column {name!r} has cuDF type {column.dtype}, which the hash partitioner cannot "
             f"pack (integers, floats, booleans, timestamps, durations and strings can)")
+    kind, width = kind_width
     column = column.plc_column
-    kind, width = _device_kinds()[column.type().id()]
     validity = _device_bytes(column.null_mask()) if column.null_count() > 0 else None
     if kind == STRING:
         offsets = column.child(0)

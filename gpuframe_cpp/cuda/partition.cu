@@ -867,7 +867,7 @@ __global__ void __launch_bounds__(kThreads, scatter_blocks_per_sm(kChunk, kStage
                      base[d] * col.width;
         __pipeline_wait_prior(kStages == 2 && next < n_columns ? 1 : 0);
         __syncthreads();
-        if (kStages == 2) prefetch_staged(columns, n_columns, c, 2, chunk, end, kChunk);
+        if (kStages == 2) prefetch_staged(columns, n_columns, c, kStages, chunk, end, kChunk);
         const uint8_t* values = staged_values(col, chunk, buffer);
         switch (col.width) {
           case 1:
@@ -961,8 +961,9 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
                                 " int64s; the partition needs " + std::to_string(totals_size()));
   }
   Scratch parts(scratch, n_rows_, n, nc, arrays, n_tiles_, cub_temp_bytes_, staged_key_ < 0);
-  if (n_rows_ == 0) std::fill(totals, totals + totals_size(), 0);
-  if (n_rows_ > 0) {
+  if (n_rows_ == 0) {
+    std::fill(totals, totals + totals_size(), 0);
+  } else {
     std::vector<ColumnView> keys;
     for (int32_t k : key_columns_) keys.push_back(columns_[k]);
     const cuda::Keys packed = cuda::pack_keys(keys);
