@@ -1,6 +1,6 @@
 """A shuffle bucket between two workers over TCP, on one GPU: as a plain cuDF frame (Dask has cuDF
 copy it to pageable host memory) and as gpuframe's DeviceBucket (copied through the worker's
-pinned pool, gpuframe/shuffle/bucket.py), in the same run.
+pinned pool, gpuframe/exchange/bucket.py), in the same run.
 
 Two worker processes share the GPU: TCP moves buckets through host memory, so one GPU shows the
 path that two do. Each transfer builds a bucket of 95-105M rows x 2 int64 (1.4-1.6 GiB; sizes
@@ -24,7 +24,7 @@ def make(rows: int, wrap: bool):
     import cudf
     import cupy
 
-    from gpuframe.shuffle.bucket import DeviceBucket
+    from gpuframe.exchange.bucket import DeviceBucket
 
     frame = cudf.DataFrame({"key": cupy.arange(rows, dtype="int64"),
                             "payload": cupy.arange(rows, dtype="int64") * 3})
@@ -33,7 +33,7 @@ def make(rows: int, wrap: bool):
 
 def total(part) -> int:
     """On the receiving worker: the sum of the bucket's payload."""
-    from gpuframe.shuffle.bucket import arrived
+    from gpuframe.exchange.bucket import arrived
 
     return int(arrived(part)["payload"].sum())
 

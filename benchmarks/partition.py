@@ -1,4 +1,4 @@
-"""Microbenchmark of the hash partition-and-pack (gpuframe.shuffle.partition.hash_partition)
+"""Microbenchmark of the hash partition-and-pack (gpuframe.exchange.partition.hash_partition)
 against the usual ways of doing the same on the same data, in the same run.
 
 CPU: the native core (hash, count, scatter of every column into one packed buffer) against the
@@ -117,7 +117,7 @@ def splitmix_numpy(keys: list[np.ndarray]) -> np.ndarray:
 def cpu_rows(args: argparse.Namespace) -> tuple[list[tuple[str, list[float]]], int, str]:
     import pandas as pd
 
-    from gpuframe.shuffle.partition import hash_partition
+    from gpuframe.exchange.partition import hash_partition
 
     table = make_table(args)
     on = [f"c{c}" for c in range(args.keys)]
@@ -153,7 +153,7 @@ def gpu_rows(args: argparse.Namespace) -> tuple[list[tuple[str, list[float]]], i
     import rmm
     from rmm.allocators.cupy import rmm_cupy_allocator
 
-    from gpuframe.shuffle.partition import hash_partition
+    from gpuframe.exchange.partition import hash_partition
 
     # One pool for every path, so none pays for cudaMalloc.
     rmm.reinitialize(pool_allocator=True)
@@ -190,7 +190,7 @@ def print_phases(frame, on: list[str], n: int, repeat: int) -> None:
     import cupy
 
     from gpuframe import _core
-    from gpuframe.shuffle.partition import _device_arg, _device_columns, _key_indices
+    from gpuframe.exchange.partition import _device_arg, _device_columns, _key_indices
 
     columns = _device_columns(frame)
     keys = _key_indices([name for name, _ in columns], on)

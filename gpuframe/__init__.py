@@ -16,7 +16,7 @@ from .diagnostics import job_metrics, progress, report
 from .errors import GpuframeError
 from .frame import DistributedFrame, from_dask, from_pandas
 from .io import read_csv, read_orc, read_parquet
-from .shuffle.join import merge
+from .operators.join import merge
 
 __all__ = [
     "ClusterOptions",

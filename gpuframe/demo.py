@@ -18,7 +18,7 @@ import pandas as pd
 
 from .cluster.engine import Engine
 from .io import read_parquet
-from .shuffle.join import merge
+from .operators.join import merge
 
 
 @dataclass

@@ -64,7 +64,7 @@ class DistributedFrame:
 
     def merge(self, other: DistributedFrame, on: Any = None, **kwargs: Any) -> DistributedFrame:
         """Join with ``other`` like ``pandas.merge``; see :func:`gpuframe.merge`."""
-        from .shuffle.join import merge
+        from .operators.join import merge
 
         return merge(self, other, on, **kwargs)
 

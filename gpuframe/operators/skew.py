@@ -45,7 +45,7 @@ import pandas as pd
 
 from ..backend import get_backend
 from ..frame import DistributedFrame
-from .partition import hash_rows
+from ..exchange.partition import hash_rows
 
 #: Per join type, the sides whose rows of a heavy key may be spread, each mapped to whether the
 #: other side, then copied, is one the join preserves (so each bucket it reaches needs a spread

@@ -1,4 +1,4 @@
-"""gpuframe.shuffle.bucket: a wrapped bucket arrives as its frame, and (marker gpu) a cuDF bucket
+"""gpuframe.exchange.bucket: a wrapped bucket arrives as its frame, and (marker gpu) a cuDF bucket
 crosses TCP through pinned memory and arrives whole, by every serializer path, and dask-cuda
 spills it like a cuDF frame."""
 
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from dask.sizeof import sizeof
 
-from gpuframe.shuffle import bucket
-from gpuframe.shuffle.bucket import DeviceBucket, arrived
-from gpuframe.shuffle.exchange import partition_rows
+from gpuframe.exchange import bucket
+from gpuframe.exchange.bucket import DeviceBucket, arrived
+from gpuframe.exchange.exchange import partition_rows
 
 
 def test_a_device_bucket_is_sized_and_unwrapped_as_its_frame():

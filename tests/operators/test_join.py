@@ -7,7 +7,7 @@ from dask.utils import key_split
 from distributed import get_task_stream
 from gpuframe.errors import JoinError
 from gpuframe.frame import DistributedFrame
-from gpuframe.shuffle.join import HOWS, hash_type
+from gpuframe.operators.join_schema import HOWS, hash_type
 
 SHUFFLE = {"broadcast_bytes": 0}
 BROADCAST = {"broadcast_bytes": 2**40, "broadcast_ratio": None}

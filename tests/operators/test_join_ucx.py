@@ -10,7 +10,7 @@ from distributed import get_task_stream
 
 import gpuframe
 from gpuframe.cluster.hardware import ucx_available
-from gpuframe.shuffle.join import HOWS
+from gpuframe.operators.join_schema import HOWS
 
 pytestmark = pytest.mark.skipif(not ucx_available(), reason="distributed-ucxx not installed")
 

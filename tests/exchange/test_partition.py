@@ -1,4 +1,4 @@
-"""gpuframe.shuffle.partition against a pure NumPy/Python reference of the hash and the partition,
+"""gpuframe.exchange.partition against a pure NumPy/Python reference of the hash and the partition,
 and (marker gpu) the CUDA partition against the CPU one, byte for byte."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from gpuframe.shuffle.partition import (
+from gpuframe.exchange.partition import (
     ALIGNMENT,
     PackedPartitions,
     PartitionOptionError,
@@ -362,7 +362,7 @@ def device_args(host_args, cupy):
 
 
 def host_args(table: pa.Table):
-    from gpuframe.shuffle.partition import _host_column
+    from gpuframe.exchange.partition import _host_column
 
     return [_host_column(f, c)[1] for f, c in zip(table.schema, table.columns)]
 
@@ -517,7 +517,7 @@ def test_cudf_partitions_keep_their_scratch_per_stream(on):
     packing is right."""
     cupy = device_or_skip()
     cudf = pytest.importorskip("cudf")
-    from gpuframe.shuffle import partition as module
+    from gpuframe.exchange import partition as module
 
     null, other = cupy.cuda.Stream.null, cupy.cuda.Stream(non_blocking=True)
     kept = []
@@ -548,7 +548,7 @@ def test_cudf_partitions_hold_scratch_made_for_the_call_until_the_scatter(monkey
     rmm = pytest.importorskip("rmm")
     from rmm.allocators.cupy import rmm_cupy_allocator
 
-    from gpuframe.shuffle import partition as module
+    from gpuframe.exchange import partition as module
 
     monkeypatch.setattr(module, "SCRATCH_KEPT_BYTES", 0)
     resource, allocator = rmm.mr.get_current_device_resource(), cupy.cuda.get_allocator()

@@ -61,8 +61,8 @@ def test_join_larger_than_worker_memory_spills_and_matches_pandas(small_memory_e
 
 
 def test_tasks_per_worker_keeps_each_join_task_within_its_share_of_memory():
-    from gpuframe.shuffle.join import tasks_per_worker
-    from gpuframe.shuffle.skew import SideProfile
+    from gpuframe.operators.join import tasks_per_worker
+    from gpuframe.operators.skew import SideProfile
 
     def side(nbytes, limit):
         return SideProfile([], [], nbytes, limit)

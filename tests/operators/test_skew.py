@@ -7,8 +7,8 @@ from distributed import Client, LocalCluster, get_task_stream
 import gpuframe
 from gpuframe.backend import get_backend
 from gpuframe.cluster.engine import Engine, set_current
-from gpuframe.shuffle.exchange import partition_rows
-from gpuframe.shuffle.skew import KeyCounts, SideSkew, find_heavy
+from gpuframe.exchange.exchange import partition_rows
+from gpuframe.operators.skew import KeyCounts, SideSkew, find_heavy
 
 
 def assert_same_rows(result, expected):
@@ -251,7 +251,7 @@ def test_heavy_key_of_the_copied_side_is_split_on_four_workers(four_workers):
 def test_cudf_partitions_split_heavy_keys_like_pandas(skewed):
     import cudf
 
-    from gpuframe.shuffle.skew import profile_partition
+    from gpuframe.operators.skew import profile_partition
 
     left = skewed[0].assign(s=lambda f: (f["k"] % 3).astype(str))
     for keys, skew in ((["k"], SideSkew(pd.DataFrame({"k": [0]}), pd.DataFrame({"k": [5]}))),

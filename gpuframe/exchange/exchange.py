@@ -4,7 +4,7 @@ worker, and each bucket travels straight to its destination worker.
 Buckets are separate Dask keys computed on the source worker, so the destination's join task pulls
 each one from its source over the cluster's comm layer (UCX or TCP) as an ordinary dependency
 transfer: worker to worker, never through the client or the scheduler (over TCP, cuDF buckets
-are wrapped to cross through pinned memory: :mod:`~gpuframe.shuffle.bucket`). On the task stream
+are wrapped to cross through pinned memory: :mod:`~gpuframe.exchange.bucket`). On the task stream
 the stages show as ``gpuframe-partition-*`` and ``gpuframe-send-*``, the transfers as transfers.
 """
 
@@ -19,7 +19,7 @@ from ..backend import get_backend
 from ..frame import DistributedFrame
 from .bucket import HOST_PROTOCOLS, DeviceBucket
 from .partition import hash_split
-from .skew import SideSkew, split_heavy
+from ..operators.skew import SideSkew, split_heavy
 
 
 def exchange(frame: DistributedFrame, keys: list[str], casts: dict[str, Any],
@@ -32,7 +32,7 @@ def exchange(frame: DistributedFrame, keys: list[str], casts: dict[str, Any],
 
     ``casts`` gives key columns their common join type first, so equal keys hash equally.
     ``skew``'s heavy keys are dealt round robin or copied to every bucket instead of hashed
-    (see :mod:`~gpuframe.shuffle.skew`).
+    (see :mod:`~gpuframe.operators.skew`).
     """
     client, backend = frame.engine.client, frame.engine.backend.name
     n = len(destinations) * per_destination
@@ -54,7 +54,7 @@ def partition_rows(part: Any, keys: list[str], casts: dict[str, Any], n: int, ba
                    ) -> list[Any]:
     """On the source worker: cast the keys, then split the rows into one bucket per worker
     (``index``: the partition's number, where heavy keys' rows start their round robin), each
-    in a :class:`~gpuframe.shuffle.bucket.DeviceBucket` if ``wrap``."""
+    in a :class:`~gpuframe.exchange.bucket.DeviceBucket` if ``wrap``."""
     part = cast_keys(part, casts)
     if skew is None:
         buckets = hash_split(part, keys, n, backend)
