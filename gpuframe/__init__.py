@@ -1,12 +1,14 @@
 """gpuframe: a distributed multi-GPU dataframe engine on Dask.
 
-Start a cluster (one worker per GPU, or a CPU cluster where there is none), move data onto it, and
-bring results back::
+Start a cluster (one worker per GPU, or a CPU cluster where there is none), describe the work as
+lazy frames, and run it when the data is asked for::
 
     import gpuframe
     with gpuframe.start_cluster() as engine:
-        orders = gpuframe.read_parquet("orders/", columns=["id", "amount"])
-        joined = orders.merge(gpuframe.from_pandas(customers), on="id")
+        orders = gpuframe.read_parquet("orders/")
+        big = orders[orders.amount > 100]
+        joined = big.merge(gpuframe.from_pandas(customers), on="id")
+        joined.explain()
         print(len(joined), joined.head())
 """
 
@@ -14,16 +16,18 @@ from .cluster import CpuFallbackWarning, Engine, connect, start_cluster
 from .config import ClusterOptions
 from .diagnostics import job_metrics, progress, report
 from .errors import GpuframeError
-from .frame import DistributedFrame, from_dask, from_pandas
-from .io import read_csv, read_orc, read_parquet
-from .operators.join import merge
+from .frame import DistributedFrame, from_dask, from_pandas, merge
+from .readers import read_csv, read_orc, read_parquet
+from .plan.expr import Expr, col
 
 __all__ = [
     "ClusterOptions",
     "CpuFallbackWarning",
     "DistributedFrame",
     "Engine",
+    "Expr",
     "GpuframeError",
+    "col",
     "connect",
     "from_dask",
     "from_pandas",

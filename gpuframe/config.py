@@ -104,6 +104,14 @@ class JoinOptions:
         0.25, float, "the share of a worker's memory limit one join task's buckets may take",
     )
 
+    def broadcasts(self, small: float, large: float, n_workers: int) -> bool:
+        """Whether copying the ``small`` side (bytes) to every worker beats shuffling both:
+        it must fit ``broadcast_bytes``, and each worker's hash table of all of it must not
+        outgrow its share of the shuffle (``broadcast_ratio``)."""
+        if small > self.broadcast_bytes:
+            return False
+        return self.broadcast_ratio is None or small * n_workers <= self.broadcast_ratio * large
+
 
 def resolve(cls: type[Options], overrides: Mapping[str, Any] | None = None,
             environ: Mapping[str, str] | None = None) -> Options:

@@ -36,3 +36,14 @@ class JoinError(GpuframeError, ValueError):
 
 class ColumnTypeError(GpuframeError, TypeError):
     """A column's type is one that this operation cannot handle."""
+
+
+class UnknownColumnError(GpuframeError, KeyError):
+    """An operation names a column that its frame does not have."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class ExpressionError(GpuframeError, TypeError):
+    """A column expression is built or used in a way that cannot be evaluated."""

@@ -1,47 +1,64 @@
-"""The distributed frame: partitions held on the workers, each with a known owner.
+"""The lazy distributed frame: a logical plan on one engine, run when its data is asked for.
 
-A :class:`DistributedFrame` is a list of Dask futures, one per partition, plus the frame's schema
-(an empty pandas DataFrame) and the worker that owns each partition. Partitions are frames of the
-engine's backend (cuDF or pandas); the engine places them, so later stages (shuffle, join) know
-where every byte is without asking the scheduler.
+Readers, :func:`from_pandas`, :func:`from_dask` and every operator return a
+:class:`DistributedFrame` that holds a plan (:mod:`gpuframe.plan`); nothing runs until an action:
+``persist()``, ``compute()``/``to_pandas()``, ``len()``, ``head()``, ``to_dask()``, or asking for
+the partitions themselves (``futures``, ``owners``, ``npartitions``, ``partition_lengths()``).
+An action optimizes the plan, runs it as one job (:mod:`gpuframe.execute`), and the frame keeps
+the result's partitions on the workers for later actions, as ``persist()`` would, while it
+lives. A frame built on a run frame starts from its partitions.
 """
 
 from __future__ import annotations
 
-import math
-import uuid
-from typing import Any, Sequence
+import sys
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 
 import pandas as pd
-from distributed import Future, wait
+from distributed import Future
 
 from .backend import get_backend
 from .cluster.engine import Engine, current_engine
-from .errors import OptionError, PartitionError
+from .config import JoinOptions, resolve
+from .diagnostics.jobs import operator_stats
+from .errors import JoinError, OptionError, UnknownColumnError
+from .execute import Execution, run_plan
+from .plan.explain import Actual, explain
+from .plan.optimize import optimize
+from .plan.expr import Col, Expr, as_expr
+from .plan.nodes import (
+    AsType,
+    Assign,
+    Filter,
+    FromDask,
+    FromPandas,
+    Join,
+    MapPartitions,
+    Node,
+    Persisted,
+    Rename,
+    Select,
+)
+from .runtime.runner import Job, Partitions
 
-
-def new_token() -> str:
-    """A fresh key token for one submission. Keys are never reused: Dask can mistake a new task
-    for an old one of the same key that is still being released, and wait on it forever."""
-    return uuid.uuid4().hex
+if TYPE_CHECKING:
+    from .exchange.placement import Partitioning
 
 
 class DistributedFrame:
-    """A dataframe whose partitions live on the workers of one engine."""
+    """A dataframe whose partitions live, once computed, on the workers of one engine."""
 
-    def __init__(self, engine: Engine, futures: Sequence[Future], meta: pd.DataFrame,
-                 owners: Sequence[str]):
-        if len(futures) != len(owners):
-            raise ValueError(f"{len(futures)} partitions but {len(owners)} owners")
+    def __init__(self, engine: Engine, plan: Node) -> None:
         self.engine = engine
-        self.futures = list(futures)
-        self.meta = meta
-        self.owners = list(owners)
-        self._lengths: list[int] | None = None
+        self._plan = plan
+        self._execution: Execution | None = None
+
+    # --- schema -----------------------------------------------------------------------------
 
     @property
-    def npartitions(self) -> int:
-        return len(self.futures)
+    def meta(self) -> pd.DataFrame:
+        """The schema: an empty pandas frame with the columns and dtypes of ``to_pandas()``."""
+        return self._plan.meta
 
     @property
     def columns(self) -> pd.Index:
@@ -51,94 +68,206 @@ class DistributedFrame:
     def dtypes(self) -> pd.Series:
         return self.meta.dtypes
 
-    def partition_lengths(self) -> list[int]:
-        """Rows in each partition, counted on the workers once and remembered."""
-        if self._lengths is None:
-            self._lengths = self.engine.client.gather(self._map(len, "gpuframe-len"))
-        return self._lengths
+    @property
+    def plan(self) -> Node:
+        """What later operators build on: the partitions once run, else the plan."""
+        if self._execution is not None:
+            return Persisted(self._execution.output)
+        return self._plan
 
-    def nbytes(self) -> int:
-        """Bytes the partitions hold in worker memory (device memory on the cudf backend)."""
-        name = self.engine.backend.name
-        return sum(self.engine.client.gather(self._map(_nbytes, "gpuframe-nbytes", name)))
+    # --- building ---------------------------------------------------------------------------
+
+    def _derive(self, plan: Node) -> DistributedFrame:
+        return DistributedFrame(self.engine, plan)
+
+    def __getitem__(self, key: Any) -> Any:
+        """``frame["x"]``: the column as an expression; ``frame[["a", "b"]]``: those columns;
+        ``frame[condition]``: the rows where it holds."""
+        if isinstance(key, Expr):
+            return self.filter(key)
+        if isinstance(key, (list, tuple, pd.Index)):
+            return self._derive(Select(self.plan, tuple(key)))
+        if key not in self.columns:
+            raise UnknownColumnError(f"column {key!r} is not among the frame's columns "
+                                     f"{list(self.columns)}")
+        return Col(key)
+
+    def __getattr__(self, name: str) -> Col:
+        if name.startswith("_") or name not in self.__dict__.get("_plan", Node).meta:
+            raise AttributeError(f"{type(self).__name__} has no attribute or column {name!r}")
+        return Col(name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        """``frame["c"] = expression``: the frame becomes itself with that column."""
+        self._plan = Assign(self.plan, ((name, as_expr(value)),))
+        self._execution = None
+
+    def filter(self, condition: Expr) -> DistributedFrame:
+        """The rows where ``condition`` holds (a missing result keeps no row)."""
+        return self._derive(Filter(self.plan, condition))
+
+    def select(self, *names: str) -> DistributedFrame:
+        return self._derive(Select(self.plan, names))
+
+    def assign(self, **columns: Any) -> DistributedFrame:
+        """New or replaced columns, each an expression (or a scalar) over the columns before
+        it, in the order given."""
+        items = tuple((name, as_expr(value)) for name, value in columns.items())
+        return self._derive(Assign(self.plan, items))
+
+    def rename(self, columns: dict[str, str] | None = None, *,
+               errors: str = "ignore") -> DistributedFrame:
+        """Columns renamed by ``columns``; ``errors="raise"`` refuses names not in the frame."""
+        mapping = dict(columns or {})
+        if errors not in ("ignore", "raise"):
+            raise OptionError(f"errors={errors!r}: choose 'ignore' or 'raise'")
+        missing = [name for name in mapping if name not in self.columns]
+        if errors == "raise" and missing:
+            raise UnknownColumnError(f"rename: column(s) {missing} not among the frame's "
+                                     f"columns {list(self.columns)}")
+        return self._derive(Rename(self.plan, mapping))
+
+    def astype(self, dtype: Any) -> DistributedFrame:
+        """Columns cast: ``dtype`` is one dtype for all, or ``{column: dtype}``."""
+        dtypes = dict(dtype) if isinstance(dtype, dict) else {c: dtype for c in self.columns}
+        return self._derive(AsType(self.plan, dtypes))
+
+    def map_partitions(self, fn: Callable[..., Any], *args: Any, meta: pd.DataFrame | None = None,
+                       **kwargs: Any) -> DistributedFrame:
+        """``fn(partition, *args, **kwargs)`` on every partition, where it lies (a pandas or
+        cuDF frame in, one out). ``meta``: the result's schema (an empty pandas frame); by
+        default ``fn`` is called on an empty partition to learn it."""
+        return self._derive(MapPartitions(self.plan, fn, args, kwargs, meta))
 
     def merge(self, other: DistributedFrame, on: Any = None, **kwargs: Any) -> DistributedFrame:
         """Join with ``other`` like ``pandas.merge``; see :func:`gpuframe.merge`."""
-        from .operators.join import merge
-
         return merge(self, other, on, **kwargs)
+
+    # --- actions ------------------------------------------------------------------------------
+
+    def run_within(self, job: Job, keep_read_stats: bool = False) -> Execution:
+        """Run the frame's plan within ``job`` the first time it is asked; the run."""
+        if self._execution is None:
+            self._execution = run_plan(job, self._plan, keep_read_stats)
+        return self._execution
+
+    def _run(self, job: Job) -> Partitions:
+        return self.run_within(job).output
+
+    def _action(self, name: str) -> Job:
+        return Job(self.engine, name)
+
+    def persist(self) -> DistributedFrame:
+        """Run the plan (once) and keep the partitions on the workers; returns this frame."""
+        with self._action("persist") as job:
+            self._run(job)
+        return self
+
+    @property
+    def partitions(self) -> Partitions:
+        """The computed partitions (running the plan first if it has not run)."""
+        if self._execution is None:
+            self.persist()
+        assert self._execution is not None
+        return self._execution.output
+
+    @property
+    def futures(self) -> list[Future]:
+        return self.partitions.futures
+
+    @property
+    def owners(self) -> list[str]:
+        """The worker that holds each partition."""
+        return self.partitions.owners
+
+    @property
+    def npartitions(self) -> int:
+        return len(self.partitions)
+
+    @property
+    def partitioning(self) -> Partitioning | None:
+        """How the computed rows are placed (None: nothing known)."""
+        return self.partitions.partitioning
+
+    def partition_lengths(self) -> list[int]:
+        """Rows in each partition, counted on the workers once and remembered."""
+        with self._action("count") as job:
+            parts = self._run(job)
+            if parts.lengths is None:
+                parts.lengths = job.gather(job.stage("count").map(len, parts, strict=False))
+        return list(parts.lengths)
 
     def __len__(self) -> int:
         return sum(self.partition_lengths())
 
+    def nbytes(self) -> int:
+        """Bytes the partitions hold in worker memory (device memory on the cudf backend)."""
+        with self._action("nbytes") as job:
+            parts = self._run(job)
+            stage = job.stage("nbytes")
+            return sum(job.gather(stage.map(_nbytes, parts, job.backend, strict=False)))
+
     def head(self, n: int = 5) -> pd.DataFrame:
         """The first ``n`` rows as pandas, fetched from as few partitions as hold them."""
-        parts, need = [], n
-        for future, length in zip(self.futures, self.partition_lengths()):
-            if need <= 0:
-                break
-            if length:
-                parts.append(self.engine.client.submit(
-                    _head_as_pandas, future, need, self.engine.backend.name,
-                    key=f"gpuframe-head-{new_token()}",
-                ))
-                need -= length
-        if not parts:
-            return self.meta.head(0)
-        return pd.concat(self.engine.client.gather(parts))
+        lengths = self.partition_lengths()
+        with self._action("head") as job:
+            parts = self._run(job)
+            stage = job.stage("head")
+            futures, need = [], n
+            for i, (future, length, owner) in enumerate(zip(parts.futures, lengths,
+                                                            parts.owners)):
+                if need <= 0:
+                    break
+                if length:
+                    futures.append(stage.submit(_head_as_pandas, future, need, job.backend,
+                                                index=(i,), owner=owner, strict=False))
+                    need -= length
+            if not futures:
+                return self.meta.head(0)
+            return pd.concat(job.gather(futures))
 
     def to_pandas(self) -> pd.DataFrame:
         """Every partition, converted to pandas on its worker and concatenated in order."""
-        if not self.futures:
-            return self.meta.copy()
-        name = self.engine.backend.name
-        pieces = self.engine.client.gather(
-            self._map(_as_pandas, "gpuframe-gather", name)
-        )
-        return pd.concat(pieces)
+        with self._action("to_pandas") as job:
+            parts = self._run(job)
+            if not parts.futures:
+                return self.meta.copy()
+            stage = job.stage("gather")
+            return pd.concat(job.gather(stage.map(_as_pandas, parts, job.backend,
+                                                  strict=False)))
 
-    def persist(self, pinned: bool = False) -> DistributedFrame:
-        """Wait until every partition is in worker memory; raise naming the first that failed.
-
-        The owners are then asked of the scheduler, unless ``pinned``: every task was
-        restricted to its owner, so that is where its partition lies (a round trip saved)."""
-        wait(self.futures)
-        for index, future in enumerate(self.futures):
-            if future.status != "finished":
-                error = future.exception() if future.status == "error" else None
-                raise PartitionError(
-                    f"partition {index} (owner {self.owners[index]}) is {future.status}"
-                    + (f": {error!r}" if error is not None else "")
-                ) from error
-        if pinned:
-            return self
-        where = self.engine.client.who_has(self.futures)
-        self.owners = [sorted(where[f.key])[0] if where.get(f.key) else owner
-                       for f, owner in zip(self.futures, self.owners)]
-        return self
+    compute = to_pandas
 
     def to_dask(self) -> Any:
         """A dask.dataframe over the same partitions (dask_cudf-backed on the cudf backend)."""
         import dask
         import dask.dataframe as dd
 
+        parts = self.partitions
         meta = self.engine.backend.from_pandas(self.meta)
-        return dd.from_delayed([dask.delayed(f) for f in self.futures], meta=meta,
+        return dd.from_delayed([dask.delayed(f) for f in parts.futures], meta=meta,
                                verify_meta=False)
 
-    def _map(self, func: Any, prefix: str, *args: Any) -> list[Future]:
-        """``func(partition, *args)`` on each partition's owner, under a task-stream name."""
-        token = new_token()
-        return [
-            self.engine.client.submit(func, future, *args, key=f"{prefix}-{token}-{i}",
-                                      workers=[owner], allow_other_workers=True)
-            for i, (future, owner) in enumerate(zip(self.futures, self.owners))
-        ]
+    def explain(self, file: TextIO | None = None) -> None:
+        """Print the optimized plan: every operator with its estimated rows and bytes, where
+        filters and projections landed, each join's strategy, and, once the frame has run,
+        what each operator really output and decided."""
+        workers = len(self.engine.workers)
+        if self._execution is None:
+            text = explain(optimize(self._plan), workers)
+        else:
+            stats = operator_stats(self._execution.job, self.engine)
+            actual = {node: Actual(s["rows"], s["bytes"], s["partitions"])
+                      for node, s in stats.items()}
+            text = explain(self._execution.plan, workers, actual, self._execution.notes)
+        print(text, file=file or sys.stdout)
 
     def __repr__(self) -> str:
         columns = ", ".join(f"{c}: {t}" for c, t in self.meta.dtypes.items())
-        return (f"<gpuframe DistributedFrame npartitions={self.npartitions} "
-                f"backend={self.engine.backend.name} [{columns}]>")
+        state = (f"npartitions={self.npartitions}" if self._execution is not None
+                 else "lazy")
+        return (f"<gpuframe DistributedFrame {state} backend={self.engine.backend.name} "
+                f"[{columns}]>")
 
 
 def _as_pandas(partition: Any, backend: str) -> pd.DataFrame:
@@ -153,47 +282,29 @@ def _head_as_pandas(partition: Any, n: int, backend: str) -> pd.DataFrame:
     return get_backend(backend).to_pandas(partition.head(n))
 
 
-def _to_backend(partition: Any, backend: str) -> Any:
-    """A partition of either library as a frame of ``backend``."""
-    target = get_backend(backend)
-    if isinstance(partition, pd.DataFrame):
-        return target.from_pandas(partition)
-    return target.from_pandas(partition.to_pandas()) if target.name == "pandas" else partition
-
-
 def from_pandas(frame: pd.DataFrame, npartitions: int | None = None,
                 engine: Engine | None = None) -> DistributedFrame:
-    """Split ``frame`` into contiguous row ranges and place one per worker, round robin."""
-    engine = current_engine(engine)
-    workers = engine.workers
-    npartitions = len(workers) if npartitions is None else npartitions
-    if npartitions < 1:
-        raise OptionError(f"npartitions={npartitions} must be at least 1")
-    client, backend = engine.client, engine.backend.name
-    step = max(1, math.ceil(len(frame) / npartitions))
-    starts = range(0, max(len(frame), 1), step)
-    owners = [workers[i % len(workers)] for i in range(len(starts))]
-    token = new_token()
-    futures = []
-    for i, (start, owner) in enumerate(zip(starts, owners)):
-        piece = client.scatter(frame.iloc[start:start + step], workers=[owner], hash=False)
-        futures.append(client.submit(_to_backend, piece, backend,
-                                     key=f"gpuframe-from-pandas-{token}-{i}", workers=[owner]))
-    return DistributedFrame(engine, futures, frame.head(0), owners).persist(pinned=True)
+    """``frame`` cut into ``npartitions`` contiguous row ranges (default: one per worker),
+    placed on the workers round robin when the frame runs."""
+    return DistributedFrame(current_engine(engine), FromPandas(frame, npartitions))
 
 
 def from_dask(collection: Any, engine: Engine | None = None) -> DistributedFrame:
-    """Compute a dask.dataframe on the engine's cluster and hold its partitions as a frame."""
-    import dask
+    """A dask.dataframe collection, computed on the engine's cluster when the frame runs."""
+    return DistributedFrame(current_engine(engine), FromDask(collection))
 
-    engine = current_engine(engine)
-    meta = collection._meta
-    meta = meta if isinstance(meta, pd.DataFrame) else meta.to_pandas()
-    backend = engine.backend.name
-    token = new_token()
-    converted = [
-        dask.delayed(_to_backend)(part, backend, dask_key_name=f"gpuframe-from-dask-{token}-{i}")
-        for i, part in enumerate(collection.to_delayed())
-    ]
-    futures = engine.client.compute(converted)
-    return DistributedFrame(engine, futures, meta.head(0), [""] * len(futures)).persist()
+
+def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[str] | None = None,
+          *, left_on: str | Sequence[str] | None = None,
+          right_on: str | Sequence[str] | None = None, how: str = "inner",
+          suffixes: Sequence[str] = ("_x", "_y"), **options: Any) -> DistributedFrame:
+    """Join two frames of one engine like ``pandas.merge`` (plus 'leftsemi' and 'leftanti').
+
+    ``options`` are the fields of :class:`~gpuframe.config.JoinOptions`: when to broadcast,
+    how to split heavy keys, how many join tasks per worker.
+    """
+    opts = resolve(JoinOptions, options)
+    if left.engine is not right.engine:
+        raise JoinError("both frames of a join must live on the same engine")
+    plan = Join.of(left.plan, right.plan, on, left_on, right_on, how, tuple(suffixes), opts)
+    return DistributedFrame(left.engine, plan)

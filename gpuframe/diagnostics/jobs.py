@@ -89,3 +89,7 @@ def mark(engine: Engine) -> int:
 def metrics_since(engine: Engine, bookmark: int) -> JobMetrics:
     """The metrics of every gpuframe task that finished since ``bookmark``."""
     return JobMetrics(**engine.client.run_on_scheduler(_scheduler_summary_since, first=bookmark))
+
+
+def operator_stats(job: str, engine: Engine | None = None) -> dict[int, dict[str, int]]:
+    return {}

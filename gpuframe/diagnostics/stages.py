@@ -40,3 +40,19 @@ def stage_of(key: Any) -> str | None:
         if name.startswith(prefix):
             return stage
     return OTHER
+
+
+JOB_EVENT_TOPIC = "gpuframe-job"
+STAGE_EVENT_TOPIC = "gpuframe-stage"
+OUTPUT_EVENT_TOPIC = "gpuframe-output"
+
+
+def new_job() -> str:
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+def task_key(stage: str, job: str, step: int, *index: Any) -> str:
+    key = f"gpuframe-{stage}-{job}.{step}"
+    return key + ("-" + "-".join(map(str, index)) if index else "")

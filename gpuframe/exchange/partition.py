@@ -163,7 +163,7 @@ def hash_rows(table: Any, on: Sequence[str], *, threads: int | None = None) -> A
     return _core.hash_rows(args, table.num_rows, _check_threads(threads))
 
 
-def hash_split(frame: Any, on: Sequence[str], n: int, backend: str) -> list[Any]:
+def hash_split(frame: Any, on: Sequence[str], n: int, backend: str | None = None) -> list[Any]:
     """``frame``'s rows split into ``n`` frames of its backend ('pandas' or 'cudf') by the hash
     of ``on``: what the exchange sends to each worker.
 
@@ -172,7 +172,7 @@ def hash_split(frame: Any, on: Sequence[str], n: int, backend: str) -> list[Any]
     its rows of them, in the same order. A dataset read with such columns is joined like any
     other, not refused."""
     keys = [on] if isinstance(on, str) else list(on)
-    if backend == "cudf":
+    if _is_cudf(frame):
         carried = [name for name in _device_unpackable(frame) if name not in keys]
         if not carried:
             packed = hash_partition(frame, keys, n)
@@ -583,3 +583,12 @@ def _check_threads(threads: Any) -> int:
         raise PartitionOptionError(f"threads={threads!r}: give a positive integer, or None for "
                                    f"one thread per core")
     return int(threads)
+
+
+def split_by_destinations(frame: Any, destinations: Any, n: int) -> list[Any]:
+    raise NotImplementedError
+
+
+def range_split(frame: Any, on: Sequence[str], boundaries: Any, *, ascending: Any = True,
+                nulls_last: bool = True) -> list[Any]:
+    raise NotImplementedError

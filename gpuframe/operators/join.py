@@ -1,107 +1,240 @@
-"""Distributed joins with pandas semantics: a broadcast join when one side is small, else a hash
-shuffle that co-locates equal keys on one worker, then a local join there. Keys too heavy for one
-worker are found from a sample and split across workers where the join type allows it
-(:mod:`~gpuframe.operators.skew`).
+"""The join operator: pandas-merge semantics across workers.
 
-Key and result types: :mod:`~gpuframe.operators.join_schema`.
+The strategy is chosen when the plan runs, from where the inputs' rows are and how large they are:
+
+- **none**: both inputs are already hash-partitioned on the join keys (same hash types, buckets
+  and owners): partition ``b`` of each side is joined where both lie, and nothing moves;
+- **one side**: one input is hash-partitioned on its keys: the other is hashed into the same
+  buckets, sent to their owners, and joined there;
+- **broadcast**: one side is small (``broadcast_bytes``, ``broadcast_ratio``, from a sample of
+  every partition): it is gathered once and joined with each partition of the other where it
+  lies;
+- **shuffle**: both sides are hashed on their keys into buckets, ``partitions_per_worker`` per
+  worker, each sent to its owner and joined there. Keys too heavy for one worker (found in the
+  same sample) are dealt over several (:mod:`~gpuframe.operators.skew`).
+
+A shuffle's output is hash-partitioned on the preserved side's keys (both sides' for an inner
+join), which a later join or groupby on them reuses. Key and result types:
+:mod:`~gpuframe.operators.join_schema`.
 
 Memory: partitions, buckets and results are ordinary Dask keys, so the workers' spill buffers move
 them out of memory like any other data (to disk past distributed's ``memory_limit`` targets on
-the CPU; device to host past dask-cuda's ``device_memory_limit`` on GPUs): a join whose inputs and
-buckets exceed the workers' memory completes by spilling, more slowly. One join task's buckets and
-output must fit at once, and Dask refuses a task whose inputs exceed its worker's memory limit, so
-each worker gets as many join tasks (output partitions) as keep one task's buckets within
+the CPU; device to host past dask-cuda's ``device_memory_limit`` on GPUs). One join task's buckets
+and output must fit at once, and Dask refuses a task whose inputs exceed its worker's memory
+limit, so each worker gets as many join tasks as keep one task's buckets within
 ``join_memory_fraction`` of the smallest worker limit (``partitions_per_worker`` overrides).
 
 Overlap: a destination fetches each bucket as soon as its source's partition task finishes, so
-transfers overlap the partitioning of later partitions, and both sides' partition tasks are ready
-together (they run side by side where workers have threads for them). The local join starts once
-all of its buckets are in. Joining per arriving bucket is not done: it would rebuild the other
-side's hash table once per bucket, and a CPU worker with one thread has no idle time to hide it in.
+transfers overlap the partitioning of later partitions. The local join starts once all of its
+buckets are in: joining per arriving bucket would rebuild the other side's hash table once per
+bucket, and a CPU worker with one thread has no idle time to hide it in.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import pandas as pd
 
 from ..backend import get_backend
-from ..config import JoinOptions, resolve
-from ..errors import JoinError
-from ..frame import DistributedFrame, new_token
-from ..exchange.bucket import arrived
-from ..exchange.exchange import cast_keys, exchange
-from .join_schema import HOWS, KeyTypes, join_keys, key_types, restore_key_types
-from .skew import SideProfile, can_split, plan_skew, profile_sides
+from ..exchange.bucket import HOST_PROTOCOLS, arrived
+from ..exchange.exchange import exchange
+from ..exchange.placement import Contiguous, HashPartitioning
+from ..exchange.splitters import HashSplitter, Splitter, cast_keys
+from ..plan.nodes import BROADCASTS, Join
+from ..runtime.runner import Partitions
+from .join_schema import KeyTypes, restore_key_types
+from .lowering import Lowering, lower
+from .skew import SideProfile, SkewSplitter, can_split, plan_skew, profile_sides
 
-BROADCAST_RIGHT = ("inner", "left", "leftsemi", "leftanti")
-BROADCAST_LEFT = ("inner", "right")
+SIDES = ("left", "right")
 
 
-def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[str] | None = None,
-          *, left_on: str | Sequence[str] | None = None,
-          right_on: str | Sequence[str] | None = None, how: str = "inner",
-          suffixes: tuple[str, str] = ("_x", "_y"), **options: Any) -> DistributedFrame:
-    """Join two frames of one engine like ``pandas.merge`` (plus 'leftsemi' and 'leftanti').
+@dataclass(frozen=True)
+class LocalJoin:
+    """What each join task does with the rows it holds of both sides: cast the keys to their
+    hash types (rows that arrived by an exchange already are), join as pandas would, and give
+    the result the join's schema. ``schemas``: each side's empty frame with keys in their hash
+    types, standing in for a side that sent no rows."""
 
-    ``options`` are the fields of :class:`~gpuframe.config.JoinOptions`.
-    """
-    opts = resolve(JoinOptions, options)
-    if how not in HOWS:
-        raise JoinError(f"how={how!r} is not a join type; choose one of {', '.join(HOWS)}")
-    if left.engine is not right.engine:
-        raise JoinError("both frames of a join must live on the same engine")
-    left_keys, right_keys = join_keys(left.meta, right.meta, on, left_on, right_on)
-    suffixes = tuple(suffixes)
-    empty = frozenset(side for side, frame in (("left", left), ("right", right))
-                      if not frame.npartitions)
-    types = key_types(left.meta, right.meta, left_keys, right_keys, how, suffixes, empty)
-    casts = (types.left, types.right)
-    schemas = (cast_keys(left.meta, casts[0]), cast_keys(right.meta, casts[1]))
-    meta = restore_key_types(get_backend("pandas").join(*schemas, how, left_keys, right_keys,
-                                                        suffixes), types)
-    token = new_token()
-    args = (how, left_keys, right_keys, suffixes, types, left.engine.backend.name)
+    how: str
+    left_keys: tuple[str, ...]
+    right_keys: tuple[str, ...]
+    suffixes: tuple[str, str]
+    types: KeyTypes
+    schemas: tuple[pd.DataFrame, pd.DataFrame]
+    backend: str
 
-    engine, workers = left.engine, left.engine.workers
-    frames = {"left": left, "right": right}
-    split = can_split(how, opts.skew_threshold, len(workers))
-    profiles = profile_sides(frames, {"left": left_keys, "right": right_keys},
-                             {"left": casts[0], "right": casts[1]},
-                             opts.skew_sample_rows if split else 0, token)
+    def __call__(self, left: list[Any], right: list[Any]) -> Any:
+        frames = get_backend(self.backend)
+        sides = [_keys_cast(_concat_or_empty([arrived(p) for p in parts if p is not None],
+                                             schema, frames), casts)
+                 for parts, schema, casts in zip((left, right), self.schemas,
+                                                 (self.types.left, self.types.right))]
+        joined = frames.join(sides[0], sides[1], self.how, list(self.left_keys),
+                             list(self.right_keys), self.suffixes)
+        return restore_key_types(joined, self.types)
 
-    sizes = {side: profile.nbytes for side, profile in profiles.items()}
-    if how in BROADCAST_RIGHT and broadcasts(sizes["right"], sizes["left"], len(workers), opts):
-        return _broadcast(left, right, "right", casts, schemas[1], args, token, meta)
-    if how in BROADCAST_LEFT and broadcasts(sizes["left"], sizes["right"], len(workers), opts):
-        return _broadcast(right, left, "left", casts[::-1], schemas[0], args, token, meta)
 
-    skew = plan_skew(profiles["left"], profiles["right"], how, left_keys, right_keys,
-                     len(workers), opts.skew_threshold) if split else None
+def join_parts(local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
+    """The join task: ``local`` over the parts of each side it received."""
+    return local(left, right)
+
+
+def _keys_cast(frame: Any, casts: dict[str, Any]) -> Any:
+    return cast_keys(frame, {c: t for c, t in casts.items() if frame[c].dtype != t})
+
+
+def _concat_or_empty(parts: list[Any], schema: pd.DataFrame, frames: Any) -> Any:
+    return frames.concat(parts) if parts else frames.from_pandas(schema)
+
+
+@lower.register
+def _(node: Join, lowering: Lowering) -> Partitions:
+    job = lowering.job
+    inputs = {"left": lowering.input(node.left), "right": lowering.input(node.right)}
+    keys = {"left": list(node.left_keys), "right": list(node.right_keys)}
+    casts = {"left": node.types.left, "right": node.types.right}
+    schemas = (cast_keys(node.left.meta, casts["left"]), cast_keys(node.right.meta,
+                                                                    casts["right"]))
+    hash_types = tuple(str(schemas[0][k].dtype) for k in node.left_keys)
+    local = LocalJoin(node.how, node.left_keys, node.right_keys, node.suffixes, node.types,
+                      schemas, job.backend)
+    placed = {side: inputs[side].partitioning
+              if inputs[side].partitioning is not None
+              and inputs[side].partitioning.serves(keys[side], hash_types) else None
+              for side in SIDES}
+    wrap = job.engine.backend.name == "cudf" and job.engine.protocol in HOST_PROTOCOLS
+
+    if placed["left"] is not None and placed["right"] is not None \
+            and _same_buckets(placed["left"], placed["right"]):
+        lowering.note(node, f"none: both sides already {placed['left'].describe()}")
+        return _colocated(node, lowering, local, inputs, placed["left"])
+    for side in SIDES:
+        if placed[side] is not None:
+            other = "right" if side == "left" else "left"
+            lowering.note(node, f"shuffle {other} side only: {side} side already "
+                                f"{placed[side].describe()}")
+            splitter = HashSplitter(tuple(keys[other]), placed[side].n, casts[other])
+            return _into_buckets(node, lowering, local, inputs, side, splitter,
+                                 list(placed[side].owners), hash_types, wrap)
+
+    opts = node.options
+    workers = job.workers
+    split = can_split(node.how, opts.skew_threshold, len(workers))
+    profiles = profile_sides(job, inputs, keys, casts, opts.skew_sample_rows if split else 0)
+    sizes = {side: profiles[side].nbytes for side in SIDES}
+    for small, big in (("right", "left"), ("left", "right")):
+        if node.how in BROADCASTS[small] and opts.broadcasts(sizes[small], sizes[big], len(workers)):
+            lowering.note(node, f"broadcast {small} side ({_mib(sizes[small])} sampled, "
+                                f"{big} {_mib(sizes[big])})")
+            return _broadcast(node, lowering, local, inputs, small)
+
+    skew = plan_skew(profiles["left"], profiles["right"], node.how, keys["left"],
+                     keys["right"], len(workers), opts.skew_threshold) if split else None
     per_worker = opts.partitions_per_worker or tasks_per_worker(
         profiles["left"], profiles["right"], len(workers), opts.join_memory_fraction)
-    left_buckets = exchange(left, left_keys, casts[0], workers, "left", token,
-                            skew.left if skew else None, per_worker)
-    right_buckets = exchange(right, right_keys, casts[1], workers, "right", token,
-                             skew.right if skew else None, per_worker)
-    owners = [worker for worker in workers for _ in range(per_worker)]
-    futures = [
-        engine.client.submit(join_buckets, left_buckets[b], right_buckets[b], *schemas, *args,
-                             key=f"gpuframe-join-{token}-{b}", workers=[worker])
-        for b, worker in enumerate(owners)
-    ]
-    return DistributedFrame(engine, futures, meta, owners).persist(pinned=True)
+    n = len(workers) * per_worker
+    owners = Contiguous().owners(workers, n)
+    splitters: dict[str, Splitter] = {}
+    for side in SIDES:
+        hashed = HashSplitter(tuple(keys[side]), n, casts[side])
+        side_skew = getattr(skew, side) if skew else None
+        splitters[side] = SkewSplitter(hashed, side_skew, job.backend) if side_skew else hashed
+    lowering.note(node, f"shuffle: {len(workers)} workers x {per_worker} join tasks"
+                        + (", heavy keys split" if skew else ""))
+    buckets = {side: exchange(job, inputs[side], splitters[side], side, wrap) for side in SIDES}
+    stage = job.stage("join")
+    futures = [stage.submit(join_parts, local, buckets["left"][b], buckets["right"][b],
+                            index=(b,), owner=owner, node=lowering.number(node))
+               for b, owner in enumerate(owners)]
+    placement = None if skew else _output_placement(node, hash_types, n, owners)
+    return Partitions(futures, owners, node.meta, placement)
 
 
-def broadcasts(small: int, large: int, n_workers: int, opts: JoinOptions) -> bool:
-    """Whether copying the ``small`` side to every worker beats shuffling both: it must fit
-    ``broadcast_bytes``, and each worker's hash table of all of it must not outgrow its share
-    of the shuffle (``broadcast_ratio``)."""
-    if small > opts.broadcast_bytes:
-        return False
-    return opts.broadcast_ratio is None or small * n_workers <= opts.broadcast_ratio * large
+def _same_buckets(a: HashPartitioning, b: HashPartitioning) -> bool:
+    return a.n == b.n and a.owners == b.owners
+
+
+def _colocated(node: Join, lowering: Lowering, local: LocalJoin, inputs: dict[str, Partitions],
+               placed: HashPartitioning) -> Partitions:
+    """Both sides hashed alike: partition ``b`` of each joined where both lie."""
+    stage = lowering.job.stage("join")
+    left, right = inputs["left"], inputs["right"]
+    futures = [stage.submit(join_parts, local, [lf], [rf], index=(b,), owner=owner,
+                            node=lowering.number(node))
+               for b, (lf, rf, owner) in enumerate(zip(left.futures, right.futures,
+                                                       left.owners))]
+    placement = _output_placement(node, placed.hash_types, placed.n, placed.owners)
+    return Partitions(futures, list(left.owners), node.meta, placement)
+
+
+def _into_buckets(node: Join, lowering: Lowering, local: LocalJoin,
+                  inputs: dict[str, Partitions], placed_side: str, splitter: Splitter,
+                  owners: list[str], hash_types: tuple[str, ...], wrap: bool) -> Partitions:
+    """One side hashed already: the other sent into its buckets, and each bucket joined with
+    the partition that holds it."""
+    job = lowering.job
+    other = "right" if placed_side == "left" else "left"
+    buckets = exchange(job, inputs[other], splitter, other, wrap)
+    stage = job.stage("join")
+    futures = []
+    for b, (part, owner) in enumerate(zip(inputs[placed_side].futures, owners)):
+        sides = {placed_side: [part], other: buckets[b]}
+        futures.append(stage.submit(join_parts, local, sides["left"], sides["right"],
+                                    index=(b,), owner=owner, node=lowering.number(node)))
+    placement = _output_placement(node, hash_types, len(owners), owners)
+    return Partitions(futures, owners, node.meta, placement)
+
+
+def _broadcast(node: Join, lowering: Lowering, local: LocalJoin, inputs: dict[str, Partitions],
+               small: str) -> Partitions:
+    """The ``small`` side gathered on one worker (and copied from there to every worker that
+    joins with it); each partition of the other side joined with it where it lies."""
+    job = lowering.job
+    big = "left" if small == "right" else "right"
+    casts = local.types.left if small == "left" else local.types.right
+    whole = job.stage("broadcast").submit(gather_side, inputs[small].futures, casts,
+                                          job.backend, index=(0,))
+    stage = job.stage("join")
+    futures = []
+    for i, (part, owner) in enumerate(zip(inputs[big].futures, inputs[big].owners)):
+        sides = {big: [part], small: [whole]}
+        futures.append(stage.submit(join_parts, local, sides["left"], sides["right"],
+                                    index=(i,), owner=owner, node=lowering.number(node)))
+    placed = inputs[big].partitioning
+    placement = None
+    if placed is not None:
+        placement = _output_placement(node, placed.hash_types, placed.n, placed.owners,
+                                      side=big, keys=placed.keys)
+    return Partitions(futures, list(inputs[big].owners), node.meta, placement)
+
+
+def gather_side(parts: list[Any], casts: dict[str, Any], backend: str) -> Any:
+    """The broadcast task: one side's partitions as one frame, keys in their hash types (None
+    for a side without partitions: the join's schema stands in)."""
+    return cast_keys(get_backend(backend).concat(parts), casts) if parts else None
+
+
+def _output_placement(node: Join, hash_types: Sequence[str], n: int, owners: Sequence[str],
+                      side: str | None = None, keys: Sequence[str] | None = None
+                      ) -> HashPartitioning | None:
+    """Where the join's output rows are: hashed on the output names of the keys of the side
+    whose rows stay where they were placed (``side``; by default the side the join type
+    preserves, either for an inner join)."""
+    if side is None:
+        side = "right" if node.how == "right" else "left"
+        if node.how == "outer" and node.left_keys != node.right_keys:
+            return None
+    if keys is None:
+        keys = node.left_keys if side == "left" else node.right_keys
+    names = {source: name for name, source in node.sources().items()}
+    out = [names.get((side, key)) for key in keys]
+    if None in out:
+        return None
+    return HashPartitioning(tuple(out), tuple(hash_types), n, tuple(owners))  # type: ignore[arg-type]
 
 
 def tasks_per_worker(left: SideProfile, right: SideProfile, n_workers: int,
@@ -117,48 +250,6 @@ def tasks_per_worker(left: SideProfile, right: SideProfile, n_workers: int,
     return max(1, math.ceil(share / (fraction * min(limits))))
 
 
-def join_buckets(left: list[Any], right: list[Any], left_schema: pd.DataFrame,
-                 right_schema: pd.DataFrame, how: str, left_on: list[str], right_on: list[str],
-                 suffixes: tuple[str, str], types: KeyTypes, backend: str) -> Any:
-    """On the destination worker: the local join of every bucket it received. A side of no
-    partitions sends no bucket; its schema (keys in their hash types) stands in for it."""
-    frames = get_backend(backend)
-    joined = frames.join(_concat_or_empty([arrived(p) for p in left], left_schema, frames),
-                         _concat_or_empty([arrived(p) for p in right], right_schema, frames),
-                         how, left_on, right_on, suffixes)
-    return restore_key_types(joined, types)
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB"
 
-
-def _concat_or_empty(parts: list[Any], schema: pd.DataFrame, frames: Any) -> Any:
-    return frames.concat(parts) if parts else frames.from_pandas(schema)
-
-
-def _broadcast(big: DistributedFrame, small: DistributedFrame, small_side: str,
-               casts: tuple[dict[str, Any], dict[str, Any]], small_schema: pd.DataFrame,
-               args: tuple, token: str, meta: pd.DataFrame) -> DistributedFrame:
-    """Join each partition of ``big`` where it lies with all of ``small``, copied to each worker.
-    ``casts`` are (big's, small's) key casts, applied as in the shuffle so both paths agree;
-    ``small_schema`` stands in for a ``small`` of no partitions."""
-    engine, backend = big.engine, big.engine.backend.name
-    whole = engine.client.submit(_concat, small.futures, casts[1], small_schema, backend,
-                                 key=f"gpuframe-broadcast-{token}")
-    futures = [
-        engine.client.submit(_join_with_whole, part, casts[0], whole, small_side, *args,
-                             key=f"gpuframe-join-{token}-{i}", workers=[owner])
-        for i, (part, owner) in enumerate(zip(big.futures, big.owners))
-    ]
-    return DistributedFrame(engine, futures, meta, list(big.owners)).persist(pinned=True)
-
-
-def _concat(parts: list[Any], casts: dict[str, Any], schema: pd.DataFrame, backend: str) -> Any:
-    frames = get_backend(backend)
-    return cast_keys(_concat_or_empty(parts, schema, frames), casts)
-
-
-def _join_with_whole(part: Any, casts: dict[str, Any], whole: Any, small_side: str, how: str,
-                     left_on: list[str], right_on: list[str], suffixes: tuple[str, str],
-                     types: KeyTypes, backend: str) -> Any:
-    part = cast_keys(part, casts)
-    left, right = (part, whole) if small_side == "right" else (whole, part)
-    joined = get_backend(backend).join(left, right, how, left_on, right_on, suffixes)
-    return restore_key_types(joined, types)

@@ -44,8 +44,9 @@ import numpy as np
 import pandas as pd
 
 from ..backend import get_backend
-from ..frame import DistributedFrame
-from ..exchange.partition import hash_rows
+from ..exchange.partition import hash_rows, hash_split
+from ..exchange.splitters import HashSplitter, cast_keys
+from ..runtime.runner import Job, Partitions
 
 #: Per join type, the sides whose rows of a heavy key may be spread, each mapped to whether the
 #: other side, then copied, is one the join preserves (so each bucket it reaches needs a spread
@@ -121,22 +122,19 @@ def can_split(how: str, threshold: float | None, n_workers: int) -> bool:
     return bool(threshold) and how in SPREADS and n_workers > 1
 
 
-def profile_sides(frames: dict[str, DistributedFrame], keys: dict[str, list[str]],
-                  casts: dict[str, dict[str, Any]], sample_rows: int, token: str
-                  ) -> dict[str, SideProfile]:
+def profile_sides(job: Job, inputs: dict[str, Partitions], keys: dict[str, list[str]],
+                  casts: dict[str, dict[str, Any]], sample_rows: int) -> dict[str, SideProfile]:
     """Sample every partition of each side where it lies, all in one round trip."""
     futures = {}
-    for side, frame in frames.items():
-        client, backend = frame.engine.client, frame.engine.backend.name
-        futures[side] = [
-            client.submit(profile_partition, part, keys[side], casts[side], sample_rows, i,
-                          backend, key=f"gpuframe-sample-{side}-{token}-{i}", workers=[owner],
-                          allow_other_workers=True)
-            for i, (part, owner) in enumerate(zip(frame.futures, frame.owners))
-        ]
-    if not futures:
-        return {}
-    gathered = next(iter(frames.values())).engine.client.gather(futures)
+    for side, parts in inputs.items():
+        stage = job.stage(f"sample-{side}")
+        futures[side] = [stage.submit(profile_partition, part, keys[side], casts[side],
+                                      sample_rows, i, job.backend, index=(i,), owner=owner,
+                                      strict=False)
+                         for i, (part, owner) in enumerate(zip(parts.futures, parts.owners))]
+    flat = iter(job.gather([f for side in futures.values() for f in side]))
+    gathered = {side: [next(flat) for _ in side_futures]
+                for side, side_futures in futures.items()}
     return {side: SideProfile([p[0] for p in parts], [p[1] for p in parts],
                               sum(p[2] for p in parts),
                               min((p[3] for p in parts if p[3]), default=None))
@@ -318,3 +316,25 @@ def _matches(part: Any, keys: list[str], heavy: pd.DataFrame, frames: Any) -> An
         return mask.values
     series = frames.module.Series
     return series(hash_rows(picked, keys)).isin(series(hash_rows(heavy, keys))).values
+
+
+@dataclass(frozen=True)
+class SkewSplitter:
+    """:class:`~gpuframe.exchange.splitters.HashSplitter`'s buckets, except that ``skew``'s heavy
+    keys are dealt round robin or copied (:func:`split_heavy`) instead of hashed."""
+
+    hashed: HashSplitter
+    skew: SideSkew
+    backend: str
+
+    @property
+    def n(self) -> int:
+        return self.hashed.n
+
+    def split(self, frame: Any, index: int) -> list[Any]:
+        keys = list(self.hashed.keys)
+        part = cast_keys(frame, self.hashed.casts)
+        rest, extra = split_heavy(part, keys, self.skew, self.n, index, self.backend)
+        frames = get_backend(self.backend)
+        return [frames.concat([bucket, *pieces]) if pieces else bucket
+                for bucket, pieces in zip(hash_split(rest, keys, self.n), extra)]

@@ -1,0 +1,65 @@
+"""Where partitions live and how rows were placed in them.
+
+An :class:`OwnerPolicy` maps an exchange's buckets to workers: :class:`RoundRobin` spreads
+consecutive buckets over the workers (hash buckets: each worker gets every n-th), and
+:class:`Contiguous` gives each worker a run of consecutive buckets (ranges: each worker holds one
+stretch of the order, and several buckets per worker keep each task's share of memory small).
+
+A :class:`HashPartitioning` records that partition ``b`` of a frame holds exactly the rows whose
+keys, cast to their hash types, hash to bucket ``b`` of ``n``: a later join or groupby on the same
+keys, hash types and buckets finds equal keys already together and moves nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Protocol, Sequence
+
+
+class OwnerPolicy(Protocol):
+    """Maps ``n`` buckets onto ``workers``."""
+
+    def owners(self, workers: Sequence[str], n: int) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class RoundRobin:
+    """Bucket ``b`` to worker ``b % len(workers)``."""
+
+    def owners(self, workers: Sequence[str], n: int) -> list[str]:
+        return [workers[b % len(workers)] for b in range(n)]
+
+
+@dataclass(frozen=True)
+class Contiguous:
+    """Buckets in runs, one run per worker, in worker order: ``b * len(workers) // n``."""
+
+    def owners(self, workers: Sequence[str], n: int) -> list[str]:
+        return [workers[b * len(workers) // n] for b in range(n)]
+
+
+@dataclass(frozen=True)
+class HashPartitioning:
+    """Rows placed by the hash of ``keys`` (in the dtypes ``hash_types`` names, as strings)
+    into ``n`` buckets, bucket ``b`` being partition ``b``, owned by ``owners[b]``."""
+
+    keys: tuple[str, ...]
+    hash_types: tuple[str, ...]
+    n: int
+    owners: tuple[str, ...]
+
+    def renamed(self, mapping: Mapping[str, str]) -> HashPartitioning:
+        return HashPartitioning(tuple(mapping.get(k, k) for k in self.keys), self.hash_types,
+                                self.n, self.owners)
+
+    def serves(self, keys: Sequence[str], hash_types: Sequence[str]) -> bool:
+        """Whether rows with equal ``keys`` (hashed as ``hash_types``) already share a
+        partition."""
+        return tuple(keys) == self.keys and tuple(hash_types) == self.hash_types
+
+    def describe(self) -> str:
+        return f"hash({', '.join(self.keys)}) into {self.n}"
+
+
+Partitioning = HashPartitioning
+"""The placements the engine records (range placement joins it with sorting)."""

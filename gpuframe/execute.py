@@ -1,0 +1,43 @@
+"""Running a plan: optimize it, lower every node to its operator's stages within the job of a
+user action, and wait for the root's partitions.
+
+The operators register their lowerings with :func:`~gpuframe.operators.lowering.lower` when their
+modules are imported; :data:`OPERATORS` names them all, so a run finds every operator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from .operators import join, load, scan
+from .operators import map as per_partition
+from .operators.lowering import Lowering
+from .operators.scan import ScanRecord
+from .plan.nodes import Node
+from .plan.optimize import optimize
+from .runtime.runner import Job, Partitions
+
+OPERATORS = (join, load, per_partition, scan)
+"""The operator modules; importing them registers their lowerings."""
+
+
+@dataclass
+class Execution:
+    """A finished run: the optimized plan it ran, its root's partitions (in worker memory), and
+    what ``explain()`` shows of it."""
+
+    plan: Node
+    output: Partitions
+    job: str
+    notes: dict[int, str] = field(default_factory=dict)
+    scans: list[ScanRecord] = field(default_factory=list)
+
+
+def run_plan(job: Job, root: Node, keep_read_stats: bool = False) -> Execution:
+    """Run the plan under ``root`` within ``job``; raise naming the first failed task (the
+    job's tasks all cancelled) rather than return a partial result. ``keep_read_stats``: read
+    tasks keep what they fetched for a read report."""
+    plan = optimize(root)
+    lowering = Lowering(job, plan, keep_read_stats)
+    output = lowering.input(plan)
+    job.wait(output.futures)
+    return Execution(plan, output, job.id, job.notes, lowering.scans)

@@ -1,0 +1,68 @@
+"""The operator contract: how a plan node becomes tasks.
+
+Each operator module registers, with :func:`lower`, a function for its node type that takes the
+node and the :class:`Lowering` of the plan being run, asks the lowering for its inputs' partitions
+(:meth:`Lowering.input`), submits its stages through the lowering's
+:class:`~gpuframe.runtime.runner.Job`, and returns its own
+:class:`~gpuframe.runtime.runner.Partitions` (futures, owners, schema, placement). It declares
+what placement it needs of its inputs by asking for it (a join reads ``partitioning``), and the
+job does the rest: names, pinning, failure, metrics.
+"""
+
+from __future__ import annotations
+
+from functools import singledispatch
+from typing import Any
+
+from ..plan.nodes import Node
+from ..runtime.runner import Job, Partitions
+
+
+class Lowering:
+    """One run of an optimized plan: its job, each node's number, and each node's output once
+    lowered (a node two parents share runs once)."""
+
+    def __init__(self, job: Job, root: Node, keep_read_stats: bool = False) -> None:
+        self.job = job
+        self.root = root
+        self.keep_read_stats = keep_read_stats
+        """Whether read tasks keep their stats on their workers for a read report."""
+        self.scans: list[Any] = []
+        """Each scan's plan, task keys and seconds (:class:`~gpuframe.operators.scan.
+        ScanRecord`), for read reports."""
+        self.numbers: dict[int, int] = {}
+        self.parents: dict[int, int] = {}
+        self._outputs: dict[int, Partitions] = {}
+        self._number(root)
+
+    def _number(self, node: Node) -> None:
+        self.parents[id(node)] = self.parents.get(id(node), 0) + 1
+        if id(node) in self.numbers:
+            return
+        self.numbers[id(node)] = len(self.numbers)
+        for child in node.children:
+            self._number(child)
+
+    def number(self, node: Node) -> int:
+        """The node's number in the plan (pre-order), as ``explain()`` names it."""
+        return self.numbers[id(node)]
+
+    def shared(self, node: Node) -> bool:
+        """Whether more than one parent reads ``node``'s output."""
+        return self.parents.get(id(node), 0) > 1
+
+    def input(self, node: Node) -> Partitions:
+        """``node``'s output partitions, lowering it the first time it is asked for."""
+        if id(node) not in self._outputs:
+            self._outputs[id(node)] = lower(node, self)
+        return self._outputs[id(node)]
+
+    def note(self, node: Node, text: str) -> None:
+        """Record what ``node`` decided at run time, for ``explain()``."""
+        self.job.notes[self.number(node)] = text
+
+
+@singledispatch
+def lower(node: Node, lowering: Lowering) -> Partitions:
+    """Submit ``node``'s tasks; its output partitions (their tasks may still be running)."""
+    raise NotImplementedError(f"no operator lowers {type(node).__name__} nodes")

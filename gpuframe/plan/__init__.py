@@ -1,0 +1,2 @@
+"""The logical plan: column expressions, plan nodes with their schemas, the optimizer, and
+``explain()``."""

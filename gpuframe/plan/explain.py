@@ -1,0 +1,231 @@
+"""``frame.explain()``: the optimized plan as text, one node a line.
+
+Each line gives the node's number, what it does (a read's columns and ``filters=``, where the
+optimizer put them), its estimated rows and bytes, and, after a run, the rows and bytes its
+output really had and what it decided (a join's strategy; a node fused into the task of the one
+above it). Before a run, a join's strategy is predicted from the estimates and from where its
+inputs' rows are expected to be.
+
+Estimates are rough by design: a read knows its rows from the files' metadata, a filter keeps a
+fixed share per kind of condition (a tenth for an equality, a third for a range), a join keeps
+the rows of the side it preserves. They order operators by size; they are not a cost model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import singledispatch
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..exchange.placement import HashPartitioning
+from .expr import Between, Binary, Expr, IsIn, Unary
+from .nodes import (
+    BROADCASTS,
+    Filter,
+    FromDask,
+    FromPandas,
+    Join,
+    MapPartitions,
+    Node,
+    Persisted,
+    Scan,
+    placement_after,
+)
+
+TEXT_WIDTH = 32
+"""Bytes a string or object value is taken to hold, for estimates."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    rows: float | None
+    bytes: float | None
+
+
+@dataclass(frozen=True)
+class Actual:
+    """What a node's output held after a run: summed over its partitions."""
+
+    rows: int
+    bytes: int
+    partitions: int
+
+
+def explain(root: Node, n_workers: int, actual: Mapping[int, Actual] | None = None,
+            notes: Mapping[int, str] | None = None) -> str:
+    """The plan under ``root`` as text (see the module's docstring); ``actual`` and ``notes``
+    by node number, from a run of exactly this plan."""
+    numbers: dict[int, int] = {}
+    lines: list[str] = []
+    estimates: dict[int, Estimate] = {}
+
+    def walk(node: Node, depth: int) -> None:
+        if id(node) in numbers:
+            lines.append(f"{'  ' * depth}#{numbers[id(node)]} (shared, above)")
+            return
+        number = numbers[id(node)] = len(numbers)
+        index = len(lines)
+        lines.append("")
+        for child in node.children:
+            walk(child, depth + 1)
+        estimate = estimates[id(node)] = _estimate(node, [estimates[id(c)]
+                                                          for c in node.children])
+        parts = [f"{'  ' * depth}#{number} {node.describe()}",
+                 f"est. {_rows(estimate.rows)} rows, {_bytes(estimate.bytes)}"]
+        if actual is not None and number in actual:
+            seen = actual[number]
+            parts.append(f"actual {seen.rows:,} rows, {_bytes(seen.bytes)} in "
+                         f"{seen.partitions} partitions")
+        if notes and number in notes:
+            parts.append(notes[number])
+        elif isinstance(node, Join):
+            parts.append("strategy: " + predicted_strategy(
+                node, estimates[id(node.left)], estimates[id(node.right)], n_workers)
+                + " (predicted)")
+        lines[index] = " | ".join(parts)
+
+    walk(root, 0)
+    return "\n".join(lines)
+
+
+# --- estimates --------------------------------------------------------------------------------
+
+def _estimate(node: Node, children: list[Estimate]) -> Estimate:
+    rows = _estimated_rows(node, children)
+    return Estimate(rows, None if rows is None else rows * row_width(node.meta))
+
+
+@singledispatch
+def _estimated_rows(node: Node, children: list[Estimate]) -> float | None:
+    return children[0].rows if children else None
+
+
+@_estimated_rows.register
+def _(node: Scan, children: list[Estimate]) -> float | None:
+    if node.read.rows is None:
+        return None
+    share = 1.0
+    if node.filters:
+        share = min(1.0, sum(float(np.prod([_term_share(op) for _, op, _ in alternative]))
+                             for alternative in node.filters))
+    return node.read.rows * share
+
+
+@_estimated_rows.register
+def _(node: FromPandas, children: list[Estimate]) -> float | None:
+    return float(len(node.data))
+
+
+@_estimated_rows.register
+def _(node: Persisted, children: list[Estimate]) -> float | None:
+    lengths = node.partitions.lengths
+    return None if lengths is None else float(sum(lengths))
+
+
+@_estimated_rows.register
+def _(node: FromDask, children: list[Estimate]) -> float | None:
+    return None
+
+
+@_estimated_rows.register
+def _(node: MapPartitions, children: list[Estimate]) -> float | None:
+    return children[0].rows
+
+
+@_estimated_rows.register
+def _(node: Filter, children: list[Estimate]) -> float | None:
+    rows = children[0].rows
+    return None if rows is None else rows * selectivity(node.predicate)
+
+
+@_estimated_rows.register
+def _(node: Join, children: list[Estimate]) -> float | None:
+    left, right = (c.rows for c in children)
+    if left is None or right is None:
+        return None
+    return {"inner": max(left, right), "left": left, "right": right, "outer": left + right,
+            "leftsemi": left / 2, "leftanti": left / 2}[node.how]
+
+
+def selectivity(predicate: Expr) -> float:
+    """The share of rows ``predicate`` is taken to keep."""
+    if isinstance(predicate, Binary) and predicate.op == "&":
+        return selectivity(predicate.left) * selectivity(predicate.right)
+    if isinstance(predicate, Binary) and predicate.op == "|":
+        a, b = selectivity(predicate.left), selectivity(predicate.right)
+        return a + b - a * b
+    if isinstance(predicate, Unary) and predicate.op == "~":
+        return 1.0 - selectivity(predicate.operand)
+    if isinstance(predicate, Binary):
+        return _term_share(predicate.op)
+    if isinstance(predicate, IsIn):
+        return min(1.0, 0.1 * len(predicate.values))
+    if isinstance(predicate, Between):
+        return 0.25
+    if isinstance(predicate, Unary) and predicate.op in ("isna", "notna"):
+        return 0.1 if predicate.op == "isna" else 0.9
+    return 0.5
+
+
+def _term_share(op: str) -> float:
+    return {"==": 0.1, "=": 0.1, "in": 0.3, "!=": 0.9, "not in": 0.7}.get(op, 1 / 3)
+
+
+def row_width(meta: pd.DataFrame) -> float:
+    """Bytes a row of ``meta``'s columns is taken to hold."""
+    return float(sum(dtype.itemsize if isinstance(dtype, np.dtype) and dtype.kind != "O"
+                     else TEXT_WIDTH for dtype in meta.dtypes))
+
+
+# --- strategies ---------------------------------------------------------------------------------
+
+def expected_placement(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The (keys, hash types) ``node``'s rows are expected to be hashed on after a run."""
+    if isinstance(node, Persisted):
+        placed = node.partitions.partitioning
+        return None if placed is None else (placed.keys, placed.hash_types)
+    if isinstance(node, Join):
+        return None  # its output placement depends on the strategy chosen at run time
+    if len(node.children) != 1:
+        return None
+    below = expected_placement(node.children[0])
+    if below is None:
+        return None
+    kept = placement_after(node, HashPartitioning(below[0], below[1], 1, ("",)))
+    return None if kept is None else (kept.keys, kept.hash_types)
+
+
+def predicted_strategy(node: Join, left: Estimate, right: Estimate, n_workers: int) -> str:
+    """The strategy the join is expected to take (see :mod:`gpuframe.operators.join`)."""
+    hash_types = tuple(str(node.types.left.get(k, node.left.meta[k].dtype))
+                       for k in node.left_keys)
+    placed = {side: expected_placement(child) == (keys, hash_types)
+              for side, child, keys in (("left", node.left, node.left_keys),
+                                        ("right", node.right, node.right_keys))}
+    if placed["left"] and placed["right"]:
+        return "none (both sides hashed on the keys)"
+    if placed["left"] or placed["right"]:
+        return "shuffle " + ("right" if placed["left"] else "left") + " side only"
+    sizes = {"left": left.bytes, "right": right.bytes}
+    for small, big in (("right", "left"), ("left", "right")):
+        if node.how in BROADCASTS[small] and sizes[small] is not None and sizes[big] is not None \
+                and node.options.broadcasts(sizes[small], sizes[big], n_workers):
+            return f"broadcast {small} side"
+    return "shuffle"
+
+
+def _rows(rows: float | None) -> str:
+    return "?" if rows is None else f"{rows:,.0f}"
+
+
+def _bytes(nbytes: float | None) -> str:
+    if nbytes is None:
+        return "? B"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if nbytes < 1024 or unit == "GiB":
+            return f"{nbytes:,.0f} {unit}" if unit == "B" else f"{nbytes:,.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.1f} TiB"

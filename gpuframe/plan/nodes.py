@@ -1,0 +1,427 @@
+"""The logical plan: what a lazy frame will compute, as a tree of nodes.
+
+Every node knows its schema (``meta``: an empty pandas frame with the columns and dtypes that
+``to_pandas()`` of its result has) and its children; nothing runs when one is built. The
+optimizer (:mod:`~gpuframe.plan.optimize`) rewrites trees, the executor lowers them to operators
+(:mod:`gpuframe.operators`), and ``explain()`` prints them (:mod:`~gpuframe.plan.explain`).
+
+Leaves hold data or say where to read it: :class:`Scan` (files, planned by the readers),
+:class:`FromPandas`, :class:`FromDask` and :class:`Persisted` (partitions already on the
+workers). Inner nodes transform: :class:`Select`, :class:`Filter`, :class:`Assign`,
+:class:`Rename`, :class:`AsType` and :class:`MapPartitions` work partition by partition;
+:class:`Join` moves rows between workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import pandas as pd
+
+from ..config import JoinOptions
+from ..errors import ExpressionError, JoinError, OptionError, UnknownColumnError
+from ..exchange.placement import Partitioning
+from ..backend import get_backend
+from ..operators.join_schema import HOWS, KeyTypes, join_keys, key_types, restore_key_types
+from .expr import Expr, evaluate_mask
+
+if TYPE_CHECKING:
+    from ..io.formats import FileFormat
+    from ..io.remote import StorageOptions
+    from ..runtime.runner import Partitions
+
+
+class Node:
+    """A plan node; subclasses are dataclasses whose first fields are their children."""
+
+    meta: pd.DataFrame
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+    def with_children(self, children: Sequence[Node]) -> Node:
+        """This node over other children (of the same columns, or fewer where it allows)."""
+        return self
+
+    def describe(self) -> str:
+        """One line for ``explain()``: the operator and its arguments."""
+        raise NotImplementedError
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.meta.columns)
+
+
+def check_columns(names: Sequence[Any], meta: pd.DataFrame, what: str) -> None:
+    """Raise :class:`UnknownColumnError` naming the first of ``names`` not in ``meta``."""
+    missing = [name for name in names if name not in meta.columns]
+    if missing:
+        raise UnknownColumnError(f"{what}: column(s) {missing} not among the frame's columns "
+                                 f"{list(meta.columns)}")
+
+
+# --- leaves ----------------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class ReadSource:
+    """What a read needs to plan again at run time with the columns and filters pushed into
+    it: the source, its format and options; ``full_meta`` is the schema of every column."""
+
+    source: Any
+    format: FileFormat
+    storage: StorageOptions
+    partition_bytes: int | None
+    full_meta: pd.DataFrame
+    rows: int | None
+    """Rows of the whole dataset, where the format says (Parquet, ORC)."""
+    bytes: int
+    """Bytes of the whole dataset's column data."""
+
+    def text(self) -> str:
+        source = self.source if isinstance(self.source, (str, bytes)) else (
+            f"{len(self.source)} sources" if isinstance(self.source, (list, tuple))
+            else str(self.source))
+        return f"{self.format.name} {source}"
+
+
+@dataclass(eq=False)
+class Scan(Node):
+    """Read files: only ``columns`` (None: all), only rows passing ``filters`` (DNF, as the
+    readers take them), planned when the plan runs."""
+
+    read: ReadSource
+    read_columns: tuple[str, ...] | None = None
+    filters: list[list[tuple]] | None = None
+    meta: pd.DataFrame = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.read_columns is not None:
+            check_columns(self.read_columns, self.read.full_meta, "read")
+        self.meta = self.read.full_meta if self.read_columns is None else \
+            self.read.full_meta[list(self.read_columns)]
+
+    def describe(self) -> str:
+        columns = "all" if self.read_columns is None else f"[{', '.join(self.read_columns)}]"
+        return f"Scan {self.read.text()} columns={columns} filters={self.filters}"
+
+
+@dataclass(eq=False)
+class FromPandas(Node):
+    """A pandas frame from the client, cut into ``npartitions`` row ranges (None: one per
+    worker)."""
+
+    data: pd.DataFrame = field(repr=False)
+    npartitions: int | None = None
+    meta: pd.DataFrame = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.npartitions is not None and self.npartitions < 1:
+            raise OptionError(f"npartitions={self.npartitions} must be at least 1")
+        self.meta = self.data.head(0)
+
+    def describe(self) -> str:
+        return f"FromPandas {len(self.data)} rows"
+
+
+@dataclass(eq=False)
+class FromDask(Node):
+    """A dask.dataframe collection, computed on the engine's cluster."""
+
+    collection: Any = field(repr=False)
+    meta: pd.DataFrame = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        meta = self.collection._meta
+        self.meta = (meta if isinstance(meta, pd.DataFrame) else meta.to_pandas()).head(0)
+
+    def describe(self) -> str:
+        return f"FromDask {self.collection.npartitions} partitions"
+
+
+@dataclass(eq=False)
+class Persisted(Node):
+    """Partitions already computed and held on the workers."""
+
+    partitions: Partitions = field(repr=False)
+    meta: pd.DataFrame = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.meta = self.partitions.meta
+
+    def describe(self) -> str:
+        placed = self.partitions.partitioning
+        where = f", {placed.describe()}" if placed is not None else ""
+        return f"Persisted {len(self.partitions)} partitions{where}"
+
+
+# --- per-partition nodes -----------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Select(Node):
+    """Keep ``names``, in that order."""
+
+    child: Node
+    names: tuple[str, ...]
+    meta: pd.DataFrame = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_columns(self.names, self.child.meta, "select")
+        if len(set(self.names)) != len(self.names):
+            raise OptionError(f"select: columns {list(self.names)} name one column twice")
+        self.meta = self.child.meta[list(self.names)]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def with_children(self, children: Sequence[Node]) -> Node:
+        return Select(children[0], self.names)
+
+    def describe(self) -> str:
+        return f"Select [{', '.join(self.names)}]"
+
+
+@dataclass(eq=False)
+class Filter(Node):
+    """Keep the rows where ``predicate`` holds (a missing result keeps no row)."""
+
+    child: Node
+    predicate: Expr
+    meta: pd.DataFrame = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_columns(sorted(self.predicate.columns()), self.child.meta,
+                      f"filter {self.predicate!r}")
+        evaluate_mask(self.predicate, self.child.meta)  # raises unless it gives booleans
+        self.meta = self.child.meta
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def with_children(self, children: Sequence[Node]) -> Node:
+        return Filter(children[0], self.predicate)
+
+    def describe(self) -> str:
+        return f"Filter {self.predicate!r}"
+
+
+@dataclass(eq=False)
+class Assign(Node):
+    """Add or replace columns, each an expression over the columns before it (in order, so a
+    later one may use an earlier one)."""
+
+    child: Node
+    items: tuple[tuple[str, Expr], ...]
+    meta: pd.DataFrame = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.meta = apply_assign(self.child.meta, self.items)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def with_children(self, children: Sequence[Node]) -> Node:
+        return Assign(children[0], self.items)
+
+    def describe(self) -> str:
+        return "Assign " + ", ".join(f"{name}={expr!r}" for name, expr in self.items)
+
+
+def apply_assign(frame: Any, items: Sequence[tuple[str, Expr]]) -> Any:
+    """``frame`` with ``items`` assigned in order (pandas or cuDF)."""
+    result = frame.copy(deep=False)
+    for name, expr in items:
+        check_columns(sorted(expr.columns()), result, f"assign {name}={expr!r}")
+        result[name] = expr.evaluate(result)
+    return result
+
+
+@dataclass(eq=False)
+class Rename(Node):
+    """Rename columns by ``mapping`` (names not in the frame are ignored, as in pandas)."""
+
+    child: Node
+    mapping: dict[str, str]
+    meta: pd.DataFrame = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.meta = self.child.meta.rename(columns=self.mapping)
+        if self.meta.columns.has_duplicates:
+            raise OptionError(f"rename {self.mapping}: the result would name two columns "
+                              f"alike: {list(self.meta.columns)}")
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def with_children(self, children: Sequence[Node]) -> Node:
+        kept = {old: new for old, new in self.mapping.items() if old in children[0].meta}
+        return Rename(children[0], kept)
+
+    def describe(self) -> str:
+        return f"Rename {self.mapping}"
+
+
+@dataclass(eq=False)
+class AsType(Node):
+    """Cast columns: ``dtypes`` maps names to dtypes."""
+
+    child: Node
+    dtypes: dict[str, Any]
+    meta: pd.DataFrame = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_columns(list(self.dtypes), self.child.meta, "astype")
+        self.meta = self.child.meta.astype(self.dtypes)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def with_children(self, children: Sequence[Node]) -> Node:
+        return AsType(children[0], {c: t for c, t in self.dtypes.items()
+                                    if c in children[0].meta})
+
+    def describe(self) -> str:
+        return "AsType " + ", ".join(f"{c}: {t}" for c, t in self.dtypes.items())
+
+
+@dataclass(eq=False)
+class MapPartitions(Node):
+    """``fn(partition, *args, **kwargs)`` on every partition; ``meta`` is its result's schema.
+    The optimizer moves nothing across it: what ``fn`` reads is unknown."""
+
+    child: Node
+    fn: Callable[..., Any]
+    args: tuple = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    meta: pd.DataFrame = field(default=None, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.meta is None:
+            try:
+                self.meta = self.fn(self.child.meta.copy(), *self.args, **self.kwargs)
+            except Exception as exc:
+                raise ExpressionError(
+                    f"map_partitions could not infer the schema of {_name(self.fn)} from an "
+                    f"empty partition ({type(exc).__name__}: {exc}): pass meta=") from exc
+        if not isinstance(self.meta, pd.DataFrame):
+            raise ExpressionError(f"map_partitions: meta must be a pandas DataFrame, not "
+                                  f"{type(self.meta).__name__}")
+        self.meta = self.meta.head(0)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def with_children(self, children: Sequence[Node]) -> Node:
+        return MapPartitions(children[0], self.fn, self.args, self.kwargs, self.meta)
+
+    def describe(self) -> str:
+        return f"MapPartitions {_name(self.fn)}"
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+# --- joins -------------------------------------------------------------------------------------
+
+BROADCASTS = {"right": ("inner", "left", "leftsemi", "leftanti"), "left": ("inner", "right")}
+"""The join types that may copy a side whole to every worker: the side must be one whose
+unmatched rows the join drops."""
+
+
+@dataclass(eq=False)
+class Join(Node):
+    """A join with ``pandas.merge``'s semantics (plus 'leftsemi' and 'leftanti')."""
+
+    left: Node
+    right: Node
+    how: str
+    left_keys: tuple[str, ...]
+    right_keys: tuple[str, ...]
+    suffixes: tuple[str, str]
+    options: JoinOptions
+    types: KeyTypes = field(init=False, repr=False)
+    meta: pd.DataFrame = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.how not in HOWS:
+            raise JoinError(f"how={self.how!r} is not a join type; choose one of "
+                            f"{', '.join(HOWS)}")
+        self.types = key_types(self.left.meta, self.right.meta, list(self.left_keys),
+                               list(self.right_keys), self.how, self.suffixes)
+        casts = (self.types.left, self.types.right)
+        schemas = (self.left.meta.astype(casts[0]), self.right.meta.astype(casts[1]))
+        self.meta = restore_key_types(get_backend("pandas").join(
+            *schemas, self.how, list(self.left_keys), list(self.right_keys), self.suffixes),
+            self.types)
+
+    @classmethod
+    def of(cls, left: Node, right: Node, on: Any, left_on: Any, right_on: Any, how: str,
+           suffixes: Sequence[str], options: JoinOptions) -> Join:
+        """The join of ``left`` and ``right`` as ``pandas.merge`` names its keys."""
+        left_keys, right_keys = join_keys(left.meta, right.meta, on, left_on, right_on)
+        return cls(left, right, how, tuple(left_keys), tuple(right_keys), tuple(suffixes),
+                   options)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def with_children(self, children: Sequence[Node]) -> Node:
+        return Join(children[0], children[1], self.how, self.left_keys, self.right_keys,
+                    self.suffixes, self.options)
+
+    def describe(self) -> str:
+        if self.left_keys == self.right_keys:
+            on = f"on [{', '.join(self.left_keys)}]"
+        else:
+            on = f"left_on [{', '.join(self.left_keys)}] right_on [{', '.join(self.right_keys)}]"
+        return f"Join how={self.how} {on}"
+
+    def sources(self) -> dict[str, tuple[str, str]]:
+        """Each output column's (side, input column); {} where the names cannot be traced
+        (the optimizer then moves nothing through this join)."""
+        left, right = self.left.meta.columns, self.right.meta.columns
+        shared = {lk for lk, rk in zip(self.left_keys, self.right_keys) if lk == rk}
+        traced: list[tuple[str, tuple[str, str]]] = []
+        for name in left:
+            clash = name in right and name not in shared
+            traced.append((f"{name}{self.suffixes[0] or ''}" if clash else name,
+                           ("left", name)))
+        if self.how not in ("leftsemi", "leftanti"):
+            for name in right:
+                if name in shared:
+                    continue
+                clash = name in left
+                traced.append((f"{name}{self.suffixes[1] or ''}" if clash else name,
+                               ("right", name)))
+        if [name for name, _ in traced] != list(self.meta.columns):
+            return {}
+        return dict(traced)
+
+
+def placement_after(node: Node, placed: Partitioning | None) -> Partitioning | None:
+    """The placement a partition keeps through the per-partition ``node``: a filter keeps it,
+    a selection while the keys stay, a rename renames the keys; a cast or an assignment of a
+    key, or an opaque function, loses it."""
+    if placed is None:
+        return None
+    keys = set(placed.keys)
+    if isinstance(node, Filter):
+        return placed
+    if isinstance(node, Select):
+        return placed if keys <= set(node.names) else None
+    if isinstance(node, Rename):
+        return placed.renamed(node.mapping)
+    if isinstance(node, Assign):
+        return None if keys & {name for name, _ in node.items} else placed
+    if isinstance(node, AsType):
+        return None if keys & set(node.dtypes) else placed
+    return None

@@ -1,0 +1,247 @@
+"""The optimizer: rewrite a plan so that it reads, moves and computes less, with the same result.
+
+Two passes, each a walk of the tree that rebuilds what it changes:
+
+- **Predicate pushdown** (:func:`push_filters`): a filter's conditions (cut at ``&``) move down
+  through selections, renames, the assignments and casts they do not read, and the side of a join
+  that they read where the join type keeps that side's rows as they are (both sides of an inner
+  join, the left of a left join, ...), until they reach a read, where those a reader applies
+  exactly become its ``filters=`` (so row groups and pages that cannot match are never fetched).
+  What cannot move stays as a filter where it stopped.
+- **Projection pushdown** (:func:`prune_columns`): each node is asked only for the columns that
+  later nodes use, down to the readers' ``columns=``, so a column that nothing needs is never
+  read, sent or joined. A join keeps both columns of a pair whose names clash whenever either is
+  used, so that the suffixes it gives stay what the user saw.
+
+Reuse of hash partitioning is decided when the plan runs, from where the inputs' rows really are
+(:class:`~gpuframe.exchange.placement.HashPartitioning`): a join whose input is already hashed on
+its keys does not move that input again.
+"""
+
+from __future__ import annotations
+
+from functools import singledispatch
+from typing import Sequence
+
+from .expr import Expr, as_reader_filters, conjunction, conjuncts
+from .nodes import (
+    AsType,
+    Assign,
+    Filter,
+    FromPandas,
+    Join,
+    MapPartitions,
+    Node,
+    Rename,
+    Scan,
+    Select,
+)
+
+PRESERVED_SIDES = {
+    "inner": ("left", "right"), "left": ("left",), "right": ("right",), "outer": (),
+    "leftsemi": ("left", "right"), "leftanti": ("left",),
+}
+"""Per join type, the sides whose rows reach the output unchanged or not at all: a condition on
+one of their columns may filter that side before the join. (A semi join's right side: a right
+row that fails the condition matches nothing after the filter either.)"""
+MAX_ALTERNATIVES = 64
+"""Most alternatives (OR-ed term lists) a reader's filters may grow to by pushdown."""
+
+
+def optimize(root: Node) -> Node:
+    """``root`` with filters and projections pushed down; the same columns, rows and types."""
+    pushed = push_filters(root)
+    pruned = prune_columns(pushed, root.columns)
+    return pruned if pruned.columns == root.columns else Select(pruned, tuple(root.columns))
+
+
+# --- predicate pushdown ------------------------------------------------------------------------
+
+def push_filters(node: Node, conditions: Sequence[Expr] = ()) -> Node:
+    """``node`` with ``conditions`` (which must all hold) applied as low in it as they go."""
+    return _push(node, list(conditions))
+
+
+@singledispatch
+def _push(node: Node, conditions: list[Expr]) -> Node:
+    """A node nothing moves through: its children are optimized on their own."""
+    return _above(node.with_children([_push(child, []) for child in node.children]),
+                  conditions)
+
+
+def _above(node: Node, conditions: list[Expr]) -> Node:
+    return Filter(node, conjunction(conditions)) if conditions else node
+
+
+@_push.register
+def _(node: Filter, conditions: list[Expr]) -> Node:
+    return _push(node.child, conjuncts(node.predicate) + conditions)
+
+
+@_push.register
+def _(node: Select, conditions: list[Expr]) -> Node:
+    return Select(_push(node.child, conditions), node.names)
+
+
+@_push.register
+def _(node: Rename, conditions: list[Expr]) -> Node:
+    back = {new: old for old, new in node.mapping.items() if old in node.child.meta}
+    return node.with_children([_push(node.child, [c.rename(back) for c in conditions])])
+
+
+@_push.register
+def _(node: Assign, conditions: list[Expr]) -> Node:
+    made = {name for name, _ in node.items}
+    return _split_through(node, conditions, lambda c: not (c.columns() & made))
+
+
+@_push.register
+def _(node: AsType, conditions: list[Expr]) -> Node:
+    cast = set(node.dtypes)
+    return _split_through(node, conditions, lambda c: not (c.columns() & cast))
+
+
+@_push.register
+def _(node: MapPartitions, conditions: list[Expr]) -> Node:
+    return _above(node.with_children([_push(node.child, [])]), conditions)
+
+
+def _split_through(node: Node, conditions: list[Expr], passes) -> Node:  # noqa: ANN001
+    below = [c for c in conditions if passes(c)]
+    above = [c for c in conditions if not passes(c)]
+    return _above(node.with_children([_push(node.children[0], below)]), above)
+
+
+@_push.register
+def _(node: Join, conditions: list[Expr]) -> Node:
+    sources = node.sources()
+    sides: dict[str, list[Expr]] = {"left": [], "right": []}
+    above = []
+    for condition in conditions:
+        traced = {sources.get(name) for name in condition.columns()}
+        side_names = {t[0] for t in traced if t is not None}
+        if None in traced or len(side_names) != 1:
+            above.append(condition)
+            continue
+        side = side_names.pop()
+        if side not in PRESERVED_SIDES[node.how]:
+            above.append(condition)
+            continue
+        mapping = {name: sources[name][1] for name in condition.columns()}
+        sides[side].append(condition.rename(mapping))
+    pushed = node.with_children([_push(node.left, sides["left"]),
+                                 _push(node.right, sides["right"])])
+    return _above(pushed, above)
+
+
+@_push.register
+def _(node: Scan, conditions: list[Expr]) -> Node:
+    dtypes = dict(node.read.full_meta.dtypes)
+    filters = node.filters
+    above = []
+    for condition in conditions:
+        terms = as_reader_filters(condition, dtypes)
+        combined = terms if filters is None or terms is None else \
+            [a + b for a in filters for b in terms]
+        if terms is None or len(combined) > MAX_ALTERNATIVES:
+            above.append(condition)
+        else:
+            filters = combined
+    return _above(Scan(node.read, node.read_columns, filters), above)
+
+
+# --- projection pushdown -----------------------------------------------------------------------
+
+def prune_columns(node: Node, wanted: Sequence[str]) -> Node:
+    """``node`` computing as few columns as it can while still giving those in ``wanted``
+    (exactly those, in ``node``'s order, where a reader or a join decides)."""
+    return _prune(node, set(wanted))
+
+
+def _exactly(node: Node, wanted: set[str]) -> Node:
+    """``node`` narrowed to the ``wanted`` columns, in its order."""
+    names = tuple(c for c in node.columns if c in wanted)
+    return node if list(names) == node.columns else Select(node, names)
+
+
+@singledispatch
+def _prune(node: Node, wanted: set[str]) -> Node:
+    """A node whose inputs all its columns need: its children keep theirs."""
+    kept = node.with_children([_prune(child, set(child.columns)) for child in node.children])
+    return _exactly(kept, wanted)
+
+
+@_prune.register
+def _(node: Scan, wanted: set[str]) -> Node:
+    names = tuple(c for c in node.columns if c in wanted) or tuple(node.columns[:1])
+    return Scan(node.read, names, node.filters)
+
+
+@_prune.register
+def _(node: FromPandas, wanted: set[str]) -> Node:
+    names = [c for c in node.columns if c in wanted]
+    if names == node.columns:
+        return node
+    return FromPandas(node.data[names], node.npartitions)
+
+
+@_prune.register
+def _(node: Select, wanted: set[str]) -> Node:
+    names = tuple(n for n in node.names if n in wanted)
+    child = _prune(node.child, set(names))
+    return child if child.columns == list(names) else Select(child, names)
+
+
+@_prune.register
+def _(node: Filter, wanted: set[str]) -> Node:
+    child = _prune(node.child, wanted | node.predicate.columns())
+    return Filter(child, node.predicate)
+
+
+@_prune.register
+def _(node: Assign, wanted: set[str]) -> Node:
+    needed = set(wanted)
+    kept = []
+    for name, expr in reversed(node.items):
+        if name in needed:
+            kept.append((name, expr))
+            needed.discard(name)
+            needed |= expr.columns()
+    child = _prune(node.child, needed)
+    return Assign(child, tuple(reversed(kept))) if kept else child
+
+
+@_prune.register
+def _(node: Rename, wanted: set[str]) -> Node:
+    back = {new: old for old, new in node.mapping.items() if old in node.child.meta}
+    return node.with_children([_prune(node.child, {back.get(c, c) for c in wanted})])
+
+
+@_prune.register
+def _(node: AsType, wanted: set[str]) -> Node:
+    return node.with_children([_prune(node.child, wanted)])
+
+
+@_prune.register
+def _(node: Join, wanted: set[str]) -> Node:
+    sources = node.sources()
+    if not sources:
+        return _exactly(node.with_children([_prune(node.left, set(node.left.columns)),
+                                            _prune(node.right, set(node.right.columns))]),
+                        wanted)
+    needed: dict[str, set[str]] = {"left": set(node.left_keys), "right": set(node.right_keys)}
+    for name in wanted:
+        if name in sources:
+            side, column = sources[name]
+            needed[side].add(column)
+    if node.how not in ("leftsemi", "leftanti"):
+        # Names that clash get suffixes: keep both of a pair or neither, so names stay.
+        clashes = (set(node.left.columns) & set(node.right.columns)) - (
+            {lk for lk, rk in zip(node.left_keys, node.right_keys) if lk == rk})
+        for name in clashes:
+            if name in needed["left"] or name in needed["right"]:
+                needed["left"].add(name)
+                needed["right"].add(name)
+    left = _exactly(_prune(node.left, needed["left"]), needed["left"])
+    right = _exactly(_prune(node.right, needed["right"]), needed["right"])
+    return node.with_children([left, right])

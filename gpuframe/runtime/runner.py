@@ -1,0 +1,236 @@
+"""The stage runner: what every operator's tasks have in common.
+
+An operator describes its work as stages (``read``, ``partition``, ``join``, ...) of tasks, one
+per partition or bucket, and hands them to the :class:`Job` of the user action that runs the plan.
+The job owns everything else, so that no operator has plumbing of its own:
+
+- task names, ``gpuframe-<stage>-<job>.<step>-<index>`` (:func:`~gpuframe.diagnostics.stages.
+  task_key`), which the dashboard's task stream and the engine's metrics group by stage and job;
+- owners and pinning: a task runs on the worker that will own its output;
+- failure: the first failed task fails the action, naming its stage, partition and worker, and
+  every task of the job is cancelled (no partial result survives);
+- the job's start and end events, and each output partition's rows and bytes per plan node,
+  which ``explain()`` shows after a run.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import pandas as pd
+from dask.sizeof import sizeof
+from distributed import Future, as_completed, get_worker
+
+from ..diagnostics.stages import (
+    JOB_EVENT_TOPIC,
+    OUTPUT_EVENT_TOPIC,
+    STAGE_EVENT_TOPIC,
+    new_job,
+    task_key,
+)
+from ..errors import GpuframeError, PartitionError
+
+if TYPE_CHECKING:
+    from ..cluster.engine import Engine
+    from ..exchange.placement import Partitioning
+
+logger = logging.getLogger("gpuframe")
+
+
+@dataclass
+class Partitions:
+    """An operator's output: one future per partition, the worker that owns each, the schema
+    (an empty pandas frame), and how rows were placed (None: nothing known)."""
+
+    futures: list[Future]
+    owners: list[str]
+    meta: pd.DataFrame
+    partitioning: Partitioning | None = None
+    lengths: list[int] | None = field(default=None, repr=False)
+    """Rows per partition, once counted."""
+
+    def __post_init__(self) -> None:
+        if len(self.futures) != len(self.owners):
+            raise ValueError(f"{len(self.futures)} partitions but {len(self.owners)} owners")
+
+    def __len__(self) -> int:
+        return len(self.futures)
+
+
+@dataclass(frozen=True)
+class _TaskInfo:
+    stage: str
+    partition: int
+    owner: str | None
+
+
+class Job:
+    """The tasks of one user action (a persist, a ``to_pandas``, a ``len``, ...).
+
+    Use it as a context manager: it logs the job's start and end for the metrics, and cancels
+    every task it submitted if the block fails."""
+
+    def __init__(self, engine: Engine, name: str) -> None:
+        self.engine = engine
+        self.name = name
+        self.id = new_job()
+        self.backend = engine.backend.name
+        self.workers = engine.workers
+        """The workers in engine order, asked once: every stage of the job places by them."""
+        self.notes: dict[int, str] = {}
+        """What each plan node decided at run time (a join's strategy), for ``explain()``."""
+        self._steps = 0
+        self._submitted: list[Future] = []
+        self._info: dict[str, _TaskInfo] = {}
+
+    def __enter__(self) -> Job:
+        self._event(JOB_EVENT_TOPIC, {"job": self.id, "phase": "start", "name": self.name})
+        return self
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        if error is not None:
+            self.cancel()
+        self._event(JOB_EVENT_TOPIC, {"job": self.id, "phase": "end", "name": self.name})
+
+    def stage(self, name: str) -> Stage:
+        """A new stage of this job: its tasks' keys share a step number."""
+        self._steps += 1
+        return Stage(self, name, self._steps)
+
+    def client_stage(self, name: str, seconds: float) -> None:
+        """Record ``seconds`` of work done on the client (planning) as a stage of the job."""
+        self._event(STAGE_EVENT_TOPIC, {"job": self.id, "stage": name, "seconds": seconds})
+
+    def wait(self, futures: Sequence[Future]) -> None:
+        """Block until ``futures`` are in memory; on the first failure, cancel the job's tasks
+        and raise naming the stage, partition and worker where it started."""
+        for future in as_completed(list(futures)):
+            if future.status != "finished":
+                self.fail()
+
+    def gather(self, futures: Sequence[Future]) -> list[Any]:
+        """The results of ``futures`` (small ones: samples, counts), failing as :meth:`wait`."""
+        self.wait(futures)
+        return self.engine.client.gather(list(futures))
+
+    def fail(self) -> None:
+        """Raise the job's first failure (see :meth:`wait`), all its tasks cancelled."""
+        failed = next((f for f in self._submitted if f.status == "error"), None)
+        lost = next((f for f in self._submitted if f.status == "cancelled"), None)
+        self.cancel()
+        if failed is None:
+            info = self._info.get(lost.key) if lost is not None else None
+            where = f"{info.stage} task of partition {info.partition}" if info else "a task"
+            raise PartitionError(f"{where} of job {self.id} was cancelled or lost before it "
+                                 f"finished (owner {info.owner if info else 'unknown'})")
+        info = self._info[failed.key]
+        error = failed.exception()
+        note = (f"raised by the {info.stage} task {failed.key} (partition {info.partition}) on "
+                f"{info.owner or 'any worker'}")
+        if getattr(error, "gpu_context_lost", False) and info.owner:
+            note += "; " + self._restart(info.owner)
+        if isinstance(error, GpuframeError):
+            # The engine's own errors (a file gone, a column missing) reach the caller as
+            # themselves, so ``except FileNotFoundError`` works as for a local failure.
+            error.add_note(note)
+            raise error.with_traceback(failed.traceback())
+        raise PartitionError(f"partition {info.partition} ({info.stage}, owner "
+                             f"{info.owner or 'any'}) is error: {error!r}; {note}") from error
+
+    def cancel(self) -> None:
+        """Cancel every task this job submitted."""
+        if self._submitted:
+            self.engine.client.cancel(self._submitted, force=True)
+
+    def _restart(self, worker: str) -> str:
+        """Restart ``worker`` through its nanny (its GPU context is gone, and with it what it
+        held); a note of what became of it."""
+        try:
+            status = self.engine.client.restart_workers([worker]).get(worker)
+        except Exception as exc:  # no nanny, or it did not come back: the error stands
+            return (f"{worker} could not be restarted ({type(exc).__name__}: {exc}): restart "
+                    f"the cluster")
+        return f"{worker} was restarted ({status}): the partitions it held are lost"
+
+    def track(self, stage: str, futures: Sequence[Future]) -> None:
+        """Count ``futures``, made by other means (a dask collection computed), as tasks of
+        this job's ``stage``: they fail and are cancelled with it."""
+        for i, future in enumerate(futures):
+            self._submitted.append(future)
+            self._info[future.key] = _TaskInfo(stage, i, None)
+
+    def _submit(self, key: str, info: _TaskInfo, fn: Callable[..., Any], args: tuple,
+                strict: bool) -> Future:
+        workers = [info.owner] if info.owner else None
+        future = self.engine.client.submit(fn, *args, key=key, workers=workers,
+                                           allow_other_workers=not strict and bool(workers),
+                                           pure=False)
+        self._submitted.append(future)
+        self._info[key] = info
+        return future
+
+    def _event(self, topic: str, msg: dict[str, Any]) -> None:
+        """Log ``msg`` to the scheduler without waiting for its answer."""
+        client = self.engine.client
+        client.loop.add_callback(client.scheduler.log_event, topic=topic, msg=msg)
+
+
+@dataclass(frozen=True)
+class OutputReport:
+    """Where a task's output partition belongs in the plan, for the rows-and-bytes event."""
+
+    job: str
+    node: int
+    partition: int
+
+
+class Stage:
+    """One stage of a job: tasks under one name, each placed on its owner."""
+
+    def __init__(self, job: Job, name: str, step: int) -> None:
+        self.job = job
+        self.name = name
+        self.step = step
+
+    def key(self, *index: int | str) -> str:
+        """The key of this stage's task at ``index``: a task may need its own (to file what it
+        did under it)."""
+        return task_key(self.name, self.job.id, self.step, *index)
+
+    def submit(self, fn: Callable[..., Any], *args: Any, index: Sequence[int | str],
+               owner: str | None = None, strict: bool = True, node: int | None = None
+               ) -> Future:
+        """``fn(*args)`` as a task of this stage, on ``owner`` (any worker if None; another
+        one too where ``strict`` is off). ``index[0]`` is the partition it works for. With
+        ``node``, its result is that plan node's output partition ``index[0]``, and its rows
+        and bytes are reported."""
+        key = self.key(*index)
+        partition = int(index[0]) if index and str(index[0]).isdigit() else -1
+        info = _TaskInfo(self.name, partition, owner)
+        if node is not None:
+            args = (fn, OutputReport(self.job.id, node, partition), *args)
+            fn = run_reporting
+        return self.job._submit(key, info, fn, args, strict)
+
+    def map(self, fn: Callable[..., Any], inputs: Partitions, *args: Any,
+            node: int | None = None, strict: bool = True) -> list[Future]:
+        """``fn(partition, *args)`` on every partition of ``inputs``, on its owner."""
+        return [self.submit(fn, future, *args, index=(i,), owner=owner, node=node,
+                            strict=strict)
+                for i, (future, owner) in enumerate(zip(inputs.futures, inputs.owners))]
+
+
+def run_reporting(fn: Callable[..., Any], report: OutputReport, *args: Any) -> Any:
+    """On a worker: ``fn(*args)``, then its rows and bytes logged for the plan node."""
+    result = fn(*args)
+    try:
+        worker = get_worker()
+    except ValueError:  # run outside a worker
+        return result
+    worker.log_event(OUTPUT_EVENT_TOPIC, {
+        "job": report.job, "node": report.node, "partition": report.partition,
+        "rows": len(result), "bytes": int(sizeof(result))})
+    return result
+
