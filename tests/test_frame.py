@@ -86,13 +86,17 @@ def _explode(partition):
 def test_a_failed_partition_is_never_returned_silently(engine, frame_data):
     collection = dd.from_pandas(frame_data, npartitions=2).map_partitions(
         _explode, meta=frame_data.head(0))
-    with pytest.raises(PartitionError, match="partition 0 .* error.*bad partition on purpose"):
-        gpuframe.from_dask(collection)
+    frame = gpuframe.from_dask(collection)  # lazy: nothing has run yet
+    with pytest.raises(PartitionError, match=r"partition \d .* error.*bad partition on purpose"):
+        frame.persist()
 
 
 def test_repr_names_backend_and_schema(engine, frame_data):
-    text = repr(gpuframe.from_pandas(frame_data, npartitions=2))
-    assert "npartitions=2" in text and "backend=pandas" in text and "key: int64" in text
+    frame = gpuframe.from_pandas(frame_data, npartitions=2)
+    lazy = repr(frame)
+    assert "lazy" in lazy and "backend=pandas" in lazy and "key: int64" in lazy
+    ran = repr(frame.persist())
+    assert "npartitions=2" in ran and "backend=pandas" in ran and "key: int64" in ran
 
 
 @pytest.mark.gpu

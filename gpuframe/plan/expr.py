@@ -30,7 +30,7 @@ COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 STRING_METHODS = ("startswith", "endswith", "contains", "lower", "upper", "strip", "len")
 DATE_PARTS = ("year", "quarter", "month", "day", "hour", "minute", "second", "microsecond",
-              "nanosecond", "dayofweek", "weekday", "dayofyear", "date")
+              "nanosecond", "day_of_week", "weekday", "day_of_year")
 
 
 class Columns(Protocol):
@@ -569,5 +569,7 @@ def _comparable(value: Any, dtype: Any) -> bool:
     if pd.api.types.is_string_dtype(dtype) and kind in ("O", "U", "T"):
         return isinstance(value, str)
     if pd.api.types.is_datetime64_any_dtype(dtype):
-        return isinstance(value, pd.Timestamp)
+        zone = getattr(dtype, "tz", None) or getattr(getattr(dtype, "pyarrow_dtype", None),
+                                                     "tz", None)
+        return isinstance(value, pd.Timestamp) and value.tzinfo is None and zone is None
     return False

@@ -354,8 +354,12 @@ class Join(Node):
         if self.how not in HOWS:
             raise JoinError(f"how={self.how!r} is not a join type; choose one of "
                             f"{', '.join(HOWS)}")
+        # A side already run to no partitions sends no rows at all, whose key dtype pandas
+        # then takes from the other side.
+        empty = frozenset(side for side, child in (("left", self.left), ("right", self.right))
+                          if isinstance(child, Persisted) and not len(child.partitions))
         self.types = key_types(self.left.meta, self.right.meta, list(self.left_keys),
-                               list(self.right_keys), self.how, self.suffixes)
+                               list(self.right_keys), self.how, self.suffixes, empty)
         casts = (self.types.left, self.types.right)
         schemas = (self.left.meta.astype(casts[0]), self.right.meta.astype(casts[1]))
         self.meta = restore_key_types(get_backend("pandas").join(
@@ -390,12 +394,13 @@ class Join(Node):
         (the optimizer then moves nothing through this join)."""
         left, right = self.left.meta.columns, self.right.meta.columns
         shared = {lk for lk, rk in zip(self.left_keys, self.right_keys) if lk == rk}
+        semi = self.how in ("leftsemi", "leftanti")
         traced: list[tuple[str, tuple[str, str]]] = []
         for name in left:
-            clash = name in right and name not in shared
+            clash = name in right and name not in shared and not semi
             traced.append((f"{name}{self.suffixes[0] or ''}" if clash else name,
                            ("left", name)))
-        if self.how not in ("leftsemi", "leftanti"):
+        if not semi:
             for name in right:
                 if name in shared:
                     continue

@@ -118,15 +118,16 @@ class Job:
     def fail(self) -> None:
         """Raise the job's first failure (see :meth:`wait`), all its tasks cancelled."""
         failed = next((f for f in self._submitted if f.status == "error"), None)
-        lost = next((f for f in self._submitted if f.status == "cancelled"), None)
-        self.cancel()
         if failed is None:
+            lost = next((f for f in self._submitted if f.status == "cancelled"), None)
             info = self._info.get(lost.key) if lost is not None else None
+            self.cancel()
             where = f"{info.stage} task of partition {info.partition}" if info else "a task"
             raise PartitionError(f"{where} of job {self.id} was cancelled or lost before it "
                                  f"finished (owner {info.owner if info else 'unknown'})")
         info = self._info[failed.key]
-        error = failed.exception()
+        error, trace = failed.exception(), failed.traceback()
+        self.cancel()
         note = (f"raised by the {info.stage} task {failed.key} (partition {info.partition}) on "
                 f"{info.owner or 'any worker'}")
         if getattr(error, "gpu_context_lost", False) and info.owner:
@@ -135,7 +136,7 @@ class Job:
             # The engine's own errors (a file gone, a column missing) reach the caller as
             # themselves, so ``except FileNotFoundError`` works as for a local failure.
             error.add_note(note)
-            raise error.with_traceback(failed.traceback())
+            raise error.with_traceback(trace)
         raise PartitionError(f"partition {info.partition} ({info.stage}, owner "
                              f"{info.owner or 'any'}) is error: {error!r}; {note}") from error
 

@@ -11,7 +11,8 @@ from dask.sizeof import sizeof
 
 from gpuframe.exchange import bucket
 from gpuframe.exchange.bucket import DeviceBucket, arrived
-from gpuframe.exchange.exchange import partition_rows
+from gpuframe.exchange.exchange import split_rows
+from gpuframe.exchange.splitters import HashSplitter
 
 
 def test_a_device_bucket_is_sized_and_unwrapped_as_its_frame():
@@ -125,8 +126,8 @@ def test_a_bucket_crosses_tcp_between_two_workers_through_the_pinned_pool():
 @pytest.mark.gpu
 def test_partitions_wrap_their_buckets_only_when_asked():
     frame, values = frame_with_every_kind()
-    plain = partition_rows(frame, ["k"], {}, 3, "cudf")
-    wrapped = partition_rows(frame, ["k"], {}, 3, "cudf", None, 0, True)
+    plain = split_rows(frame, HashSplitter(("k",), 3), 0)
+    wrapped = split_rows(frame, HashSplitter(("k",), 3), 0, True)
     assert not any(isinstance(b, DeviceBucket) for b in plain)
     assert all(isinstance(b, DeviceBucket) for b in wrapped)
     for a, b in zip(plain, wrapped):

@@ -7,6 +7,8 @@ from dask.utils import key_split
 from distributed import get_task_stream
 from gpuframe.errors import JoinError
 from gpuframe.frame import DistributedFrame
+from gpuframe.plan.nodes import Persisted
+from gpuframe.runtime.runner import Partitions
 from gpuframe.operators.join_schema import HOWS, hash_type
 
 SHUFFLE = {"broadcast_bytes": 0}
@@ -161,7 +163,8 @@ def test_bad_joins_name_what_is_wrong(engine, kwargs, message):
 def test_join_stages_are_named_on_the_task_stream(engine, sides):
     left, right = sides
     with get_task_stream(client=engine.client) as stream:
-        gpuframe.from_pandas(left).merge(gpuframe.from_pandas(right), on="k", **SHUFFLE)
+        gpuframe.from_pandas(left).merge(gpuframe.from_pandas(right), on="k",
+                                         **SHUFFLE).persist()
     names = {key_split(entry["key"]) for entry in stream.data}
     assert {"gpuframe-partition-left", "gpuframe-partition-right", "gpuframe-send-left",
             "gpuframe-send-right", "gpuframe-join"} <= names
@@ -183,7 +186,7 @@ def test_default_broadcast_needs_a_side_small_against_the_other(engine):
     for rows, expected in ((2_000, "gpuframe-broadcast"), (20_000, "gpuframe-partition-right")):
         small = gpuframe.from_pandas(pd.DataFrame({"k": np.arange(rows), "b": 2.0}))
         with get_task_stream(client=engine.client) as stream:
-            result = big.merge(small, on="k")
+            result = big.merge(small, on="k").persist()
         assert expected in {key_split(entry["key"]) for entry in stream.data}
         assert len(result) == rows
 
@@ -308,7 +311,8 @@ def test_a_side_of_no_partitions_joins_as_an_empty_frame(engine, how, options, e
               "right": pd.DataFrame({"k": np.arange(5, 15, dtype="int32"), "b": "x"})}
     ours = {side: gpuframe.from_pandas(frame) for side, frame in frames.items()}
     frames[empty_side] = frames[empty_side].head(0)
-    ours[empty_side] = DistributedFrame(engine, [], frames[empty_side], [])
+    ours[empty_side] = DistributedFrame(engine, Persisted(Partitions([], [],
+                                                                     frames[empty_side])))
     result = ours["left"].merge(ours["right"], on="k", how=how, **options)
     expected = expected_join(frames["left"], frames["right"], how, on="k")
     got = result.to_pandas()
@@ -341,3 +345,79 @@ def test_columns_the_packer_cannot_pack_join_like_pandas(engine, how, options):
                    for v in frame["price"]])
 
     assert_same_rows(comparable(result), comparable(expected))
+
+
+def stage_names(stream) -> list[str]:
+    return [key_split(entry["key"]) for entry in stream.data]
+
+
+def test_a_join_on_hashed_keys_moves_only_the_other_side(engine, sides):
+    left, right = sides
+    third = pd.DataFrame({"k": np.arange(0, 500, 3), "w": np.arange(0, 500, 3) * 0.5})
+    first = gpuframe.from_pandas(left, npartitions=3).merge(
+        gpuframe.from_pandas(right, npartitions=2), on=["k", "s"], **SHUFFLE).persist()
+    assert first.partitioning is None or first.partitioning.keys == ("k", "s")
+    hashed = gpuframe.from_pandas(left, npartitions=3).merge(
+        gpuframe.from_pandas(right, npartitions=2), on="k", **SHUFFLE).persist()
+    assert hashed.partitioning.keys == ("k",)
+    with get_task_stream(client=engine.client) as stream:
+        result = hashed.merge(gpuframe.from_pandas(third), on="k", **SHUFFLE).persist()
+    names = stage_names(stream)
+    assert "gpuframe-partition-right" in names and "gpuframe-partition-left" not in names
+    assert "gpuframe-sample-left" not in names  # no sampling: the placement decided
+    expected = left.merge(right, on="k").merge(third, on="k")
+    assert_same_rows(result.to_pandas(), expected)
+    assert result.partitioning.keys == ("k",)
+
+
+def test_a_join_of_two_frames_hashed_alike_moves_nothing(engine, sides):
+    left, right = sides
+    a = gpuframe.from_pandas(left, npartitions=3).merge(
+        gpuframe.from_pandas(right), on="k", how="left", **SHUFFLE).persist()
+    b = gpuframe.from_pandas(right, npartitions=2).merge(
+        gpuframe.from_pandas(left[["k"]].drop_duplicates()), on="k", **SHUFFLE).persist()
+    assert a.partitioning.owners == b.partitioning.owners
+    with get_task_stream(client=engine.client) as stream:
+        result = a[["k", "lv"]].merge(b[["k", "rv"]], on="k", **SHUFFLE).persist()
+    names = set(stage_names(stream))
+    assert names <= {"gpuframe-join", "gpuframe-select"}, names
+    expected = left.merge(right, on="k", how="left")[["k", "lv"]].merge(
+        right.merge(left[["k"]].drop_duplicates(), on="k")[["k", "rv"]], on="k")
+    assert_same_rows(result.to_pandas(), expected)
+
+
+def test_placement_is_forgotten_where_keys_change(engine, sides):
+    left, right = sides
+    hashed = gpuframe.from_pandas(left).merge(gpuframe.from_pandas(right), on="k",
+                                              **SHUFFLE).persist()
+    assert hashed.assign(k=hashed.k + 1).persist().partitioning is None
+    assert hashed.astype({"k": "float64"}).persist().partitioning is None
+    assert hashed[["lv"]].persist().partitioning is None
+    assert hashed.rename(columns={"k": "key"}).persist().partitioning.keys == ("key",)
+    assert hashed[hashed.lv > 0.5].persist().partitioning.keys == ("k",)
+    with get_task_stream(client=engine.client) as stream:
+        moved = hashed.astype({"k": "int32"}).merge(gpuframe.from_pandas(right[["k"]]),
+                                                    on="k", **SHUFFLE).persist()
+    assert "gpuframe-partition-left" in stage_names(stream)
+    assert len(moved) == len(left.astype({"k": "int32"}).merge(right, on="k")
+                             .merge(right[["k"]], on="k"))
+
+
+def test_a_skewed_shuffle_records_no_placement(engine):
+    left = pd.DataFrame({"k": np.r_[np.zeros(3000, int), np.arange(1000)], "a": 1.0})
+    right = pd.DataFrame({"k": np.arange(100), "b": 2})
+    joined = gpuframe.from_pandas(left, npartitions=4).merge(
+        gpuframe.from_pandas(right), on="k", broadcast_bytes=0, skew_threshold=0.1).persist()
+    assert joined.partitioning is None
+    assert len(joined) == len(left.merge(right, on="k"))
+
+
+def test_filters_after_a_join_run_below_it_with_the_same_rows(engine, sides):
+    left, right = sides
+    joined = gpuframe.from_pandas(left, npartitions=3).merge(
+        gpuframe.from_pandas(right), on="k", how="left", **SHUFFLE)
+    result = joined[(joined.lv > 0.5) & (joined.s_x != "red") & (joined.rv > 10**5)]
+    expected = left.merge(right, on="k", how="left")
+    expected = expected[(expected.lv > 0.5) & (expected.s_x != "red")
+                        & (expected.rv > 10**5)]
+    assert_same_typed_rows(result.to_pandas(), expected, "left")

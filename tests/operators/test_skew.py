@@ -7,8 +7,8 @@ from distributed import Client, LocalCluster, get_task_stream
 import gpuframe
 from gpuframe.backend import get_backend
 from gpuframe.cluster.engine import Engine, set_current
-from gpuframe.exchange.exchange import partition_rows
-from gpuframe.operators.skew import KeyCounts, SideSkew, find_heavy
+from gpuframe.exchange.splitters import HashSplitter
+from gpuframe.operators.skew import KeyCounts, SideSkew, SkewSplitter, find_heavy
 
 
 def assert_same_rows(result, expected):
@@ -100,7 +100,7 @@ def test_key_heavy_on_both_sides_and_several_key_columns(engine):
 def test_sampling_shows_on_the_task_stream(engine, skewed):
     left, right = (gpuframe.from_pandas(side) for side in skewed)
     with get_task_stream(client=engine.client) as stream:
-        left.merge(right, on="k", **SHUFFLE)
+        left.merge(right, on="k", **SHUFFLE).persist()
     assert {"gpuframe-sample-left", "gpuframe-sample-right"} <= \
         {key_split(entry["key"]) for entry in stream.data}
 
@@ -156,11 +156,11 @@ def test_find_heavy_splits_null_keys_but_copies_no_preserved_side_of_them():
 def test_each_heavy_key_reaches_every_bucket_on_its_own_round():
     part = pd.DataFrame({"k": [1, 2] * 8 + [3, 4], "v": range(18)})
     skew = SideSkew(pd.DataFrame({"k": [1, 2]}), pd.DataFrame({"k": [4]}))
-    buckets = partition_rows(part, ["k"], {}, 4, "pandas", skew, 1)
+    buckets = SkewSplitter(HashSplitter(("k",), 4), skew, "pandas").split(part, 1)
     for bucket in buckets:
         assert {1, 2, 4} <= set(bucket["k"])  # interleaved keys each reach every bucket
     limited = SideSkew(skew.spread, skew.copied, reach=2)
-    buckets = partition_rows(part, ["k"], {}, 4, "pandas", limited, 1)
+    buckets = SkewSplitter(HashSplitter(("k",), 4), limited, "pandas").split(part, 1)
     assert [sorted(set(b["k"]) - {3}) for b in buckets] == [[1, 2, 4], [], [1, 2, 4], []]
     assert_same_rows(pd.concat(buckets).query("k != 4"), part.query("k != 4"))
 
@@ -257,8 +257,9 @@ def test_cudf_partitions_split_heavy_keys_like_pandas(skewed):
     for keys, skew in ((["k"], SideSkew(pd.DataFrame({"k": [0]}), pd.DataFrame({"k": [5]}))),
                        (["k", "s"], SideSkew(pd.DataFrame({"k": [0], "s": ["0"]}),
                                              pd.DataFrame({"k": [5], "s": ["2"]})))):
-        cpu = partition_rows(left, keys, {}, 3, "pandas", skew, 1)
-        gpu = partition_rows(cudf.from_pandas(left), keys, {}, 3, "cudf", skew, 1)
+        cpu = SkewSplitter(HashSplitter(tuple(keys), 3), skew, "pandas").split(left, 1)
+        gpu = SkewSplitter(HashSplitter(tuple(keys), 3), skew, "cudf").split(
+            cudf.from_pandas(left), 1)
         for on_cpu, on_gpu in zip(cpu, gpu):
             assert_same_rows(on_gpu.to_pandas(), on_cpu)
     sample, length, _, _ = profile_partition(cudf.from_pandas(left), ["k"], {}, 500, 0, "cudf")

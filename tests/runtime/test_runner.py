@@ -1,0 +1,64 @@
+"""The stage runner: task names, pinning, one failure failing (and cancelling) the whole job."""
+
+import time
+
+import pandas as pd
+import pytest
+
+from gpuframe.diagnostics.stages import task_key
+from gpuframe.errors import PartitionError, UnknownColumnError
+from gpuframe.runtime.runner import Job, Partitions
+
+
+def slow(x):
+    time.sleep(30)
+    return x
+
+
+def explode(x):
+    raise ValueError(f"no good: {x}")
+
+
+def missing_column(x):
+    raise UnknownColumnError("column 'z' is not among the frame's columns")
+
+
+def test_tasks_are_named_by_stage_and_job_and_run_on_their_owner(engine):
+    with Job(engine, "test") as job:
+        stage = job.stage("probe")
+        futures = [stage.submit(lambda: __import__("distributed").get_worker().address,
+                                index=(i,), owner=w) for i, w in enumerate(engine.workers)]
+        assert job.gather(futures) == engine.workers
+    assert [f.key for f in futures] == [task_key("probe", job.id, 1, i)
+                                        for i in range(len(engine.workers))]
+
+
+def test_one_failed_task_fails_the_job_and_cancels_the_rest(engine):
+    with pytest.raises(PartitionError, match=r"partition 1 \(boom, owner .*\) is error: "
+                                             r"ValueError\('no good: 1'\)"):
+        with Job(engine, "test") as job:
+            slow_futures = [job.stage("slow").submit(slow, 0, index=(0,),
+                                                     owner=engine.workers[1])]
+            bad = job.stage("boom").submit(explode, 1, index=(1,), owner=engine.workers[0])
+            started = time.perf_counter()
+            job.wait(slow_futures + [bad])
+    assert time.perf_counter() - started < 10
+    assert all(f.status == "cancelled" for f in slow_futures)
+
+
+def test_the_engines_own_errors_reach_the_caller_as_themselves(engine):
+    with pytest.raises(UnknownColumnError, match="column 'z'") as caught:
+        with Job(engine, "test") as job:
+            job.wait([job.stage("check").submit(missing_column, 0, index=(0,))])
+    assert any("raised by the check task" in note for note in caught.value.__notes__)
+
+
+def test_stage_names_must_be_words(engine):
+    with Job(engine, "test") as job:
+        with pytest.raises(ValueError):
+            job.stage("bad name 2").submit(len, [], index=(0,))
+
+
+def test_partitions_need_one_owner_each():
+    with pytest.raises(ValueError, match="2 partitions but 1 owners"):
+        Partitions([None, None], ["w"], pd.DataFrame())  # type: ignore[list-item]

@@ -1,0 +1,121 @@
+"""gpuframe's modules import each other in one direction only: no circle, counting imports inside
+functions too (a lazy import that hides a circle is still a circle) and the subpackage
+``__init__`` that importing a submodule runs first."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gpuframe"
+
+
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Each gpuframe module's gpuframe imports, as module names (``from .x import name``
+    counts as an import of ``x.name`` where that is a module, else of ``x``)."""
+    modules = {module_name(p, root): p for p in root.rglob("*.py")}
+    packages = {module_name(p, root) for p in root.rglob("__init__.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        here = name if name in packages else name.rsplit(".", 1)[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names if a.name.startswith("gpuframe"))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = here.split(".")
+                    anchor = anchor[:len(anchor) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                if not base.startswith("gpuframe"):
+                    continue
+                for alias in node.names:
+                    candidate = f"{base}.{alias.name}"
+                    targets.add(candidate if candidate in modules else base)
+        graph[name] = {t for t in _with_parents(targets, packages, name) if t in modules}
+    return graph
+
+
+def _with_parents(targets: set[str], packages: set[str], importer: str) -> set[str]:
+    """Importing ``a.b.c`` runs ``a.b``'s ``__init__`` first, unless the importer lies in
+    ``a.b`` (whose ``__init__`` ran before it) or is it. The root package is left aside: every
+    module needs it, and it only gathers the public API."""
+    result = set(targets)
+    for target in targets:
+        parts = target.split(".")
+        for end in range(2, len(parts)):
+            parent = ".".join(parts[:end])
+            if parent in packages:
+                result.add(parent)
+    return {t for t in result if t != "gpuframe" and t != importer
+            and not importer.startswith(t + ".")}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (its modules in order, the first repeated at the end),
+    or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                return stack[stack.index(target):] + [target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        stack.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        if module not in state:
+            found = visit(module)
+            if found:
+                return found
+    return None
+
+
+def test_gpuframe_has_no_import_circle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_the_check_finds_a_circle_through_a_lazy_import(tmp_path):
+    package = tmp_path / "gpuframe"
+    (package / "low").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "low" / "__init__.py").write_text("")
+    (package / "low" / "base.py").write_text("def f():\n    from ..top import g\n")
+    (package / "top.py").write_text("from .low.base import f\n")
+    assert find_cycle(import_graph(package)) == ["gpuframe.low.base", "gpuframe.top",
+                                                 "gpuframe.low.base"]
+
+
+def test_the_check_counts_a_subpackage_init(tmp_path):
+    package = tmp_path / "gpuframe"
+    (package / "low").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "low" / "__init__.py").write_text("from ..top import g\n")
+    (package / "low" / "base.py").write_text("x = 1\n")
+    (package / "top.py").write_text("from .low.base import x\n")
+    assert find_cycle(import_graph(package)) is not None
+
+
+@pytest.mark.parametrize("module", ["gpuframe.backend", "gpuframe.config", "gpuframe.errors"])
+def test_the_lowest_layers_import_nothing_of_the_engine_above(module):
+    graph = import_graph()
+    assert graph[module] <= {"gpuframe.errors"}
