@@ -16,6 +16,7 @@ from distributed import Client, LocalCluster
 
 from ..backend import Backend, get_backend
 from ..config import ClusterOptions, resolve
+from ..diagnostics.attach import attach
 from ..errors import BackendError, ClusterError, OptionError, ProtocolError
 from .engine import Engine, set_current
 from .hardware import Gpu, has_module, list_gpus, ucx_available
@@ -54,9 +55,7 @@ def start_cluster(**options: Any) -> Engine:
         cluster.close()
         raise
     engine = set_current(Engine(client, backend, cluster))
-    from ..diagnostics.jobs import attach
-
-    attach(engine)
+    attach(client)
     logger.info("started %r", engine)
     return engine
 

@@ -14,9 +14,14 @@ import os
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .summary import WorkerLimits
+
+if TYPE_CHECKING:
+    from distributed import Worker
 
 HOST_BYTES = 32 * 2**20
 DISK_BYTES = 16 * 2**20
@@ -45,8 +50,8 @@ class HardwareLimits:
     host_device: float | None = None
     notes: dict[str, str] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> WorkerLimits:
+        return WorkerLimits(**asdict(self))
 
 
 def rate_text(value: float | None) -> str:
@@ -74,7 +79,7 @@ def measure_limits(directory: str | None = None) -> HardwareLimits:
     return HardwareLimits(**values, notes=notes)
 
 
-def calibrate_worker(dask_worker: Any) -> dict[str, Any]:
+def calibrate_worker(dask_worker: Worker) -> WorkerLimits:
     """Run by ``Client.run`` on each worker: its limits, measured in its local directory."""
     return measure_limits(dask_worker.local_directory).as_dict()
 
