@@ -1,7 +1,7 @@
 """What this host offers the engine: GPUs, the GPU libraries, UCX and GPUDirect Storage.
 
 Every probe answers 'absent' rather than failing, so the same calls work on a laptop, a CPU-only
-CI runner and a DGX; :func:`describe_host` gathers them for ``gpuframe info``.
+CI runner and a multi-GPU server; :func:`describe_host` gathers them for ``gpuframe info``.
 """
 
 from __future__ import annotations

@@ -85,9 +85,9 @@ def choose_backend(asked: str | None, gpus: list[Gpu]) -> Backend:
 
 def choose_protocol(asked: str | None, backend: str) -> str:
     """UCX for GPU workers when distributed-ucxx is installed, else TCP; an explicit choice is
-    checked. CPU workers get TCP unless asked: UCX moves device buffers over NVLink, and on
-    the CPU it was slower (a join of 1M rows a worker on 2 cores: 1.69 s over UCX, 0.62 s over
-    TCP)."""
+    checked. CPU workers get TCP unless asked: UCX moves device buffers over NVLink, and a CPU
+    join ran slower over it (benchmarks/results/2026-11-25-figures-from-diagnostics-comments.md).
+    """
     if asked is None:
         return "ucx" if backend == "cudf" and ucx_available() else "tcp"
     if asked not in PROTOCOLS:

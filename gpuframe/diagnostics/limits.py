@@ -166,8 +166,9 @@ def _gpu_rates(size: int) -> tuple[dict[str, float], dict[str, str]]:
 
 def enable_peer_access(cp: Any, a: int, b: int) -> bool:
     """Let devices ``a`` and ``b`` reach each other's memory, as UCX does for a transfer; without
-    it cudaMemcpyPeer stages through the host (seen on H200s: 38 GB/s instead of 390 GB/s).
-    False where the devices cannot (no NVLink or P2P over PCIe)."""
+    it cudaMemcpyPeer stages through the host, a fraction of the link's rate
+    (benchmarks/results/2026-11-25-figures-from-diagnostics-comments.md). False where the
+    devices cannot (no NVLink or P2P over PCIe)."""
     runtime = cp.cuda.runtime
     if not (runtime.deviceCanAccessPeer(a, b) and runtime.deviceCanAccessPeer(b, a)):
         return False
