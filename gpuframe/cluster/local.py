@@ -67,7 +67,8 @@ def choose_backend(asked: str | None, gpus: list[Gpu]) -> Backend:
     if not gpus:
         reason = "no NVIDIA GPU found"
     elif missing:
-        reason = f"GPUs found but {' and '.join(missing)} not installed (pip install gpuframe[cu13])"
+        reason = (f"GPUs found but {' and '.join(missing)} not installed "
+                  "(pip install gpuframe[cu13])")
     if asked is None:
         if reason is None:
             return get_backend("cudf")
