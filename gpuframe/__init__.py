@@ -14,7 +14,9 @@ lazy frames, and run it when the data is asked for::
 
 from .cluster import CpuFallbackWarning, Engine, connect, start_cluster
 from .config import ClusterOptions
-from .diagnostics import job_metrics, progress, report
+from .diagnostics.jobs import job_metrics
+from .diagnostics.progress import progress
+from .diagnostics.report import report
 from .errors import GpuframeError
 from .frame import DistributedFrame, from_dask, from_pandas, merge
 from .readers import read_csv, read_orc, read_parquet

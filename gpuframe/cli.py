@@ -6,7 +6,10 @@ import argparse
 import sys
 
 from .cluster.hardware import describe_host
+from .cluster.local import start_cluster
 from .config import ClusterOptions, describe
+from .demo import run_demo
+from .diagnostics.limits import LIMIT_NAMES, measure_limits, rate_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,8 +33,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _info() -> int:
-    from .diagnostics.limits import LIMIT_NAMES, measure_limits, rate_text
-
     facts = describe_host()
     limits = measure_limits()
     for name, label in LIMIT_NAMES.items():
@@ -45,9 +46,6 @@ def _info() -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from . import start_cluster
-    from .demo import run_demo
-
     options = {k: v for k, v in vars(args).items()
                if k not in ("command", "rows") and v is not None}
     with start_cluster(**options) as engine:

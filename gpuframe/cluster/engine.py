@@ -8,13 +8,17 @@ engine is made, so every frame of one engine holds partitions of the same kind.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distributed import Client
 
 from ..backend import Backend, get_backend
+from ..diagnostics.attach import attach
 from ..errors import BackendError, ClusterError, OptionError
 from .hardware import has_module, list_gpus
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 logger = logging.getLogger("gpuframe")
 
@@ -56,7 +60,7 @@ class Engine:
         if _current is self:
             _current = None
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -116,13 +120,12 @@ def connect(address: str | None = None, *, scheduler_file: str | None = None,
     except BaseException as exc:
         client.close()
         if isinstance(exc, TimeoutError):
-            raise ClusterError(f"no worker joined the scheduler at {target} in {timeout} s") from exc
+            raise ClusterError(
+                f"no worker joined the scheduler at {target} in {timeout} s") from exc
         raise
     logger.info("connected to %s: %d workers, backend %s", target, len(support), chosen.name)
     engine = set_current(Engine(client, chosen))
-    from ..diagnostics.jobs import attach
-
-    attach(engine)
+    attach(client)
     return engine
 
 

@@ -16,6 +16,7 @@ from distributed import Client, LocalCluster
 
 from ..backend import Backend, get_backend
 from ..config import ClusterOptions, resolve
+from ..diagnostics.attach import attach
 from ..errors import BackendError, ClusterError, OptionError, ProtocolError
 from .engine import Engine, set_current
 from .hardware import Gpu, has_module, list_gpus, ucx_available
@@ -54,9 +55,7 @@ def start_cluster(**options: Any) -> Engine:
         cluster.close()
         raise
     engine = set_current(Engine(client, backend, cluster))
-    from ..diagnostics.jobs import attach
-
-    attach(engine)
+    attach(client)
     logger.info("started %r", engine)
     return engine
 
@@ -68,7 +67,8 @@ def choose_backend(asked: str | None, gpus: list[Gpu]) -> Backend:
     if not gpus:
         reason = "no NVIDIA GPU found"
     elif missing:
-        reason = f"GPUs found but {' and '.join(missing)} not installed (pip install gpuframe[cu13])"
+        reason = (f"GPUs found but {' and '.join(missing)} not installed "
+                  "(pip install gpuframe[cu13])")
     if asked is None:
         if reason is None:
             return get_backend("cudf")
@@ -86,9 +86,9 @@ def choose_backend(asked: str | None, gpus: list[Gpu]) -> Backend:
 
 def choose_protocol(asked: str | None, backend: str) -> str:
     """UCX for GPU workers when distributed-ucxx is installed, else TCP; an explicit choice is
-    checked. CPU workers get TCP unless asked: UCX moves device buffers over NVLink, and on
-    the CPU it was slower (a join of 1M rows a worker on 2 cores: 1.69 s over UCX, 0.62 s over
-    TCP)."""
+    checked. CPU workers get TCP unless asked: UCX moves device buffers over NVLink, and a CPU
+    join ran slower over it (benchmarks/results/2026-11-25-figures-from-diagnostics-comments.md).
+    """
     if asked is None:
         return "ucx" if backend == "cudf" and ucx_available() else "tcp"
     if asked not in PROTOCOLS:

@@ -1,14 +1,14 @@
-"""What the engine did and how fast: the metrics plugin on the scheduler, the engine page of the
-dashboard, job reports and progress bars.
+"""What the engine did and how fast, one job at a time.
 
-Lower layers never import this package: io and shuffle name their task keys by stage
-(:mod:`gpuframe.diagnostics.stages`) and the scheduler plugin reads everything else from Dask.
+- :mod:`~gpuframe.diagnostics.stages`: the job protocol (task keys, job ids, events) that the
+  engine follows and everything here reads; it imports nothing of the engine, so any layer may.
+- :mod:`~gpuframe.diagnostics.metrics`: the scheduler plugin that records each job's tasks.
+- :mod:`~gpuframe.diagnostics.page` and :mod:`~gpuframe.diagnostics.figures`: the engine page of
+  the dashboard.
+- :mod:`~gpuframe.diagnostics.limits`: hardware limits measured on the workers.
+- :mod:`~gpuframe.diagnostics.attach`: the plugin and limits given to a cluster at bring-up.
+- :mod:`~gpuframe.diagnostics.jobs`, :mod:`~gpuframe.diagnostics.report` and
+  :mod:`~gpuframe.diagnostics.progress`: a job's figures, reports and progress bars, on the client.
+
+This package imports nothing, so importing one of its modules pulls in only that module's needs.
 """
-
-from .jobs import JobMetrics, job_metrics
-from .limits import HardwareLimits, measure_limits
-from .progress import progress
-from .report import ReportError, report
-
-__all__ = ["HardwareLimits", "JobMetrics", "ReportError", "job_metrics", "measure_limits",
-           "progress", "report"]

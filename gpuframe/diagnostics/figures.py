@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any
 
 from bokeh.layouts import column, row
 from bokeh.models import ColumnDataSource, DataTable, Div, FactorRange, TableColumn
@@ -18,7 +17,7 @@ from bokeh.palettes import Blues256
 from bokeh.plotting import figure
 
 from .limits import GB, LIMIT_NAMES, rate_text
-from .stages import TRANSFER
+from .summary import TRANSFER, Limits, Summary
 
 LIMIT_OF_STAGE = {"read": ("disk_read",), TRANSFER: ("peer_copy", "memcpy")}
 COMPUTE_LIMIT = ("device_copy", "memcpy")
@@ -29,7 +28,7 @@ def short(worker: str) -> str:
     return worker.split("://", 1)[-1]
 
 
-def stage_limit(stage: str, limits: dict[str, float | None]) -> str:
+def stage_limit(stage: str, limits: Limits) -> str:
     """The measured limit that bounds ``stage``, named: 'disk read 1.20 GB/s'."""
     for name in LIMIT_OF_STAGE.get(stage, COMPUTE_LIMIT):
         if limits.get(name) is not None:
@@ -103,24 +102,24 @@ class EngineFigures:
         self.layout = column(self.header, row(self.ingest, self.pairs),
                              row(self.stages, self.table), name="gpuframe-engine")
 
-    def update(self, current: dict[str, Any] | None, previous: dict[str, Any] | None = None,
+    def update(self, current: Summary | None, previous: Summary | None = None,
                status: str = "") -> None:
-        """Redraw from summaries made by :meth:`EngineMetrics.summary`."""
+        """Redraw from the summaries of a job (or a report block) and of the job before it."""
         summary = current or previous
         if summary is None:
             self.header.text = "<h2>gpuframe engine</h2><p>No gpuframe job has run yet.</p>"
             return
         typical = summary["typical_limits"]
         self.header.text = _header(summary, status)
-        self._update_ingest(current or {}, summary)
-        self._update_pairs(current or {}, summary, typical)
-        self._update_stages(current or {}, previous or {}, typical)
+        self._update_ingest(current, summary)
+        self._update_pairs(current, summary, typical)
+        self._update_stages(current, previous, typical)
 
-    def _update_ingest(self, current: dict[str, Any], summary: dict[str, Any]) -> None:
+    def _update_ingest(self, current: Summary | None, summary: Summary) -> None:
         workers = summary["workers"]
-        ingest = current.get("ingest", {})
+        ingest = current["ingest"] if current is not None else {}
         limits = summary["limits"]
-        rates = [ingest.get(w, {}).get("rate", 0.0) / GB for w in workers]
+        rates = [(ingest[w]["rate"] if w in ingest else 0.0) / GB for w in workers]
         disk = [(limits.get(w, {}).get("disk_read") or math.nan) / GB for w in workers]
         self.ingest.x_range.factors = [short(w) for w in workers]
         self.ingest_source.data = {
@@ -128,10 +127,9 @@ class EngineFigures:
             "label": [f"{r:.2f}" for r in rates],
         }
 
-    def _update_pairs(self, current: dict[str, Any], summary: dict[str, Any],
-                      typical: dict[str, float | None]) -> None:
+    def _update_pairs(self, current: Summary | None, summary: Summary, typical: Limits) -> None:
         workers = [short(w) for w in summary["workers"]]
-        pairs = current.get("pairs", [])
+        pairs = current["pairs"] if current is not None else []
         top = max((p["bytes"] for p in pairs), default=0) or 1
         limit = typical.get("peer_copy") or typical.get("memcpy")
         which = "peer copy" if typical.get("peer_copy") else "memcpy"
@@ -147,11 +145,12 @@ class EngineFigures:
             "label": [f"{p['bytes'] / 1e6:.1f} MB, {rate_text(p['rate'])}" for p in pairs],
         }
 
-    def _update_stages(self, current: dict[str, Any], previous: dict[str, Any],
-                       typical: dict[str, float | None]) -> None:
-        jobs = [("this job", current.get("stages", {}), "#1f77b4"),
-                ("previous", previous.get("stages", {}), "#aec7e8")]
-        order = list(dict.fromkeys([*current.get("stages", {}), *previous.get("stages", {})]))
+    def _update_stages(self, current: Summary | None, previous: Summary | None,
+                       typical: Limits) -> None:
+        this = current["stages"] if current is not None else {}
+        before = previous["stages"] if previous is not None else {}
+        jobs = [("this job", this, "#1f77b4"), ("previous", before, "#aec7e8")]
+        order = list(dict.fromkeys([*this, *before]))
         data: dict[str, list] = {k: [] for k in self.stage_source.data}
         for stage in order:
             for job, stages, color in jobs:
@@ -167,7 +166,7 @@ class EngineFigures:
         self.stages.height = max(200, 60 + 24 * len(data["factor"]))  # a readable row each
         self.stage_source.data = data
         table: dict[str, list] = {k: [] for k in self.table_source.data}
-        for stage, figures in current.get("stages", {}).items():
+        for stage, figures in this.items():
             wall = figures["wall_seconds"]
             table["stage"].append(stage)
             table["tasks"].append(figures["tasks"])
@@ -179,7 +178,7 @@ class EngineFigures:
         self.table_source.data = table
 
 
-def _header(summary: dict[str, Any], status: str) -> str:
+def _header(summary: Summary, status: str) -> str:
     names = list(LIMIT_NAMES)
     head = "".join(f"<th>{LIMIT_NAMES[n]}</th>" for n in names)
     rows = "".join(

@@ -1,42 +1,43 @@
-"""The client side of the engine's metrics: attach them to a cluster, and read them back.
+"""The client side of the engine's metrics: what the scheduler recorded, read back per job.
 
-:func:`attach` runs when an engine starts or connects: it registers the
-:class:`~gpuframe.diagnostics.metrics.EngineMetrics` scheduler plugin (which also adds the engine
-page to the dashboard) and measures the hardware limits of workers not measured before.
-:func:`job_metrics` returns what the engine recorded for a job.
+:func:`job_metrics` returns the figures of a job (the latest, the one before it, or one by id),
+:func:`operator_stats` the rows and bytes each plan operator of a job put out, and
+:func:`mark` / :func:`metrics_since` the figures of a :func:`gpuframe.report` block, which may
+span several jobs.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from typing import Any
 
 from ..cluster.engine import Engine, current_engine
 from ..errors import OptionError
-from .limits import calibrate_worker
 from .metrics import (
-    PLUGIN_NAME,
-    EngineMetrics,
-    _scheduler_limits,
-    _scheduler_set_limits,
+    WHICH,
     _scheduler_job_summary,
     _scheduler_mark,
+    _scheduler_operator_stats,
     _scheduler_summary_since,
 )
-
-logger = logging.getLogger("gpuframe")
-
-WHICH = ("current", "previous")
+from .summary import (
+    IngestFigures,
+    Limits,
+    OperatorStats,
+    PairFigures,
+    StageFigures,
+    WorkerLimits,
+)
 
 
 @dataclass(frozen=True)
 class JobMetrics:
     """What the engine recorded over one job (or one :func:`gpuframe.report` block).
 
-    Times are seconds, sizes bytes, rates bytes per second. ``stages``: per stage, its task
-    count, wall seconds (tasks side by side counted once), task seconds and bytes (read: bytes
-    fetched; transfer: bytes moved between workers). ``ingest``: per worker, bytes read,
+    Times are seconds, sizes bytes, rates bytes per second. ``job`` and ``name``: the job's id and
+    name (None for a block). ``start`` and ``stop``: the job's start and end (``stop`` None while
+    it runs), or a block's first and last task. ``stages``: per stage in the order it started,
+    its task count, wall seconds (tasks side by side counted once), task seconds and bytes (read:
+    bytes fetched; transfer: bytes moved between workers). ``ingest``: per worker, bytes read,
     seconds and rate. ``pairs``: per (source, destination) worker pair, bytes moved, transfer
     seconds and rate. ``limits``: per worker, the hardware limits measured at cluster start
     (None where not measurable); ``typical_limits`` their median over the workers.
@@ -44,41 +45,38 @@ class JobMetrics:
 
     protocol: str
     workers: list[str]
+    job: str | None
+    name: str | None
     start: float | None
     stop: float | None
-    stages: dict[str, dict[str, float]]
-    ingest: dict[str, dict[str, float]]
-    pairs: list[dict[str, Any]]
-    limits: dict[str, dict[str, Any]]
-    typical_limits: dict[str, float | None]
+    stages: dict[str, StageFigures]
+    ingest: dict[str, IngestFigures]
+    pairs: list[PairFigures]
+    limits: dict[str, WorkerLimits]
+    typical_limits: Limits
+
+    @property
+    def running(self) -> bool:
+        """Whether the job has started but not ended."""
+        return self.job is not None and self.stop is None
 
 
-def attach(engine: Engine) -> None:
-    """Give ``engine``'s scheduler the metrics plugin and its workers' measured limits.
-
-    Diagnostics never stop a cluster from starting: a scheduler that cannot take the plugin
-    (one without gpuframe installed) is logged and the engine works on without them.
-    """
-    client = engine.client
-    try:
-        client.register_plugin(EngineMetrics(), name=PLUGIN_NAME)
-        known = client.run_on_scheduler(_scheduler_limits)
-        missing = [w for w in engine.workers if w not in known]
-        if missing:
-            measured = client.run(calibrate_worker, workers=missing)
-            client.run_on_scheduler(_scheduler_set_limits, limits=measured)
-    except Exception as exc:  # any failure here only loses the diagnostics
-        logger.warning("gpuframe diagnostics not attached to %s: %r",
-                       client.scheduler.address, exc)
-
-
-def job_metrics(which: str = "current", engine: Engine | None = None) -> JobMetrics | None:
-    """The metrics of the 'current' (latest) or 'previous' job; None before any job ran."""
+def job_metrics(which: str = "current", engine: Engine | None = None,
+                job: str | None = None) -> JobMetrics | None:
+    """The metrics of job ``job`` if given, else of the 'current' (latest started) or 'previous'
+    job; None where the scheduler holds no such job (none started yet, or dropped as old)."""
     if which not in WHICH:
         raise OptionError(f"which={which!r}: choose one of {', '.join(WHICH)}")
     engine = current_engine(engine)
-    summary = engine.client.run_on_scheduler(_scheduler_job_summary, which=which)
+    summary = engine.client.run_on_scheduler(_scheduler_job_summary, which=job or which)
     return None if summary is None else JobMetrics(**summary)
+
+
+def operator_stats(job: str, engine: Engine | None = None) -> dict[int, OperatorStats]:
+    """Per plan operator (node) of ``job``: the rows, bytes and partitions it put out, from the
+    workers' output events; empty where the scheduler holds no such job."""
+    engine = current_engine(engine)
+    return engine.client.run_on_scheduler(_scheduler_operator_stats, job=job)
 
 
 def mark(engine: Engine) -> int:
@@ -90,6 +88,3 @@ def metrics_since(engine: Engine, bookmark: int) -> JobMetrics:
     """The metrics of every gpuframe task that finished since ``bookmark``."""
     return JobMetrics(**engine.client.run_on_scheduler(_scheduler_summary_since, first=bookmark))
 
-
-def operator_stats(job: str, engine: Engine | None = None) -> dict[int, dict[str, int]]:
-    return {}

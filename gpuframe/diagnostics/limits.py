@@ -14,9 +14,14 @@ import os
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .summary import WorkerLimits
+
+if TYPE_CHECKING:
+    from distributed import Worker
 
 HOST_BYTES = 32 * 2**20
 DISK_BYTES = 16 * 2**20
@@ -45,8 +50,8 @@ class HardwareLimits:
     host_device: float | None = None
     notes: dict[str, str] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> WorkerLimits:
+        return WorkerLimits(**asdict(self))
 
 
 def rate_text(value: float | None) -> str:
@@ -67,14 +72,14 @@ def measure_limits(directory: str | None = None) -> HardwareLimits:
         notes["disk_read"] = f"cannot measure: {exc}"
     try:
         gpu, why = _gpu_rates(GPU_BYTES)
-    except Exception as exc:  # a GPU that fails the probe must not stop the cluster
+    except Exception as exc:  # noqa: BLE001 (a GPU failing the probe must not stop the cluster)
         gpu, why = {}, dict.fromkeys(GPU_LIMITS, f"cannot measure: {exc!r}")
     values.update(gpu)
     notes.update(why)
     return HardwareLimits(**values, notes=notes)
 
 
-def calibrate_worker(dask_worker: Any) -> dict[str, Any]:
+def calibrate_worker(dask_worker: Worker) -> WorkerLimits:
     """Run by ``Client.run`` on each worker: its limits, measured in its local directory."""
     return measure_limits(dask_worker.local_directory).as_dict()
 
@@ -124,45 +129,48 @@ def _gpu_rates(size: int) -> tuple[dict[str, float], dict[str, str]]:
         return {}, dict.fromkeys(names, "no GPU (CuPy not installed)")
     try:
         count = cp.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # no driver or no device: the GPU limits are n/a
+    except Exception as exc:  # noqa: BLE001 (no driver or no device: the GPU limits are n/a)
         return {}, dict.fromkeys(names, f"no GPU ({exc})")
     if count == 0:
         return {}, dict.fromkeys(names, "no GPU")
-    runtime = cp.cuda.runtime
-    rates: dict[str, float] = {}
-    why: dict[str, str] = {}
     try:
         with cp.cuda.Device(0):
-            stream = cp.cuda.Stream(non_blocking=True)
-            source = cp.empty(size, dtype=cp.uint8)
-            target = cp.empty(size, dtype=cp.uint8)
-            rates["device_copy"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyAsync(
-                target.data.ptr, source.data.ptr, size, runtime.memcpyDeviceToDevice,
-                stream.ptr))
-            pinned = cp.cuda.alloc_pinned_memory(size)
-            rates["host_device"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyAsync(
-                target.data.ptr, pinned.ptr, size, runtime.memcpyHostToDevice, stream.ptr))
-            if count > 1:
-                enable_peer_access(cp, 0, 1)
-                with cp.cuda.Device(1):
-                    peer = cp.empty(size, dtype=cp.uint8)
-                rates["peer_copy"] = _timed_copy(
-                    cp, stream, size, lambda: runtime.memcpyPeerAsync(
-                        peer.data.ptr, 1, source.data.ptr, 0, size, stream.ptr))
-                del peer
-            else:
-                why["peer_copy"] = "one GPU visible to the worker"
-            del source, target, pinned
+            return _copy_rates(cp, size, count)
     finally:  # give the probe's buffers back: the worker's memory belongs to its data
         cp.get_default_memory_pool().free_all_blocks()
         cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+def _copy_rates(cp: Any, size: int, count: int) -> tuple[dict[str, float], dict[str, str]]:
+    """The copies :func:`_gpu_rates` times, from the current device; the buffers are this
+    call's own, so they are free to give back once it returns."""
+    runtime = cp.cuda.runtime
+    rates: dict[str, float] = {}
+    why: dict[str, str] = {}
+    stream = cp.cuda.Stream(non_blocking=True)
+    source = cp.empty(size, dtype=cp.uint8)
+    target = cp.empty(size, dtype=cp.uint8)
+    rates["device_copy"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyAsync(
+        target.data.ptr, source.data.ptr, size, runtime.memcpyDeviceToDevice, stream.ptr))
+    pinned = cp.cuda.alloc_pinned_memory(size)
+    rates["host_device"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyAsync(
+        target.data.ptr, pinned.ptr, size, runtime.memcpyHostToDevice, stream.ptr))
+    if count > 1:
+        enable_peer_access(cp, 0, 1)
+        with cp.cuda.Device(1):
+            peer = cp.empty(size, dtype=cp.uint8)
+        rates["peer_copy"] = _timed_copy(cp, stream, size, lambda: runtime.memcpyPeerAsync(
+            peer.data.ptr, 1, source.data.ptr, 0, size, stream.ptr))
+    else:
+        why["peer_copy"] = "one GPU visible to the worker"
     return rates, why
 
 
 def enable_peer_access(cp: Any, a: int, b: int) -> bool:
     """Let devices ``a`` and ``b`` reach each other's memory, as UCX does for a transfer; without
-    it cudaMemcpyPeer stages through the host (seen on H200s: 38 GB/s instead of 390 GB/s).
-    False where the devices cannot (no NVLink or P2P over PCIe)."""
+    it cudaMemcpyPeer stages through the host, a fraction of the link's rate
+    (benchmarks/results/2026-11-25-figures-from-diagnostics-comments.md). False where the
+    devices cannot (no NVLink or P2P over PCIe)."""
     runtime = cp.cuda.runtime
     if not (runtime.deviceCanAccessPeer(a, b) and runtime.deviceCanAccessPeer(b, a)):
         return False

@@ -3,36 +3,63 @@
 :class:`EngineMetrics` is a scheduler plugin. On every gpuframe task that finishes it keeps the
 task's stage (from its key), worker, compute interval and result size, and the transfers Dask
 timed for it; a transfer's bytes are those of the dependencies that were computed on another
-worker. Read tasks' ``gpuframe-read`` events add the bytes each read fetched, and the client's
-``gpuframe-stage`` events the stages that run on the client, not as tasks (planning a read). io
-and shuffle import nothing from here: they name their keys and log events; Dask does the rest.
+worker. Read tasks' read events add the bytes each read fetched, the client's stage events the
+stages that run on the client, not as tasks (planning a read), and workers' output events the
+rows and bytes of each plan operator. The events and keys are those of :mod:`.stages`: io and the
+operators name their keys and log events, and Dask does the rest.
 
-A job is a run of gpuframe tasks with no idle gap longer than :data:`JOB_GAP` seconds between
-them. :meth:`EngineMetrics.summary` folds the records of a job, or of a
-:func:`gpuframe.report` block, into plain data; :func:`gpuframe.job_metrics` fetches it to the
-client.
+Jobs are the client's: a record belongs to the job its key names, and a job runs from its start
+event to its end event. Every record also goes to one log in order, from which
+:func:`gpuframe.report` blocks, which may span jobs, read from a bookmark. Both are bounded: the
+log keeps the latest :data:`MAX_RECORDS` records, and jobs past :data:`MAX_JOBS`, or past
+:data:`MAX_RECORDS` records together, are dropped oldest first.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from itertools import islice
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.metrics import time
 
-from .stages import STAGES, TRANSFER, stage_of
+from .page import add_engine_page
+from .stages import (
+    JOB_EVENT_TOPIC,
+    OUTPUT_EVENT_TOPIC,
+    READ_EVENT_TOPIC,
+    STAGE_EVENT_TOPIC,
+    JobEvent,
+    OutputEvent,
+    StageEvent,
+    job_of,
+    stage_of,
+)
+from .summary import (
+    TRANSFER,
+    IngestFigures,
+    Limits,
+    OperatorStats,
+    PairFigures,
+    StageFigures,
+    Summary,
+    WorkerLimits,
+)
+
+if TYPE_CHECKING:
+    from distributed import Scheduler
 
 PLUGIN_NAME = "gpuframe-metrics"
-READ_EVENT_TOPIC = "gpuframe-read"  # what gpuframe.io.read logs per fragment
-STAGE_EVENT_TOPIC = "gpuframe-stage"  # {"stage", "seconds"}: client-side work just ended
 CLIENT = "client"  # the worker column of client-side stages' records
-JOB_GAP = 2.0
+MOVED = "moved"  # a dependency's bytes that crossed to another worker, in no stage's figures
 SUBMITTED = ("waiting", "queued", "no-worker", "processing")
 MAX_RECORDS = 200_000
+MAX_JOBS = 64
+WHICH = {"current": 1, "previous": 2}  # how far back from the latest started job
 
 
 @dataclass(frozen=True)
@@ -45,33 +72,44 @@ class TaskRecord:
     stop: float
     nbytes: int
     source: str | None = None
-    job: int = 0
+
+
+@dataclass
+class Job:
+    """One job as the scheduler saw it: its window, its records, and per plan operator (node)
+    the rows and bytes of each output partition (a recomputed partition counts once)."""
+
+    id: str
+    name: str
+    start: float
+    stop: float | None = None
+    records: deque[TaskRecord] = field(default_factory=deque)
+    outputs: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)
 
 
 class EngineMetrics(SchedulerPlugin):
-    """Scheduler plugin: per-stage task times, bytes per worker pair, bytes read per worker,
-    the jobs they make up, and the hardware limits measured at cluster start."""
+    """Scheduler plugin: per-job stage times, bytes per worker pair, bytes read per worker and
+    operator outputs, and the hardware limits measured at cluster start."""
 
     idempotent = True  # a second connect() keeps the records of the first
 
-    def __init__(self) -> None:
-        self.scheduler: Any = None
-        self.records: deque[TaskRecord] = deque(maxlen=MAX_RECORDS)
-        self.jobs: deque[list[float]] = deque(maxlen=20)
-        self.job = 0
+    def __init__(self, max_jobs: int = MAX_JOBS, max_records: int = MAX_RECORDS) -> None:
+        self.scheduler: Scheduler | None = None
+        self.max_jobs = max_jobs
+        self.max_records = max_records
+        self.records: deque[TaskRecord] = deque(maxlen=max_records)
         self.appended = 0
+        self.jobs: dict[str, Job] = {}  # in the order they started
+        self.job_records = 0
         self.stage_tasks: dict[str, list[int]] = {}  # stage -> [submitted, done], ever
-        self.limits: dict[str, dict[str, Any]] = {}
-        self.in_flight = 0
+        self.limits: dict[str, WorkerLimits] = {}
         self._origin: dict[Any, str] = {}
         self._moved: dict[Any, set[str]] = {}
         self._read_bytes: dict[Any, int] = {}
 
-    async def start(self, scheduler: Any) -> None:
+    async def start(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
-        from .page import add_engine_page
-
-        add_engine_page(scheduler)
+        add_engine_page(scheduler, self.job_summary)
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         stage = stage_of(key)
@@ -83,40 +121,51 @@ class EngineMetrics(SchedulerPlugin):
                 counts[0] += 1
             elif finish in ("memory", "erred") and start != "memory":
                 counts[1] += 1
-        if stage is not None and start == "processing" and self.jobs:
-            self.in_flight = max(0, self.in_flight - 1)
-            self.jobs[-1][1] = time()
-            if finish == "memory":
+            if start == "processing" and finish == "memory":
                 self._finished(key, stage, kwargs)
-        elif stage is not None and finish == "processing":
-            self._enter_job(time())
-            self.in_flight += 1
         if finish in ("released", "forgotten"):
             self._origin.pop(key, None)
             self._moved.pop(key, None)
             self._read_bytes.pop(key, None)
 
-    def _enter_job(self, now: float) -> None:
-        """Start a new job at ``now`` unless work is in flight or ended less than JOB_GAP ago."""
-        if not self.jobs or (self.in_flight == 0 and now - self.jobs[-1][1] > JOB_GAP):
-            self.jobs.append([now, now])
-            self.job += 1
+    def log_event(self, topic: str, msg: Any) -> None:
+        """Jobs starting and ending, client-side stages, reads' bytes and operators' outputs.
 
-    def log_event(self, topic: Any, msg: Any) -> None:
-        """A read task's own count of the bytes it fetched (it arrives before the task's end,
-        on the same stream from the worker), or a client-side stage that just ended."""
-        if topic == STAGE_EVENT_TOPIC and isinstance(msg, dict) and "stage" in msg:
-            stop = time()
-            start = stop - float(msg.get("seconds", 0.0))
-            self._enter_job(start)
-            self.jobs[-1][1] = max(self.jobs[-1][1], stop)
-            self._record(TaskRecord(str(msg["stage"]), CLIENT, start, stop, 0, job=self.job))
-        elif topic == READ_EVENT_TOPIC and isinstance(msg, dict) and "key" in msg:
+        A read's event arrives before its task's end, on the same stream from the worker."""
+        if topic == JOB_EVENT_TOPIC:
+            self._job_event(msg)
+        elif topic == STAGE_EVENT_TOPIC:
+            self._stage_event(msg)
+        elif topic == OUTPUT_EVENT_TOPIC:
+            self._output_event(msg)
+        elif topic == READ_EVENT_TOPIC:
             task = self.scheduler.tasks.get(msg["key"]) if self.scheduler is not None else None
             if task is not None and task.state == "processing":
-                self._read_bytes[msg["key"]] = int(msg.get("bytes_read", 0))
+                self._read_bytes[msg["key"]] = int(msg["bytes_read"])
+
+    def _job_event(self, msg: JobEvent) -> None:
+        job = self.jobs.get(msg["job"])
+        if msg["phase"] == "end" and job is not None:
+            job.stop = time()
+        elif msg["phase"] == "start" and job is None:
+            self.jobs[msg["job"]] = Job(msg["job"], str(msg["name"]), time())
+            while len(self.jobs) > self.max_jobs:
+                self._drop(next(iter(self.jobs.values())))
+
+    def _stage_event(self, msg: StageEvent) -> None:
+        stop = time()
+        stage = str(msg["stage"]).split("-", 1)[0]
+        record = TaskRecord(stage, CLIENT, stop - float(msg["seconds"]), stop, 0)
+        self._record(record, self.jobs.get(msg.get("job", "")))
+
+    def _output_event(self, msg: OutputEvent) -> None:
+        job = self.jobs.get(msg["job"])
+        if job is not None:
+            partitions = job.outputs.setdefault(int(msg["node"]), {})
+            partitions[int(msg["partition"])] = (int(msg["rows"]), int(msg["bytes"]))
 
     def _finished(self, key: Any, stage: str, info: dict[str, Any]) -> None:
+        job = self.jobs.get(job_of(key) or "")
         worker = info["worker"]
         nbytes = info.get("nbytes", 0)
         if stage == "read":
@@ -124,10 +173,10 @@ class EngineMetrics(SchedulerPlugin):
         for startstop in info.get("startstops", ()):
             if startstop["action"] == "compute":
                 self._record(TaskRecord(stage, worker, startstop["start"], startstop["stop"],
-                                        nbytes, job=self.job))
+                                        nbytes), job)
             elif startstop["action"] == "transfer":
                 self._record(TaskRecord(TRANSFER, worker, startstop["start"], startstop["stop"],
-                                        0, source=startstop.get("source"), job=self.job))
+                                        0, source=startstop.get("source")), job)
         task = self.scheduler.tasks.get(key) if self.scheduler is not None else None
         for dependency in task.dependencies if task is not None else ():
             origin = self._origin.get(dependency.key)
@@ -136,59 +185,83 @@ class EngineMetrics(SchedulerPlugin):
                 continue
             moved_to.add(worker)
             now = time()
-            self._record(TaskRecord("moved", worker, now, now, dependency.nbytes,
-                                    source=origin, job=self.job))
+            self._record(TaskRecord(MOVED, worker, now, now, dependency.nbytes, source=origin),
+                         job)
 
-    def _record(self, record: TaskRecord) -> None:
+    def _record(self, record: TaskRecord, job: Job | None) -> None:
         self.records.append(record)
         self.appended += 1
+        if job is None:
+            return
+        job.records.append(record)
+        self.job_records += 1
+        while self.job_records > self.max_records:
+            oldest = next((j for j in self.jobs.values() if j is not job), None)
+            if oldest is None:  # this job alone holds too many: it loses its oldest
+                job.records.popleft()
+                self.job_records -= 1
+            else:
+                self._drop(oldest)
 
-    def set_limits(self, limits: dict[str, dict[str, Any]]) -> None:
+    def _drop(self, job: Job) -> None:
+        del self.jobs[job.id]
+        self.job_records -= len(job.records)
+
+    def set_limits(self, limits: dict[str, WorkerLimits]) -> None:
         self.limits.update(limits)
 
-    def job_window(self, which: str = "current") -> tuple[float, float] | None:
-        """(start, stop) scheduler times of the 'current' (latest) or 'previous' job."""
-        index = {"current": -1, "previous": -2}[which]
-        if len(self.jobs) < -index:
-            return None
-        start, stop = self.jobs[index]
-        return start, (time() if which == "current" and self.in_flight else stop)
+    def job(self, which: str) -> Job | None:
+        """The 'current' (latest started) or 'previous' job, or the job of that id."""
+        back = WHICH.get(which)
+        if back is None:
+            return self.jobs.get(which)
+        return next(islice(reversed(self.jobs.values()), back - 1, None), None)
 
-    def job_summary(self, which: str = "current") -> dict[str, Any] | None:
-        """The summary of the 'current' (latest) or 'previous' job; None if there is none."""
-        job = self.job - {"current": 0, "previous": 1}[which]
-        if job < 1:
+    def job_summary(self, which: str = "current") -> Summary | None:
+        """The summary of :meth:`job`; None where the scheduler holds no such job."""
+        job = self.job(which)
+        if job is None:
             return None
-        chosen = []
-        for record in reversed(self.records):  # jobs are appended in order: read back to it
-            if record.job < job:
-                break
-            if record.job == job:
-                chosen.append(record)
-        return self.summary(chosen[::-1])
+        return self.summary(job.records, job.start, job.stop, job.id, job.name)
 
-    def summary_since(self, first: int) -> dict[str, Any]:
+    def operator_stats(self, job_id: str) -> dict[int, OperatorStats]:
+        """Per plan operator (node) of a job, its output rows, bytes and partitions."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            return {}
+        return {node: OperatorStats(rows=sum(rows for rows, _ in parts.values()),
+                                    bytes=sum(size for _, size in parts.values()),
+                                    partitions=len(parts))
+                for node, parts in sorted(job.outputs.items())}
+
+    def summary_since(self, first: int) -> Summary:
         """The summary of the records made since :attr:`appended` was ``first``."""
         skip = max(0, first - (self.appended - len(self.records)))
-        return self.summary(list(islice(self.records, skip, None)))
+        records = list(islice(self.records, skip, None))
+        return self.summary(records, min((r.start for r in records), default=None),
+                            max((r.stop for r in records), default=None))
 
-    def summary(self, records: list[TaskRecord]) -> dict[str, Any]:
+    def summary(self, records: Iterable[TaskRecord], start: float | None, stop: float | None,
+                job: str | None = None, name: str | None = None) -> Summary:
         """Records as plain data: stages, ingest per worker, worker pairs, limits."""
+        records = list(records)
         workers = _ordered_workers(self.scheduler)
-        return {
-            "protocol": _protocol(self.scheduler),
-            "workers": workers,
-            "start": min((r.start for r in records), default=None),
-            "stop": max((r.stop for r in records), default=None),
-            "stages": _stages(records),
-            "ingest": _ingest(r for r in records if r.stage == "read"),
-            "pairs": _pairs(records),
-            "limits": {w: self.limits[w] for w in workers if w in self.limits},
-            "typical_limits": typical_limits(self.limits.values()),
-        }
+        return Summary(
+            protocol=_protocol(self.scheduler),
+            workers=workers,
+            job=job,
+            name=name,
+            start=start,
+            stop=stop,
+            stages=_stages(records),
+            ingest=_ingest(r for r in records if r.stage == "read"),
+            pairs=_pairs(records),
+            limits={w: self.limits[w] for w in workers if w in self.limits},
+            typical_limits=typical_limits(self.limits.values()),
+        )
 
 
-def _ordered_workers(scheduler: Any) -> list[str]:
+def _ordered_workers(scheduler: Scheduler | None) -> list[str]:
     """Worker addresses in the engine's order: by worker name (a GPU cluster names workers by
     GPU), as :attr:`gpuframe.Engine.workers` orders them."""
     if scheduler is None:
@@ -198,7 +271,7 @@ def _ordered_workers(scheduler: Any) -> list[str]:
                                         else (float("inf"), named[a]), a))
 
 
-def _protocol(scheduler: Any) -> str:
+def _protocol(scheduler: Scheduler | None) -> str:
     return scheduler.address.split("://", 1)[0] if scheduler is not None else "unknown"
 
 
@@ -212,25 +285,26 @@ def union_seconds(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def _stages(records: list[TaskRecord]) -> dict[str, dict[str, float]]:
+def _stages(records: list[TaskRecord]) -> dict[str, StageFigures]:
+    """Per stage, in the order its first task started."""
     by_stage: dict[str, list[TaskRecord]] = {}
     for record in records:
-        if record.stage != "moved":
+        if record.stage != MOVED:
             by_stage.setdefault(record.stage, []).append(record)
-    moved = sum(r.nbytes for r in records if r.stage == "moved")
+    moved = sum(r.nbytes for r in records if r.stage == MOVED)
     result = {}
-    for stage in sorted(by_stage, key=lambda s: STAGES.index(s) if s in STAGES else len(STAGES)):
+    for stage in sorted(by_stage, key=lambda s: min(r.start for r in by_stage[s])):
         chosen = by_stage[stage]
-        result[stage] = {
-            "tasks": len(chosen),
-            "wall_seconds": union_seconds([(r.start, r.stop) for r in chosen]),
-            "task_seconds": sum(r.stop - r.start for r in chosen),
-            "bytes": moved if stage == TRANSFER else sum(r.nbytes for r in chosen),
-        }
+        result[stage] = StageFigures(
+            tasks=len(chosen),
+            wall_seconds=union_seconds([(r.start, r.stop) for r in chosen]),
+            task_seconds=sum(r.stop - r.start for r in chosen),
+            bytes=moved if stage == TRANSFER else sum(r.nbytes for r in chosen),
+        )
     return result
 
 
-def _ingest(records: Any) -> dict[str, dict[str, float]]:
+def _ingest(records: Iterable[TaskRecord]) -> dict[str, IngestFigures]:
     by_worker: dict[str, list[TaskRecord]] = {}
     for record in records:
         by_worker.setdefault(record.worker, []).append(record)
@@ -238,20 +312,19 @@ def _ingest(records: Any) -> dict[str, dict[str, float]]:
     for worker, chosen in by_worker.items():
         seconds = union_seconds([(r.start, r.stop) for r in chosen])
         nbytes = sum(r.nbytes for r in chosen)
-        result[worker] = {"bytes": nbytes, "seconds": seconds,
-                          "rate": nbytes / seconds if seconds > 0 else 0.0}
+        result[worker] = IngestFigures(bytes=nbytes, seconds=seconds,
+                                       rate=nbytes / seconds if seconds > 0 else 0.0)
     return result
 
 
-def _pairs(records: list[TaskRecord]) -> list[dict[str, Any]]:
-    pairs: dict[tuple[str, str], dict[str, Any]] = {}
+def _pairs(records: list[TaskRecord]) -> list[PairFigures]:
+    pairs: dict[tuple[str, str], PairFigures] = {}
     for record in records:
-        if record.source is None or record.stage not in ("moved", TRANSFER):
+        if record.source is None or record.stage not in (MOVED, TRANSFER):
             continue
-        pair = pairs.setdefault((record.source, record.worker),
-                                {"source": record.source, "destination": record.worker,
-                                 "bytes": 0, "seconds": 0.0})
-        if record.stage == "moved":
+        pair = pairs.setdefault((record.source, record.worker), PairFigures(
+            source=record.source, destination=record.worker, bytes=0, seconds=0.0, rate=None))
+        if record.stage == MOVED:
             pair["bytes"] += record.nbytes
         else:
             pair["seconds"] += record.stop - record.start
@@ -260,40 +333,46 @@ def _pairs(records: list[TaskRecord]) -> list[dict[str, Any]]:
     return sorted(pairs.values(), key=lambda p: (p["source"], p["destination"]))
 
 
-def typical_limits(limits: Any) -> dict[str, float | None]:
+def typical_limits(limits: Iterable[WorkerLimits]) -> Limits:
     """The median of each limit over the workers that measured it."""
     limits = list(limits)
     names = ("memcpy", "disk_read", "device_copy", "peer_copy", "host_device")
-    result: dict[str, float | None] = {}
+    result: Limits = {}
     for name in names:
         values = [lim[name] for lim in limits if lim.get(name) is not None]
         result[name] = median(values) if values else None
     return result
 
 
-def plugin_of(scheduler: Any) -> EngineMetrics:
+def plugin_of(scheduler: Scheduler) -> EngineMetrics:
     return scheduler.plugins[PLUGIN_NAME]
 
 
-def _scheduler_job_summary(dask_scheduler: Any, which: str) -> dict[str, Any] | None:
+def _scheduler_job_summary(dask_scheduler: Scheduler, which: str) -> Summary | None:
     return plugin_of(dask_scheduler).job_summary(which)
 
 
-def _scheduler_stage_tasks(dask_scheduler: Any) -> dict[str, list[int]]:
+def _scheduler_operator_stats(dask_scheduler: Scheduler, job: str) -> dict[int, OperatorStats]:
+    return plugin_of(dask_scheduler).operator_stats(job)
+
+
+def _scheduler_stage_tasks(dask_scheduler: Scheduler) -> dict[str, list[int]]:
     return {stage: list(counts) for stage, counts in plugin_of(dask_scheduler).stage_tasks.items()}
 
 
-def _scheduler_mark(dask_scheduler: Any) -> int:
+def _scheduler_mark(dask_scheduler: Scheduler) -> int:
     return plugin_of(dask_scheduler).appended
 
 
-def _scheduler_summary_since(dask_scheduler: Any, first: int) -> dict[str, Any]:
+def _scheduler_summary_since(dask_scheduler: Scheduler, first: int) -> Summary:
     return plugin_of(dask_scheduler).summary_since(first)
 
 
-def _scheduler_set_limits(dask_scheduler: Any, limits: dict[str, dict[str, Any]]) -> None:
+def _scheduler_set_limits(dask_scheduler: Scheduler, limits: dict[str, WorkerLimits]) -> None:
     plugin_of(dask_scheduler).set_limits(limits)
 
 
-def _scheduler_limits(dask_scheduler: Any) -> dict[str, dict[str, Any]]:
-    return dict(plugin_of(dask_scheduler).limits)
+def _scheduler_unmeasured(dask_scheduler: Scheduler) -> list[str]:
+    """The workers whose limits the plugin does not hold yet."""
+    plugin = plugin_of(dask_scheduler)
+    return [w for w in dask_scheduler.workers if w not in plugin.limits]

@@ -7,19 +7,28 @@ works on any scheduler the metrics plugin reaches (a local cluster or ``connect(
 
 from __future__ import annotations
 
-import logging
-from typing import Any
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from distributed.metrics import time
 
-logger = logging.getLogger("gpuframe")
+from .summary import Summary
+
+if TYPE_CHECKING:
+    from bokeh.document import Document
+    from distributed import Scheduler
 
 ROUTE = "/gpuframe"
 REFRESH_MS = 500
 
+# The summary of the 'current' or 'previous' job, as the metrics plugin keeps them.
+JobSummary = Callable[[str], Summary | None]
 
-def add_engine_page(scheduler: Any) -> bool:
-    """Serve the page on ``scheduler``'s dashboard, once; False where it has no dashboard."""
+
+def add_engine_page(scheduler: Scheduler, job_summary: JobSummary) -> bool:
+    """Serve the page of ``job_summary``'s jobs on ``scheduler``'s dashboard, once; False where
+    it has no dashboard."""
     if getattr(scheduler, "_gpuframe_page", None) is not None:
         return True
     if not hasattr(scheduler, "http_application"):
@@ -39,8 +48,8 @@ def add_engine_page(scheduler: Any) -> bool:
         variables["pages"].append("gpuframe")  # shared with the dashboard's own pages
     prefix = next((app.prefix for app in scheduler.http_application.applications
                    if isinstance(app, BokehTornado)), "")
-    application = BokehApplication({ROUTE: engine_doc}, scheduler, prefix=prefix,
-                                   template_variables=variables)
+    application = BokehApplication({ROUTE: partial(engine_doc, job_summary)}, scheduler,
+                                   prefix=prefix, template_variables=variables)
     scheduler.http_application.add_application(application)
     application.initialize(IOLoop.current())
     application.start()
@@ -48,24 +57,18 @@ def add_engine_page(scheduler: Any) -> bool:
     return True
 
 
-def engine_doc(scheduler: Any, extra: dict[str, Any], doc: Any) -> None:
-    """One browser tab's page: the engine's figures, refreshed from the metrics plugin."""
+def engine_doc(job_summary: JobSummary, scheduler: Scheduler, extra: dict[str, Any],
+               doc: Document) -> None:
+    """One browser tab's page: the engine's figures, refreshed from ``job_summary``."""
     from distributed.dashboard.components.scheduler import BOKEH_THEME, env
 
     from .figures import EngineFigures
-    from .metrics import plugin_of
 
     figures = EngineFigures()
 
     def update() -> None:
-        plugin = plugin_of(scheduler)
-        window = plugin.job_window("current")
-        status = ""
-        if window is not None:
-            state = "running" if plugin.in_flight else "finished"
-            status = (f"Latest job: {state}, started {time() - window[0]:.1f} s ago, "
-                      f"{window[1] - window[0]:.2f} s long.")
-        figures.update(plugin.job_summary("current"), plugin.job_summary("previous"), status)
+        current = job_summary("current")
+        figures.update(current, job_summary("previous"), job_status(current, time()))
 
     update()
     doc.add_periodic_callback(update, REFRESH_MS)
@@ -74,3 +77,14 @@ def engine_doc(scheduler: Any, extra: dict[str, Any], doc: Any) -> None:
     doc.template = env.get_template("simple.html")
     doc.template_variables.update(extra)
     doc.theme = BOKEH_THEME
+
+
+def job_status(summary: Summary | None, now: float) -> str:
+    """Where the latest job stands, for the page's header."""
+    if summary is None or summary["start"] is None:
+        return ""
+    name = f"Latest job ({summary['name']})" if summary["name"] else "Latest job"
+    if summary["stop"] is None:
+        return f"{name}: running, started {now - summary['start']:.1f} s ago."
+    return (f"{name}: finished {now - summary['stop']:.1f} s ago, "
+            f"{summary['stop'] - summary['start']:.2f} s long.")

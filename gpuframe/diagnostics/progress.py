@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dask.utils import key_split
 
 from ..cluster.engine import Engine, current_engine
-from ..frame import DistributedFrame
 from .metrics import _scheduler_stage_tasks
 from .stages import stage_of
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 
 def stage_group(key: Any) -> str:
@@ -31,10 +33,11 @@ def progress(*objects: Any, notebook: bool | None = None, engine: Engine | None 
              **options: Any) -> Any:
     """Show the progress of gpuframe work.
 
-    With frames or futures: their progress and that of everything they wait on, as
-    :func:`distributed.progress` (blocks in a terminal; in Jupyter returns a widget at once, to be
-    the cell's last expression); ``options`` go to it. Without: a context manager whose block's
-    engine calls get live bars, e.g. ``with gpuframe.progress(): joined = a.merge(b)``.
+    With frames (anything holding its partitions' ``futures``) or futures: their progress and
+    that of everything they wait on, as :func:`distributed.progress` (blocks in a terminal; in
+    Jupyter returns a widget at once, to be the cell's last expression); ``options`` go to it.
+    Without: a context manager whose block's engine calls get live bars, e.g.
+    ``with gpuframe.progress(): joined = a.merge(b)``.
     """
     from distributed.utils import is_kernel
 
@@ -43,8 +46,7 @@ def progress(*objects: Any, notebook: bool | None = None, engine: Engine | None 
         return StageProgress(current_engine(engine), notebook)
     from distributed import progress as dask_progress
 
-    futures = [f for obj in objects
-               for f in (obj.futures if isinstance(obj, DistributedFrame) else [obj])]
+    futures = [f for obj in objects for f in getattr(obj, "futures", [obj])]
     return dask_progress(futures, notebook=notebook, multi=True, group_by=stage_group,
                          **options)
 
@@ -59,8 +61,11 @@ class StageProgress:
         self.totals: dict[str, int] = {}
         self.remaining: dict[str, int] = {}
 
-    def __enter__(self) -> StageProgress:
-        from distributed.diagnostics.progressbar import MultiProgressWidget, TextProgressBar
+    def __enter__(self) -> Self:
+        from distributed.diagnostics.progressbar import (
+            MultiProgressWidget,
+            TextProgressBar,
+        )
 
         address = self.engine.client.scheduler.address
         if self.notebook:
@@ -77,7 +82,7 @@ class StageProgress:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._done.set()
         self._thread.join()
         self._update()

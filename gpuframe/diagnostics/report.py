@@ -4,13 +4,16 @@ engine's figures for the same span on top (stages, ingest, worker pairs, hardwar
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from distributed.metrics import time
 
 from ..cluster.engine import Engine, current_engine
 from ..errors import GpuframeError
 from .jobs import JobMetrics, mark, metrics_since
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 
 class ReportError(GpuframeError, RuntimeError):
@@ -32,7 +35,7 @@ class report:
         self.engine = engine
         self.metrics: JobMetrics | None = None
 
-    def __enter__(self) -> report:
+    def __enter__(self) -> Self:
         self.engine = current_engine(self.engine)
         client = self.engine.client
         self._bookmark = mark(self.engine)
@@ -42,7 +45,7 @@ class report:
         client.get_task_stream(start=0, stop=0)  # make sure Dask records the task stream
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         client = self.engine.client
         dask_html = client.sync(client.scheduler.performance_report, start=self._start,
                                 last_count=self._last_count, code="gpuframe job",

@@ -1,58 +1,119 @@
-"""The engine's stages, named from task keys (and, for planning, which runs on the client, from
-its ``gpuframe-stage`` event).
+"""The job protocol between the engine and its diagnostics: task keys, jobs and their events.
 
-Every gpuframe task key starts ``gpuframe-<stage>-``, so the dashboard, the metrics and the
-progress bars can all tell the stages apart without io or shuffle importing anything from here.
+A job is one user action (a persist, a ``to_pandas``, a ``len``). The client makes its id with
+:func:`new_job`, names every task of it with :func:`task_key` and logs the job's start and end.
+Keys carry their stage and their job, so the scheduler plugin keeps jobs apart even when several
+client threads run them at once, and names stages without a table of operators. Dask's
+``key_split`` stops at ``<job>.<step>``, which always holds a dot, so the task stream shows
+``gpuframe-<stage>``.
+
+Events, each logged with ``log_event`` (the ``Client``'s, or ``get_worker()``'s in a task):
+
+- :data:`JOB_EVENT_TOPIC`, client, :class:`JobEvent`. The start is logged before the job's first
+  task is submitted (``Client.log_event`` returns once the scheduler has it), the end once the
+  action's results are in.
+- :data:`STAGE_EVENT_TOPIC`, client, :class:`StageEvent`: work done on the client (planning) that
+  just ended.
+- :data:`READ_EVENT_TOPIC`, read tasks: ``{"key": key, "bytes_read": int, ...}``, what one read
+  fetched, logged before the task returns.
+- :data:`OUTPUT_EVENT_TOPIC`, workers, :class:`OutputEvent`: one per output partition of a plan
+  operator (``node``), so the client can show rows and bytes per operator after a run.
+
+Nothing here imports the engine: any layer may name its keys and events with this module.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+import uuid
+from typing import Literal, TypedDict
 
-# Key prefix -> stage, in the order data flows; the first prefix that matches wins.
-STAGE_PREFIXES = (
-    ("gpuframe-plan-", "plan"),
-    ("gpuframe-read-", "read"),
-    ("gpuframe-from-pandas-", "load"),
-    ("gpuframe-from-dask-", "load"),
-    ("gpuframe-sample-", "sample"),
-    ("gpuframe-partition-", "partition"),
-    ("gpuframe-send-", "send"),
-    ("gpuframe-broadcast-", "broadcast"),
-    ("gpuframe-join-", "join"),
-    ("gpuframe-gather-", "gather"),
-    ("gpuframe-head-", "gather"),
-)
-# Data moved between workers shows as this stage (Dask's "transfer" start-stops).
-TRANSFER = "transfer"
-# Small bookkeeping tasks (row counts, sizes) of any other gpuframe key.
-OTHER = "other"
-STAGES = ("plan", "read", "load", "sample", "partition", "send", TRANSFER, "broadcast", "join", "gather",
-          OTHER)
-
-
-def stage_of(key: Any) -> str | None:
-    """The stage of a task key, or None for a key that is not gpuframe's."""
-    name = key[0] if isinstance(key, tuple) else key
-    if not isinstance(name, str) or not name.startswith("gpuframe-"):
-        return None
-    for prefix, stage in STAGE_PREFIXES:
-        if name.startswith(prefix):
-            return stage
-    return OTHER
-
+from ..errors import GpuframeError
 
 JOB_EVENT_TOPIC = "gpuframe-job"
 STAGE_EVENT_TOPIC = "gpuframe-stage"
+READ_EVENT_TOPIC = "gpuframe-read"
 OUTPUT_EVENT_TOPIC = "gpuframe-output"
+
+PREFIX = "gpuframe-"
+STAGE_NAME = re.compile(r"[a-z]+(?:-[a-z]+)*")
+JOB_ID = re.compile(r"[0-9A-Za-z_]+")
+JOB_STEP = re.compile(r"([0-9A-Za-z_]+)\.[0-9]+")
+# key_split takes an 8-letter word of a-f only for a hex token and stops before it.
+HEX_WORD = re.compile(r"[a-f]{8}")
+
+
+class TaskKeyError(GpuframeError, ValueError):
+    """A stage, job or step that a task key cannot carry."""
+
+
+class JobEvent(TypedDict):
+    job: str
+    phase: Literal["start", "end"]
+    name: str
+
+
+class StageEvent(TypedDict):
+    job: str
+    stage: str
+    seconds: float
+
+
+class OutputEvent(TypedDict):
+    job: str
+    node: int
+    partition: int
+    rows: int
+    bytes: int
 
 
 def new_job() -> str:
-    import uuid
-
+    """A fresh job id."""
     return uuid.uuid4().hex
 
 
-def task_key(stage: str, job: str, step: int, *index: Any) -> str:
-    key = f"gpuframe-{stage}-{job}.{step}"
-    return key + ("-" + "-".join(map(str, index)) if index else "")
+def task_key(stage: str, job: str, step: int, *index: object) -> str:
+    """The key of one task: ``gpuframe-<stage>-<job>.<step>-<index>...``.
+
+    ``stage`` is lowercase alphabetic words joined by ``-`` (``read-parquet``, ``join``); its
+    first word is the stage the diagnostics report. ``step`` numbers the job's steps, ``index``
+    tells a step's tasks apart.
+    """
+    if not STAGE_NAME.fullmatch(stage) or any(map(HEX_WORD.fullmatch, stage.split("-"))):
+        raise TaskKeyError(f"stage={stage!r}: a stage is lowercase alphabetic words joined by "
+                           "'-', such as 'read-parquet', none of them eight letters a-f")
+    if not JOB_ID.fullmatch(job):
+        raise TaskKeyError(f"job={job!r}: a job id is letters, digits and '_' (new_job())")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise TaskKeyError(f"step={step!r}: a step is an int from 0")
+    key = f"{PREFIX}{stage}-{job}.{step}"
+    return f"{key}-{'-'.join(map(str, index))}" if index else key
+
+
+def _words(key: object) -> list[str] | None:
+    """The words of a gpuframe key's name after ``gpuframe``; None for other keys."""
+    name = key[0] if isinstance(key, tuple) and key else key
+    if not isinstance(name, str) or not name.startswith(PREFIX):
+        return None
+    return name[len(PREFIX):].split("-")
+
+
+def stage_of(key: object) -> str | None:
+    """The stage of a gpuframe task key (its first word: ``read``, ``partition``, ``join``);
+    None for other keys."""
+    words = _words(key)
+    if words is None or not words[0].isalpha():
+        return None
+    return words[0]
+
+
+def job_of(key: object) -> str | None:
+    """The job of a key made by :func:`task_key`; None for keys without one."""
+    words = _words(key)
+    if words is None:
+        return None
+    for position, word in enumerate(words):
+        if not word.isalpha():
+            match = JOB_STEP.fullmatch(word)
+            return match.group(1) if match is not None and position > 0 else None
+    return None

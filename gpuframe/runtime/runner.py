@@ -86,7 +86,9 @@ class Job:
         self._info: dict[str, _TaskInfo] = {}
 
     def __enter__(self) -> Job:
-        self._event(JOB_EVENT_TOPIC, {"job": self.id, "phase": "start", "name": self.name})
+        # Waited for: the metrics file a task under its job only once the job has started.
+        self.engine.client.log_event(JOB_EVENT_TOPIC, {"job": self.id, "phase": "start",
+                                                       "name": self.name})
         return self
 
     def __exit__(self, kind: Any, error: Any, trace: Any) -> None:

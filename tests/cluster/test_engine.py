@@ -50,7 +50,8 @@ def test_connect_to_nothing_is_a_clear_error():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(ClusterError, match=f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}"):
+    reach = f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}"
+    with pytest.raises(ClusterError, match=reach):
         connect(f"tcp://127.0.0.1:{port}", timeout=2)
 
 

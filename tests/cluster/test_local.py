@@ -2,8 +2,13 @@ import pytest
 
 import gpuframe
 from gpuframe.cluster.hardware import Gpu
-from gpuframe.cluster.local import (CpuFallbackWarning, choose_backend, choose_protocol,
-                                    parse_devices, start_cluster)
+from gpuframe.cluster.local import (
+    CpuFallbackWarning,
+    choose_backend,
+    choose_protocol,
+    parse_devices,
+    start_cluster,
+)
 from gpuframe.errors import BackendError, ClusterError, OptionError, ProtocolError
 
 TWO_GPUS = [Gpu(0, "NVIDIA H200", 141 * 2**30), Gpu(1, "NVIDIA H200", 141 * 2**30)]

@@ -51,13 +51,13 @@ class Chromium:
     def render(self, url: str, ready: str, timeout: float = 30) -> tuple[Any, bytes]:
         """Open ``url``; once the JavaScript expression ``ready`` returns a non-null value,
         return that value (JSON) and a PNG screenshot of the page."""
-        return asyncio.run(self._render(url, ready, timeout))
-
-    async def _render(self, url: str, ready: str, timeout: float) -> tuple[Any, bytes]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/json/list") as answer:
             page = next(t for t in json.load(answer) if t["type"] == "page")
-        socket = await websocket_connect(page["webSocketDebuggerUrl"],
-                                         max_message_size=64 * 2**20)
+        return asyncio.run(self._render(page["webSocketDebuggerUrl"], url, ready, timeout))
+
+    async def _render(self, debugger: str, url: str, ready: str,
+                      timeout: float) -> tuple[Any, bytes]:
+        socket = await websocket_connect(debugger, max_message_size=64 * 2**20)
         try:
             await self._call(socket, "Page.enable")
             await self._call(socket, "Page.navigate", url=url)

@@ -1,5 +1,3 @@
-import time
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -11,8 +9,7 @@ from distributed import get_task_stream
 import gpuframe
 from gpuframe.cluster.hardware import list_gpus
 from gpuframe.diagnostics.jobs import mark, metrics_since
-from gpuframe.diagnostics.metrics import JOB_GAP, union_seconds
-from gpuframe.errors import OptionError
+from gpuframe.diagnostics.metrics import union_seconds
 
 
 def test_wall_time_counts_overlapping_tasks_once():
@@ -57,18 +54,6 @@ def test_join_metrics_hold_its_stages_and_worker_pairs(shuffle_join, cpu_engine)
             assert limits["device_copy"] is None
 
 
-def test_jobs_are_split_by_idle_time(engine):
-    time.sleep(JOB_GAP + 0.5)
-    frame = gpuframe.from_pandas(pd.DataFrame({"a": range(1000)}), npartitions=3)
-    assert len(frame) == 1000
-    current = gpuframe.job_metrics()
-    assert set(current.stages) == {"load", "other"}
-    assert current.stages["load"]["tasks"] == 3
-    assert gpuframe.job_metrics("previous") is not None
-    with pytest.raises(OptionError, match="which='last'"):
-        gpuframe.job_metrics("last")
-
-
 def test_ingest_per_worker_is_the_bytes_the_reads_fetched(engine, tmp_path):
     from gpuframe.io.read import read_parquet_with_report
 
@@ -90,7 +75,6 @@ def test_planning_a_read_is_a_stage_of_the_same_job(engine, tmp_path):
     pq.write_table(pa.table({"id": np.arange(40_000)}), tmp_path / "one.parquet",
                    row_group_size=10_000)
     pq.write_table(pa.table({"id": np.arange(10)}), tmp_path / "two.parquet")
-    time.sleep(JOB_GAP + 0.5)
     with get_task_stream(client=engine.client) as stream:
         assert len(gpuframe.read_parquet(str(tmp_path))) == 40_010
     # the files' metadata is read on the workers: the plan shows on the task stream

@@ -1,5 +1,3 @@
-import time
-
 import pytest
 import requests
 from chromium import page_state
@@ -7,7 +5,6 @@ from chromium import page_state
 import gpuframe
 from gpuframe.cluster.hardware import list_gpus
 from gpuframe.diagnostics.figures import short
-from gpuframe.diagnostics.metrics import JOB_GAP
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -29,7 +26,6 @@ def test_dashboard_listens_on_loopback_by_default(cpu_engine):
 
 
 def test_engine_page_renders_the_job_in_chromium(shuffle_join, cpu_engine, chromium, artifacts):
-    time.sleep(JOB_GAP + 0.5)  # the page shows the latest job: make this join a job of its own
     left, right = (gpuframe.from_pandas(shuffle_join[side]) for side in ("orders", "people"))
     assert len(left.merge(right, on="customer_id", broadcast_bytes=0)) == len(
         shuffle_join["result"])
@@ -79,3 +75,35 @@ def test_connect_gives_an_existing_scheduler_the_page_and_keeps_its_records():
             engine.close()
             if again is not None:
                 again.close()
+
+
+def test_engine_page_draws_the_latest_job_next_to_the_one_before(engine):
+    """The page's document, built as the dashboard builds it for a browser tab, from a
+    job_summary that reads the scheduler's jobs."""
+    from bokeh.document import Document
+
+    from gpuframe.diagnostics.metrics import _scheduler_job_summary
+    from gpuframe.diagnostics.page import engine_doc
+    from gpuframe.diagnostics.stages import JOB_EVENT_TOPIC, new_job, task_key
+
+    client = engine.client
+    for name, steps in (("first", [("read", 2)]), ("second", [("read", 3), ("join", 1)])):
+        job = new_job()
+        client.log_event(JOB_EVENT_TOPIC, {"job": job, "phase": "start", "name": name})
+        for step, (stage, tasks) in enumerate(steps):
+            client.gather([client.submit(abs, -i, key=task_key(stage, job, step, i))
+                           for i in range(tasks)])
+        client.log_event(JOB_EVENT_TOPIC, {"job": job, "phase": "end", "name": name})
+
+    def job_summary(which):
+        return client.run_on_scheduler(_scheduler_job_summary, which=which)
+
+    doc = Document()
+    engine_doc(job_summary, None, {}, doc)
+    stages = doc.get_model_by_name("gpuframe-stages").data
+    assert list(zip(stages["stage"], stages["job"])) == [
+        ("read", "this job"), ("read", "previous"), ("join", "this job")]
+    table = doc.get_model_by_name("gpuframe-stage-table").data
+    assert (table["stage"], table["tasks"]) == (["read", "join"], [3, 1])
+    header = doc.get_model_by_name("gpuframe-header").text
+    assert "Latest job (second): finished" in header

@@ -2,8 +2,8 @@ import pytest
 from chromium import page_state
 
 import gpuframe
-from gpuframe.diagnostics import ReportError
 from gpuframe.diagnostics.figures import rate_text
+from gpuframe.diagnostics.report import ReportError
 
 
 def test_report_holds_dasks_report_and_the_engines_figures(shuffle_join):
@@ -31,6 +31,5 @@ def test_report_renders_in_chromium(shuffle_join, chromium, artifacts):
 
 def test_unwritable_report_path_raises_naming_it(engine, tmp_path):
     target = tmp_path / "missing" / "job.html"
-    with pytest.raises(ReportError, match="missing/job.html"):
-        with gpuframe.report(target):
-            len(gpuframe.from_pandas(__import__("pandas").DataFrame({"a": [1, 2]})))
+    with pytest.raises(ReportError, match="missing/job.html"), gpuframe.report(target):
+        len(gpuframe.from_pandas(__import__("pandas").DataFrame({"a": [1, 2]})))
