@@ -17,6 +17,10 @@ CudaPartition::CudaPartition(std::vector<ColumnView>, std::vector<int32_t>, int6
   no_cuda();
 }
 
+CudaPartition::CudaPartition(std::vector<ColumnView>, GivenDestinations, int64_t, uint32_t) {
+  no_cuda();
+}
+
 void CudaPartition::count(uint8_t*, int64_t, uintptr_t, int64_t*, int64_t) { no_cuda(); }
 
 const PackedLayout& CudaPartition::layout() { no_cuda(); }

@@ -9,7 +9,9 @@
 // is copied on the way in, and the partition objects keep the column tuples alive as long as
 // they live. Memory the core writes comes from the caller too (NumPy on the host, CuPy on the
 // device), so RMM pools are honoured.
-// CudaError (a RuntimeError) carries CUDA's error string; bad arguments raise ValueError.
+// Given destinations are a 1-D integer array of any width and signedness, on the columns' device.
+// CudaError (a RuntimeError) carries CUDA's error string; bad arguments raise ValueError, and so
+// does DestinationError (a given destination out of range), as a class of its own.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -24,6 +26,7 @@
 #include <variant>
 #include <vector>
 
+#include "gpuframe/destinations.hpp"
 #include "gpuframe/hash.hpp"
 #include "gpuframe/partition.hpp"
 
@@ -39,6 +42,7 @@ using HostBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cp
 using DeviceBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
 using HostTotals = nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using DeviceHashes = nb::ndarray<uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
+using Destinations = nb::ndarray<nb::ro, nb::ndim<1>, nb::c_contig>;
 
 // Column views over the tuples' buffers, which must all live on `device` (nb::device::cpu::value
 // or nb::device::cuda::value) and be large enough for `n_rows` rows: the core reads raw memory,
@@ -111,6 +115,30 @@ std::vector<ColumnView> views(const std::vector<ColumnTuple>& columns, int32_t d
   return out;
 }
 
+// The core's view of an integer array of one destination per row on `device`, refused unless it
+// is one (the core reads raw memory: its width and length are checked here).
+GivenDestinations given_destinations(const Destinations& array, int32_t device, int64_t n_rows) {
+  const bool host = device == nb::device::cpu::value;
+  if (array.device_type() != device)
+    throw nb::value_error(host ? "the destinations are not in host memory"
+                               : "the destinations are not in CUDA device memory");
+  const nb::dlpack::dtype dtype = array.dtype();
+  const bool is_signed = dtype.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Int);
+  const bool integers =
+      is_signed || dtype.code == static_cast<uint8_t>(nb::dlpack::dtype_code::UInt);
+  if (!integers || dtype.lanes != 1 ||
+      (dtype.bits != 8 && dtype.bits != 16 && dtype.bits != 32 && dtype.bits != 64))
+    throw nb::value_error("the destinations must be integers of 8, 16, 32 or 64 bits");
+  if (static_cast<int64_t>(array.shape(0)) != n_rows)
+    throw nb::value_error((std::to_string(array.shape(0)) + " destinations for " +
+                           std::to_string(n_rows) + " rows: give one per row").c_str());
+  const auto* data = static_cast<const uint8_t*>(array.data());
+  const int32_t width = dtype.bits / 8;
+  if (!host && reinterpret_cast<uintptr_t>(data) % width != 0)
+    throw nb::value_error("the destinations are not aligned to their width");
+  return GivenDestinations{data, width, is_signed};
+}
+
 // A NumPy array that owns a copy of `data`.
 template <typename T>
 nb::ndarray<nb::numpy, T> to_numpy(const std::vector<T>& data, std::vector<size_t> shape) {
@@ -175,13 +203,14 @@ void layout_properties(nb::class_<Partition>& cls) {
 }  // namespace
 
 NB_MODULE(_core, m) {
-  m.doc() = "gpuframe's native core: row hashes and hash partition-and-pack, CPU and CUDA";
+  m.doc() = "gpuframe's native core: row hashes and partition-and-pack, CPU and CUDA";
   m.attr("built_with_cuda") = built_with_cuda();
   m.attr("ALIGNMENT") = kAlignment;
   m.attr("FIXED") = static_cast<int32_t>(Kind::fixed);
   m.attr("FLOATING") = static_cast<int32_t>(Kind::floating);
   m.attr("STRING") = static_cast<int32_t>(Kind::string);
   nb::exception<CudaError>(m, "CudaError", PyExc_RuntimeError);
+  nb::exception<DestinationError>(m, "DestinationError", PyExc_ValueError);
   m.def("cuda_device_count", &cuda_device_count,
         "CUDA devices usable by this process; 0 without a driver or a build without CUDA.");
 
@@ -215,8 +244,9 @@ NB_MODULE(_core, m) {
 
   nb::class_<HostPartition> host(
       m, "HostPartition",
-      "Hash partition-and-pack of host columns on `threads` threads (0: one per core). "
-      "Constructing it runs pass one (hash and count); scatter(out) runs pass two.");
+      "Partition-and-pack of host columns on `threads` threads (0: one per core), by the hash "
+      "of key columns or (by_destinations) to given destinations. Constructing it runs pass one "
+      "(destinations and counts); scatter(out) runs pass two.");
   host.def(
           "__init__",
           [](HostPartition* self, const std::vector<ColumnTuple>& columns,
@@ -228,6 +258,21 @@ NB_MODULE(_core, m) {
           },
           nb::arg("columns"), nb::arg("key_columns"), nb::arg("n_rows"),
           nb::arg("n_destinations"), nb::arg("threads") = 0, nb::keep_alive<1, 2>())
+      .def_static(
+          "by_destinations",
+          [](const std::vector<ColumnTuple>& columns, Destinations destinations, int64_t n_rows,
+             uint32_t n_destinations, int threads) {
+            auto cols = views(columns, nb::device::cpu::value, n_rows);
+            const GivenDestinations given =
+                given_destinations(destinations, nb::device::cpu::value, n_rows);
+            nb::gil_scoped_release released;
+            return new HostPartition(std::move(cols), given, n_rows, n_destinations, threads);
+          },
+          nb::arg("columns"), nb::arg("destinations"), nb::arg("n_rows"),
+          nb::arg("n_destinations"), nb::arg("threads") = 0, nb::keep_alive<0, 1>(),
+          "Pass one with row r sent to destinations[r] (a 1-D NumPy integer array), read during "
+          "this call. Raises DestinationError for the first row whose destination is outside "
+          "[0, n_destinations).")
       .def(
           "scatter",
           [](const HostPartition& self, HostBytes out) {
@@ -240,8 +285,9 @@ NB_MODULE(_core, m) {
 
   nb::class_<CudaPartition> device(
       m, "CudaPartition",
-      "Hash partition-and-pack of device columns, in two passes on a caller-given stream; the "
-      "columns' memory must stay allocated until the scatter has run on the stream.");
+      "Partition-and-pack of device columns, by the hash of key columns or (by_destinations) to "
+      "given destinations, in two passes on a caller-given stream; the columns' memory must stay "
+      "allocated until the scatter has run on the stream.");
   device
       .def(
           "__init__",
@@ -252,6 +298,20 @@ NB_MODULE(_core, m) {
           },
           nb::arg("columns"), nb::arg("key_columns"), nb::arg("n_rows"),
           nb::arg("n_destinations"), nb::keep_alive<1, 2>())
+      .def_static(
+          "by_destinations",
+          [](const std::vector<ColumnTuple>& columns, Destinations destinations, int64_t n_rows,
+             uint32_t n_destinations) {
+            auto cols = views(columns, nb::device::cuda::value, n_rows);
+            const GivenDestinations given =
+                given_destinations(destinations, nb::device::cuda::value, n_rows);
+            return new CudaPartition(std::move(cols), given, n_rows, n_destinations);
+          },
+          nb::arg("columns"), nb::arg("destinations"), nb::arg("n_rows"),
+          nb::arg("n_destinations"), nb::keep_alive<0, 1>(), nb::keep_alive<0, 2>(),
+          "With row r sent to destinations[r] (a 1-D CuPy integer array), which the count reads "
+          "on its stream (this object holds on to it). The layout raises DestinationError for "
+          "the first row whose destination is outside [0, n_destinations).")
       .def_prop_ro("scratch_bytes", &CudaPartition::scratch_bytes,
                    "Bytes of device scratch count() needs (count() holds on to it).")
       .def_prop_ro("totals_size", &CudaPartition::totals_size,
