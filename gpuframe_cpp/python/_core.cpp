@@ -10,8 +10,10 @@
 // they live. Memory the core writes comes from the caller too (NumPy on the host, CuPy on the
 // device), so RMM pools are honoured.
 // Given destinations are a 1-D integer array of any width and signedness, on the columns' device.
+// A key order is a tuple (is_signed, ascending, nulls_last), as KeyOrder (range.hpp).
 // CudaError (a RuntimeError) carries CUDA's error string; bad arguments raise ValueError, and so
-// does DestinationError (a given destination out of range), as a class of its own.
+// do DestinationError (a given destination out of range) and BoundaryOrderError (unsorted
+// boundaries), as classes of their own.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -29,6 +31,7 @@
 #include "gpuframe/destinations.hpp"
 #include "gpuframe/hash.hpp"
 #include "gpuframe/partition.hpp"
+#include "gpuframe/range.hpp"
 
 namespace nb = nanobind;
 using namespace gpuframe;
@@ -43,6 +46,9 @@ using DeviceBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::
 using HostTotals = nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using DeviceHashes = nb::ndarray<uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
 using Destinations = nb::ndarray<nb::ro, nb::ndim<1>, nb::c_contig>;
+using HostDestinationsOut = nb::ndarray<uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using DeviceDestinationsOut = nb::ndarray<uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
+using OrderTuple = std::tuple<bool, bool, bool>;  // is_signed, ascending, nulls_last
 
 // Column views over the tuples' buffers, which must all live on `device` (nb::device::cpu::value
 // or nb::device::cuda::value) and be large enough for `n_rows` rows: the core reads raw memory,
@@ -139,6 +145,13 @@ GivenDestinations given_destinations(const Destinations& array, int32_t device, 
   return GivenDestinations{data, width, is_signed};
 }
 
+std::vector<KeyOrder> key_orders(const std::vector<OrderTuple>& orders) {
+  std::vector<KeyOrder> out;
+  for (const auto& [is_signed, ascending, nulls_last] : orders)
+    out.push_back(KeyOrder{is_signed, ascending, nulls_last});
+  return out;
+}
+
 // A NumPy array that owns a copy of `data`.
 template <typename T>
 nb::ndarray<nb::numpy, T> to_numpy(const std::vector<T>& data, std::vector<size_t> shape) {
@@ -203,7 +216,9 @@ void layout_properties(nb::class_<Partition>& cls) {
 }  // namespace
 
 NB_MODULE(_core, m) {
-  m.doc() = "gpuframe's native core: row hashes and partition-and-pack, CPU and CUDA";
+  m.doc() =
+      "gpuframe's native core: row hashes, range destinations and partition-and-pack, CPU and "
+      "CUDA";
   m.attr("built_with_cuda") = built_with_cuda();
   m.attr("ALIGNMENT") = kAlignment;
   m.attr("FIXED") = static_cast<int32_t>(Kind::fixed);
@@ -211,6 +226,7 @@ NB_MODULE(_core, m) {
   m.attr("STRING") = static_cast<int32_t>(Kind::string);
   nb::exception<CudaError>(m, "CudaError", PyExc_RuntimeError);
   nb::exception<DestinationError>(m, "DestinationError", PyExc_ValueError);
+  nb::exception<BoundaryOrderError>(m, "BoundaryOrderError", PyExc_ValueError);
   m.def("cuda_device_count", &cuda_device_count,
         "CUDA devices usable by this process; 0 without a driver or a build without CUDA.");
 
@@ -241,6 +257,54 @@ NB_MODULE(_core, m) {
       nb::arg("keys"), nb::arg("n_rows"), nb::arg("out"), nb::arg("stream") = 0,
       "The same hashes for device columns, into `out` (a CuPy uint64 array), enqueued on "
       "`stream` (an integer cudaStream_t, e.g. cupy.cuda.get_current_stream().ptr).");
+
+  m.def(
+      "range_destinations",
+      [](const std::vector<ColumnTuple>& keys, int64_t n_rows,
+         const std::vector<ColumnTuple>& boundaries, int64_t n_boundaries,
+         const std::vector<OrderTuple>& orders, HostDestinationsOut out, int threads) {
+        auto key_views = views(keys, nb::device::cpu::value, n_rows);
+        auto boundary_views = views(boundaries, nb::device::cpu::value, n_boundaries);
+        if (n_rows < 0 || static_cast<int64_t>(out.size()) < n_rows)
+          throw nb::value_error("the output must hold one uint32 per row");
+        nb::gil_scoped_release released;
+        range_destinations(key_views, n_rows, boundary_views, n_boundaries, key_orders(orders),
+                           out.data(), threads);
+      },
+      nb::arg("keys"), nb::arg("n_rows"), nb::arg("boundaries"), nb::arg("n_boundaries"),
+      nb::arg("orders"), nb::arg("out"), nb::arg("threads") = 0,
+      "Each row's range destination over host key columns into `out` (a NumPy uint32 array): "
+      "the number of boundary rows that sort at or before it. Raises BoundaryOrderError unless "
+      "the boundaries are sorted.");
+
+  m.def(
+      "range_destinations_cuda",
+      [](const std::vector<ColumnTuple>& keys, int64_t n_rows,
+         const std::vector<ColumnTuple>& boundaries, int64_t n_boundaries,
+         const std::vector<OrderTuple>& orders, DeviceDestinationsOut out, uintptr_t stream) {
+        auto key_views = views(keys, nb::device::cuda::value, n_rows);
+        auto boundary_views = views(boundaries, nb::device::cuda::value, n_boundaries);
+        if (n_rows < 0 || static_cast<int64_t>(out.size()) < n_rows)
+          throw nb::value_error("the output must hold one uint32 per row");
+        nb::gil_scoped_release released;
+        range_destinations_cuda(key_views, n_rows, boundary_views, n_boundaries,
+                                key_orders(orders), out.data(), stream);
+      },
+      nb::arg("keys"), nb::arg("n_rows"), nb::arg("boundaries"), nb::arg("n_boundaries"),
+      nb::arg("orders"), nb::arg("out"), nb::arg("stream") = 0,
+      "The same for device columns, into `out` (a CuPy uint32 array), enqueued on `stream`. "
+      "The boundaries' order is not checked: check_boundaries does it on a host copy.");
+
+  m.def(
+      "check_boundaries",
+      [](const std::vector<ColumnTuple>& boundaries, int64_t n_boundaries,
+         const std::vector<OrderTuple>& orders) {
+        auto boundary_views = views(boundaries, nb::device::cpu::value, n_boundaries);
+        nb::gil_scoped_release released;
+        check_boundaries(boundary_views, n_boundaries, key_orders(orders));
+      },
+      nb::arg("boundaries"), nb::arg("n_boundaries"), nb::arg("orders"),
+      "Raise BoundaryOrderError unless the host boundary columns are sorted in `orders`.");
 
   nb::class_<HostPartition> host(
       m, "HostPartition",
