@@ -57,12 +57,12 @@ def partition_rows(part: Any, keys: list[str], casts: dict[str, Any], n: int, ba
     in a :class:`~gpuframe.exchange.bucket.DeviceBucket` if ``wrap``."""
     part = cast_keys(part, casts)
     if skew is None:
-        buckets = hash_split(part, keys, n, backend)
+        buckets = hash_split(part, keys, n)
     else:
         rest, extra = split_heavy(part, keys, skew, n, index, backend)
         frames = get_backend(backend)
         buckets = [frames.concat([bucket, *pieces]) if pieces else bucket
-                   for bucket, pieces in zip(hash_split(rest, keys, n, backend), extra)]
+                   for bucket, pieces in zip(hash_split(rest, keys, n), extra)]
     return [DeviceBucket(bucket) for bucket in buckets] if wrap else buckets
 
 

@@ -244,7 +244,7 @@ def test_pandas_frames_go_through_arrow_and_come_back():
     frame = pd.DataFrame({"k": rng.integers(0, 20, 400),
                           "name": pd.array(rng.choice(["a", None, "cc"], 400), dtype="str"),
                           "x": pd.array(with_nulls(rng, list(range(400))), dtype="Int64")})
-    parts = hash_split(frame, ["k"], 3, "pandas")
+    parts = hash_split(frame, ["k"], 3)
     expected = reference_partition(pa.Table.from_pandas(frame, preserve_index=False), ["k"], 3)
     for part, want in zip(parts, expected):
         assert part.dtypes.tolist() == frame.dtypes.tolist()
@@ -266,8 +266,8 @@ def test_columns_the_packer_cannot_pack_are_carried_with_their_rows():
         "where": [{"x": int(v), "y": "s" * (int(v) % 3)} for v in rng.integers(0, 9, rows)],
         "name": pd.array(rng.choice(["a", None, "cc"], rows), dtype="str"),
     })
-    parts = hash_split(frame, ["k"], 4, "pandas")
-    plain = hash_split(frame[["k", "name"]], ["k"], 4, "pandas")
+    parts = hash_split(frame, ["k"], 4)
+    plain = hash_split(frame[["k", "name"]], ["k"], 4)
     assert sum(len(p) for p in parts) == rows
     table = pa.Table.from_pandas(frame, preserve_index=False)
     for part, want in zip(parts, plain):
@@ -284,7 +284,7 @@ def test_columns_the_packer_cannot_pack_are_carried_with_their_rows():
             assert [list(v) for v in group["tags"]] == source["tags"].tolist()
             assert group["where"].tolist() == source["where"].tolist()
     with pytest.raises(UnsupportedColumnTypeError, match="'tags'"):
-        hash_split(frame, ["tags"], 4, "pandas")
+        hash_split(frame, ["tags"], 4)
 
 
 def test_unpacked_columns_point_into_the_packed_buffer():
@@ -337,7 +337,7 @@ def test_dictionary_columns_are_packed_as_values_and_restored():
         assert got.column("k").chunk(0).dictionary.equals(table.column("k").chunk(0).dictionary)
     frame = pd.DataFrame({"k": range(6), "c": pd.Categorical(list("abcabc"),
                                                             categories=list("cbad"))})
-    parts = hash_split(frame, ["k"], 3, "pandas")
+    parts = hash_split(frame, ["k"], 3)
     assert all(part["c"].dtype == frame["c"].dtype for part in parts)
     assert pd.concat(parts)["c"].dtype == frame["c"].dtype
 
@@ -505,7 +505,7 @@ def test_cudf_frames_partition_like_arrow_tables():
     on_cpu = hash_partition(table, on, 6)
     assert_packs_like_arrow(hash_partition(frame, on, 6), on_cpu)
     np.testing.assert_array_equal(hash_rows(frame, on).get(), hash_rows(table, on))
-    parts = hash_split(frame, on, 6, "cudf")
+    parts = hash_split(frame, on, 6)
     assert [len(p) for p in parts] == on_cpu.rows.tolist()
 
 
@@ -582,8 +582,8 @@ def test_cudf_frames_carry_the_columns_the_packer_cannot_pack():
                                         rng.integers(0, 100, 2000)], pa.list_(pa.int64())),
                       "size": pa.array(rng.choice(["s", "m", "l"], 2000)).dictionary_encode()})
     frame = cudf.DataFrame.from_arrow(table)
-    parts = hash_split(frame, ["k"], 4, "cudf")
-    expected = hash_split(table.to_pandas(), ["k"], 4, "pandas")
+    parts = hash_split(frame, ["k"], 4)
+    expected = hash_split(table.to_pandas(), ["k"], 4)
     for part, want in zip(parts, expected):
         assert part.columns.tolist() == ["k", "price", "tags", "size"]
         assert isinstance(part["size"].dtype, cudf.CategoricalDtype)  # not its codes
