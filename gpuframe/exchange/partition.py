@@ -346,6 +346,8 @@ def _host_destinations(destinations: Any, rows: int) -> np.ndarray:
 
 def _range_host(table: pa.Table, keys: list[Any], boundaries: Any,
                 orders: list[tuple[bool, bool]], threads: int) -> np.ndarray:
+    """:func:`range_destinations` of a host table: boundaries cast, checked and bisected by the
+    core."""
     from .. import _core
 
     indices = _key_indices(table.schema.names, keys)
