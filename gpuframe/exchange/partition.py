@@ -1,14 +1,17 @@
-"""Hash partition-and-pack: one partition's rows split per destination worker, packed to send.
+"""Partition-and-pack: one partition's rows split per destination worker, packed to send.
 
 :func:`hash_partition` hashes the key columns with gpuframe's native core (one hash definition,
-compiled for the CPU and the GPU, so a key reaches the same destination on either backend) and
+compiled for the CPU and the GPU, so a key reaches the same destination on either backend);
+:func:`partition_by_destinations` takes one destination per row from the caller, such as those
+:func:`range_destinations` finds by bisecting sorted boundary rows (a sort's exchange). Either
 packs every destination's rows of all columns into one contiguous byte range of one buffer, in
 input order (the partition is stable). A pyarrow Table, or a pandas DataFrame through pyarrow, is
 packed on the CPU into a NumPy buffer; a cuDF DataFrame on its GPU into a CuPy buffer, on CuPy's
 current stream. :meth:`PackedPartitions.destination` cuts one destination's share out of the
 buffer (a view), and :func:`unpack` turns such a share back into a table whose columns point into
 the buffer (no copy, except that booleans and dictionaries, packed as bytes and values, are cast
-back on the CPU).
+back on the CPU). :func:`hash_split`, :func:`split_by_destinations` and :func:`range_split` give
+the destinations as frames of the input's own library.
 
 Keys are hashed as stored: cast the join keys of both sides to one common type first (the
 exchange does). Rows whose keys are null all go to one destination, as do -0.0 and 0.0, and all
@@ -19,8 +22,9 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +50,16 @@ class UnsupportedColumnTypeError(ColumnTypeError):
 
 class PartitionOptionError(OptionError):
     """An option of the partitioner (``n``, ``threads``) has a value it cannot take."""
+
+
+class DestinationsError(PartitionOptionError):
+    """Destinations given for a partition are not one integer in ``[0, n)`` per row (the message
+    says which row, or what is wrong with the array)."""
+
+
+class BoundariesError(PartitionOptionError):
+    """Boundaries of a range split are not a table of sorted rows over the key columns, of types
+    the keys' can be cast to (the message names the column or the rows)."""
 
 
 @dataclass(frozen=True)
@@ -133,8 +147,53 @@ def hash_partition(table: Any, on: Sequence[str], n: int, *, threads: int | None
     """
     n = _check_count(n)
     if _is_cudf(table):
-        return _partition_device(table, on, n)
-    return _partition_host(_as_arrow(table), on, n, _check_threads(threads))
+        return _partition_device(table, n, on=on)
+    return _partition_host(_as_arrow(table), n, _check_threads(threads), on=on)
+
+
+def partition_by_destinations(table: Any, destinations: Any, n: int, *,
+                              threads: int | None = None) -> PackedPartitions:
+    """``table``'s rows packed as :func:`hash_partition` packs them, row r going to
+    ``destinations[r]``: a 1-D integer array (any width, signed or not) of one destination in
+    ``[0, n)`` per row, NumPy for a pyarrow Table or pandas DataFrame, CuPy for a cuDF
+    DataFrame (which the GPU reads on CuPy's current stream). The CPU and the GPU write the same
+    bytes. Raises :class:`DestinationsError` naming the first row out of range, or what is wrong
+    with the array."""
+    from .. import _core
+
+    n = _check_count(n)
+    try:
+        if _is_cudf(table):
+            return _partition_device(
+                table, n, destinations=_device_destinations(destinations, len(table)))
+        table = _as_arrow(table)
+        return _partition_host(table, n, _check_threads(threads),
+                               destinations=_host_destinations(destinations, table.num_rows))
+    except _core.DestinationError as error:
+        raise DestinationsError(str(error)) from None
+
+
+def range_destinations(table: Any, on: Sequence[Any], boundaries: Any,
+                       ascending: bool | Sequence[bool] = True, nulls_last: bool = True, *,
+                       threads: int | None = None) -> Any:
+    """Each row's destination in a range split of ``table`` on the key columns ``on``: the number
+    of ``boundaries`` rows that sort at or before the row (bisect right), as a uint32 NumPy array
+    (a CuPy one for a cuDF DataFrame, computed on CuPy's current stream).
+
+    ``boundaries`` holds k rows over the ``on`` columns (a pyarrow Table, or a pandas or cuDF
+    DataFrame: a few rows, read on the host), sorted in the order asked for, which is
+    ``DataFrame.sort_values(on, ascending=ascending, na_position=...)``'s: ``ascending`` one bool
+    or one per column; nulls, and NaNs with them, after every value if ``nulls_last``, else
+    before; strings compared as bytes. So there are k + 1 destinations, each with keys smaller
+    than the next one's, and equal keys land together. The boundary columns are cast to the
+    table's key types first. Raises :class:`BoundariesError` for boundaries that are not sorted,
+    lack a key column or cannot be cast."""
+    keys = _key_list(on)
+    orders = _orders(keys, ascending, nulls_last)
+    if _is_cudf(table):
+        return _range_device(table, keys, boundaries, orders)
+    table = _as_arrow(table)
+    return _range_host(table, keys, boundaries, orders, _check_threads(threads))
 
 
 def unpack(part: PackedPartition) -> Any:
@@ -163,42 +222,77 @@ def hash_rows(table: Any, on: Sequence[str], *, threads: int | None = None) -> A
     return _core.hash_rows(args, table.num_rows, _check_threads(threads))
 
 
-def hash_split(frame: Any, on: Sequence[str], n: int, backend: str | None = None) -> list[Any]:
-    """``frame``'s rows split into ``n`` frames of its backend ('pandas' or 'cudf') by the hash
-    of ``on``: what the exchange sends to each worker.
+def hash_split(frame: Any, on: Sequence[str], n: int) -> list[Any]:
+    """``frame``'s rows split into ``n`` frames of its own library (pandas, cuDF or pyarrow) by
+    the hash of ``on``: what the exchange sends to each worker.
 
     Columns that are not keys and that the packer cannot pack (decimals, lists, structs) are
     carried: the rest is packed with each row's number, by which every destination then takes
     its rows of them, in the same order. A dataset read with such columns is joined like any
     other, not refused."""
-    keys = [on] if isinstance(on, str) else list(on)
+    keys = _key_list(on)
+    return _split(frame, keys, lambda packable: hash_partition(packable, keys, n))
+
+
+def split_by_destinations(frame: Any, destinations: Any, n: int) -> list[Any]:
+    """``frame``'s rows split into ``n`` frames of its own library, row r into frame
+    ``destinations[r]`` (see :func:`partition_by_destinations`), in order; columns the packer
+    cannot pack are carried as :func:`hash_split` carries them."""
+    return _split(frame, [],
+                  lambda packable: partition_by_destinations(packable, destinations, n))
+
+
+def range_split(frame: Any, on: Sequence[Any], boundaries: Any,
+                ascending: bool | Sequence[bool] = True, nulls_last: bool = True) -> list[Any]:
+    """``frame``'s rows split into ``len(boundaries) + 1`` frames of its own library by the
+    ranges of ``on`` that the sorted ``boundaries`` rows cut (see :func:`range_destinations`):
+    frame i holds keys that sort before frame i + 1's. Columns the packer cannot pack are carried
+    as :func:`hash_split` carries them."""
+    keys = _key_list(on)
+    n = _check_count(len(boundaries) + 1)
+
+    def pack(packable: Any) -> PackedPartitions:
+        destinations = range_destinations(packable, keys, boundaries, ascending, nulls_last)
+        return partition_by_destinations(packable, destinations, n)
+
+    return _split(frame, keys, pack)
+
+
+def _split(frame: Any, keys: list[Any], pack: Callable[[Any], PackedPartitions]) -> list[Any]:
+    """``frame`` split into frames of its own library by ``pack``, which packs a table of the
+    frame's rows: the frame itself, or (with columns the packer cannot pack, other than
+    ``keys``) the packable columns and each row's number, by which every destination then takes
+    its rows of the carried columns."""
     if _is_cudf(frame):
         carried = [name for name in _device_unpackable(frame) if name not in keys]
         if not carried:
-            packed = hash_partition(frame, keys, n)
-            return [unpack(packed.destination(d)) for d in range(n)]
+            packed = pack(frame)
+            return [unpack(packed.destination(d)) for d in range(packed.n_destinations)]
         import cupy
 
         row = _unused_name(frame.columns)
         numbered = frame.drop(columns=carried)
         numbered[row] = cupy.arange(len(frame), dtype=cupy.int64)
-        packed = hash_partition(numbered, keys, n)
+        packed = pack(numbered)
         return [_take_carried_device(unpack(packed.destination(d)), frame, carried, row)
-                for d in range(n)]
+                for d in range(packed.n_destinations)]
+    arrow = isinstance(frame, pa.Table)
     # The Arrow schema's pandas metadata travels through the packing, so to_pandas gives back
     # the frame's own dtypes (nullable integers, strings, time zones).
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = frame if arrow else _as_arrow(frame)
     carried = [field.name for field in table.schema
                if field.name not in keys and not _host_packable(field.type)]
     if not carried:
-        packed = hash_partition(table, keys, n)
-        return [unpack(packed.destination(d)).to_pandas() for d in range(n)]
-    row = _unused_name(table.schema.names)
-    numbered = table.drop_columns(carried).append_column(
-        row, pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    packed = hash_partition(numbered, keys, n)
-    return [_take_carried_host(unpack(packed.destination(d)), table, carried, row).to_pandas()
-            for d in range(n)]
+        packed = pack(table)
+        parts = [unpack(packed.destination(d)) for d in range(packed.n_destinations)]
+    else:
+        row = _unused_name(table.schema.names)
+        numbered = table.drop_columns(carried).append_column(
+            row, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+        packed = pack(numbered)
+        parts = [_take_carried_host(unpack(packed.destination(d)), table, carried, row)
+                 for d in range(packed.n_destinations)]
+    return parts if arrow else [part.to_pandas() for part in parts]
 
 
 def _unused_name(names: Sequence[Any]) -> str:
@@ -214,30 +308,117 @@ def _unused_name(names: Sequence[Any]) -> str:
 def _as_arrow(table: Any) -> pa.Table:
     if isinstance(table, pa.Table):
         return table
-    import pandas as pd
-
-    if not isinstance(table, pd.DataFrame):
+    if not _is_pandas(table):
         raise UnsupportedColumnTypeError(
-            f"cannot hash-partition a {type(table).__name__}: pass a pyarrow Table, a pandas "
+            f"cannot partition a {type(table).__name__}: pass a pyarrow Table, a pandas "
             f"DataFrame or a cuDF DataFrame")
     return pa.Table.from_pandas(table, preserve_index=False)
 
 
-def _partition_host(table: pa.Table, on: Sequence[str], n: int, threads: int
-                    ) -> PackedPartitions:
+def _partition_host(table: pa.Table, n: int, threads: int, *, on: Sequence[str] | None = None,
+                    destinations: np.ndarray | None = None) -> PackedPartitions:
+    """``table`` packed by the hash of ``on``, or to ``destinations`` (checked) where given."""
     from .. import _core
 
-    keys = _key_indices(table.schema.names, on)
+    keys = None if destinations is not None else _key_indices(table.schema.names, on)
     specs, args = [], []
     for field, column in zip(table.schema, table.columns):
         spec, arg = _host_column(field, column)
         specs.append(spec)
         args.append(arg)
-    core = _core.HostPartition(args, keys, table.num_rows, n, threads)
+    if keys is not None:
+        core = _core.HostPartition(args, keys, table.num_rows, n, threads)
+    else:
+        core = _core.HostPartition.by_destinations(args, destinations, table.num_rows, n, threads)
     buffer = _aligned_empty(core.total_bytes)
     core.scatter(buffer)
     return PackedPartitions(tuple(specs), buffer, core.rows, core.byte_offsets, core.pieces,
                             core.chars, table.schema.metadata)
+
+
+def _host_destinations(destinations: Any, rows: int) -> np.ndarray:
+    """The caller's destinations for a host table, as a contiguous NumPy integer array."""
+    if hasattr(destinations, "__cuda_array_interface__"):
+        raise DestinationsError("the destinations are in device memory: give a NumPy array for "
+                                "a pyarrow Table or pandas DataFrame")
+    return np.ascontiguousarray(_checked_destinations(np.asarray(destinations), rows))
+
+
+def _range_host(table: pa.Table, keys: list[Any], boundaries: Any,
+                orders: list[tuple[bool, bool]], threads: int) -> np.ndarray:
+    """:func:`range_destinations` of a host table: boundaries cast, checked and bisected by the
+    core."""
+    from .. import _core
+
+    indices = _key_indices(table.schema.names, keys)
+    fields = [table.schema.field(i) for i in indices]
+    key_args = [_range_key(field, table.column(i)) for field, i in zip(fields, indices)]
+    bounds = _boundary_table(boundaries, keys, [field.type for field in fields])
+    out = np.empty(table.num_rows, np.uint32)
+    try:
+        _core.range_destinations(key_args, table.num_rows, _boundary_args(bounds, keys),
+                                 bounds.num_rows, _key_orders(bounds, orders), out, threads)
+    except _core.BoundaryOrderError as error:
+        raise BoundariesError(str(error)) from None
+    return out
+
+
+def _range_key(field: pa.Field, column: pa.ChunkedArray) -> tuple:
+    """The core's argument for a host key column of a range split."""
+    if pa.types.is_dictionary(field.type):
+        raise UnsupportedColumnTypeError(
+            f"key column {field.name!r} is a dictionary (categorical), which pandas sorts by its "
+            f"categories' order: cast it to its values to split by their ranges")
+    return _host_column(field, column)[1]
+
+
+def _boundary_table(boundaries: Any, keys: list[Any], types: list[pa.DataType]) -> pa.Table:
+    """``boundaries``' key columns, in key order, cast to ``types`` (the table's), on the host."""
+    if isinstance(boundaries, pa.Table):
+        names = boundaries.schema.names
+    elif _is_cudf(boundaries) or _is_pandas(boundaries):
+        names = list(boundaries.columns)
+    else:
+        raise BoundariesError(f"boundaries of type {type(boundaries).__name__}: give a pyarrow "
+                              f"Table, or a pandas or cuDF DataFrame")
+    missing = [key for key in keys if key not in names]
+    if missing:
+        raise BoundariesError(f"the boundaries lack the key column(s) {missing}: they hold "
+                              f"{list(names)}")
+    if isinstance(boundaries, pa.Table):
+        table = boundaries.select(keys)
+    elif _is_cudf(boundaries):
+        table = boundaries[keys].to_arrow(preserve_index=False)
+    else:
+        table = pa.Table.from_pandas(boundaries[keys], preserve_index=False)
+    columns = []
+    for key, column, wanted in zip(keys, table.columns, types):
+        try:
+            columns.append(column if column.type == wanted else column.cast(wanted))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+            raise BoundariesError(f"boundary column {key!r} of type {column.type} cannot be cast "
+                                  f"to the table's {wanted}: {error}") from None
+    return pa.Table.from_arrays(columns, names=[str(key) for key in keys])
+
+
+def _boundary_args(bounds: pa.Table, keys: list[Any]) -> list[tuple]:
+    """The core's arguments for the host boundary columns."""
+    return [_range_key(pa.field(str(key), column.type), column)
+            for key, column in zip(keys, bounds.columns)]
+
+
+def _key_orders(bounds: pa.Table, orders: list[tuple[bool, bool]]) -> list[tuple[bool, bool, bool]]:
+    """The core's key orders: whether each column's fixed-width values are signed (integers
+    and temporal types; not booleans, packed as bytes), then ``orders``' (ascending,
+    nulls_last)."""
+    return [(pa.types.is_signed_integer(kind) or pa.types.is_temporal(kind), *order)
+            for kind, order in zip(bounds.schema.types, orders)]
+
+
+def _is_pandas(frame: Any) -> bool:
+    import pandas as pd
+
+    return isinstance(frame, pd.DataFrame)
 
 
 def _host_packed_type(kind: pa.DataType) -> pa.DataType:
@@ -302,7 +483,7 @@ def _host_column(field: pa.Field, column: pa.ChunkedArray) -> tuple[ColumnSpec, 
                       _host_bytes(buffers[1]))
     if kind_code is None:
         raise UnsupportedColumnTypeError(
-            f"column {field.name!r} has type {field.type}, which the hash partitioner cannot "
+            f"column {field.name!r} has type {field.type}, which the partitioner cannot "
             f"pack (integers, floats, booleans, temporal types, strings and binary can)")
     width = packed.bit_width // 8
     spec = ColumnSpec(field.name, kind_code, width, nullable, packed, field.type, dictionary)
@@ -367,16 +548,21 @@ def _is_cudf(table: Any) -> bool:
     return type(table).__module__.split(".")[0] == "cudf"
 
 
-def _partition_device(frame: Any, on: Sequence[str], n: int) -> PackedPartitions:
+def _partition_device(frame: Any, n: int, *, on: Sequence[str] | None = None,
+                      destinations: Any = None) -> PackedPartitions:
+    """``frame`` packed by the hash of ``on``, or to ``destinations`` (checked) where given."""
     import cupy
 
     from .. import _core
 
     columns = _device_columns(frame)
-    keys = _key_indices([name for name, _ in columns], on)
+    keys = None if destinations is not None else _key_indices([name for name, _ in columns], on)
     args = [_device_arg(name, column) for name, column in columns]
     stream = cupy.cuda.get_current_stream().ptr
-    core = _core.CudaPartition(args, keys, len(frame), n)
+    if keys is not None:
+        core = _core.CudaPartition(args, keys, len(frame), n)
+    else:
+        core = _core.CudaPartition.by_destinations(args, destinations, len(frame), n)
     scratch, totals = _kept_scratch.get(cupy, core, stream)
     core.count(scratch, stream, totals)
     # What the count does not need is done while the GPU counts: the specs, and the output,
@@ -388,6 +574,44 @@ def _partition_device(frame: Any, on: Sequence[str], n: int) -> PackedPartitions
     core.scatter(buffer, stream)
     return PackedPartitions(specs, buffer[:core.total_bytes], core.rows, core.byte_offsets,
                             core.pieces, core.chars)
+
+
+def _device_destinations(destinations: Any, rows: int) -> Any:
+    """The caller's destinations for a cuDF frame, as a contiguous CuPy integer array."""
+    import cupy
+
+    if not hasattr(destinations, "__cuda_array_interface__"):
+        raise DestinationsError(f"the destinations are a {type(destinations).__name__}: give a "
+                                f"CuPy array for a cuDF DataFrame")
+    return cupy.ascontiguousarray(_checked_destinations(cupy.asarray(destinations), rows))
+
+
+def _range_device(frame: Any, keys: list[Any], boundaries: Any,
+                  orders: list[tuple[bool, bool]]) -> Any:
+    """:func:`_range_host` for a cuDF frame. The boundaries, a few rows, are cast and checked on
+    the host, then copied by CuPy on its current stream, where the kernel reads them: their
+    memory goes back to that stream's pool, which hands it out again only behind the kernel."""
+    import cupy
+
+    from .. import _core
+
+    columns = _device_columns(frame)
+    indices = _key_indices([name for name, _ in columns], keys)
+    key_args = [_device_arg(*columns[i]) for i in indices]
+    types = frame[keys].head(0).to_arrow(preserve_index=False).schema.types
+    bounds = _boundary_table(boundaries, keys, types)
+    host_args = _boundary_args(bounds, keys)
+    key_orders = _key_orders(bounds, orders)
+    try:
+        _core.check_boundaries(host_args, bounds.num_rows, key_orders)
+    except _core.BoundaryOrderError as error:
+        raise BoundariesError(str(error)) from None
+    device_args = [tuple(cupy.asarray(x) if isinstance(x, np.ndarray) else x for x in arg)
+                   for arg in host_args]
+    out = cupy.empty(len(frame), dtype=cupy.uint32)
+    _core.range_destinations_cuda(key_args, len(frame), device_args, bounds.num_rows,
+                                  key_orders, out, cupy.cuda.get_current_stream().ptr)
+    return out
 
 
 SCRATCH_KEPT_BYTES = 16 * 2**20
@@ -485,7 +709,7 @@ def _device_arg(name: Any, column: Any) -> tuple:
     kind_width = _device_kind(column)
     if kind_width is None:
         raise UnsupportedColumnTypeError(
-            f"column {name!r} has cuDF type {column.dtype}, which the hash partitioner cannot "
+            f"column {name!r} has cuDF type {column.dtype}, which the partitioner cannot "
             f"pack (integers, floats, booleans, timestamps, durations and strings can)")
     kind, width = kind_width
     column = column.plc_column
@@ -569,6 +793,34 @@ def _key_indices(names: list[Any], on: Sequence[Any]) -> list[int]:
     return indices
 
 
+def _key_list(on: Any) -> list[Any]:
+    return [on] if isinstance(on, str) else list(on)
+
+
+def _orders(keys: list[Any], ascending: Any, nulls_last: Any) -> list[tuple[bool, bool]]:
+    """(ascending, nulls_last) for each key column, checked."""
+    if isinstance(ascending, (bool, np.bool_)):
+        ascending = [bool(ascending)] * len(keys)
+    elif not isinstance(ascending, Sequence) or len(ascending) != len(keys) or \
+            not all(isinstance(a, (bool, np.bool_)) for a in ascending):
+        raise PartitionOptionError(f"ascending={ascending!r}: give a bool, or one bool per key "
+                                   f"column ({len(keys)})")
+    if not isinstance(nulls_last, (bool, np.bool_)):
+        raise PartitionOptionError(f"nulls_last={nulls_last!r}: give a bool")
+    return [(bool(a), bool(nulls_last)) for a in ascending]
+
+
+def _checked_destinations(array: Any, rows: int) -> Any:
+    """``array`` (NumPy or CuPy) if it holds one integer per row; its values are the core's to
+    check."""
+    if array.dtype.kind not in "iu":
+        raise DestinationsError(f"the destinations are of dtype {array.dtype}: give integers")
+    if array.ndim != 1 or array.shape[0] != rows:
+        raise DestinationsError(f"destinations of shape {array.shape} for {rows} rows: give one "
+                                f"per row")
+    return array
+
+
 def _check_count(n: Any) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n < 2**32:
         raise PartitionOptionError(
@@ -583,12 +835,3 @@ def _check_threads(threads: Any) -> int:
         raise PartitionOptionError(f"threads={threads!r}: give a positive integer, or None for "
                                    f"one thread per core")
     return int(threads)
-
-
-def split_by_destinations(frame: Any, destinations: Any, n: int) -> list[Any]:
-    raise NotImplementedError
-
-
-def range_split(frame: Any, on: Sequence[str], boundaries: Any, *, ascending: Any = True,
-                nulls_last: bool = True) -> list[Any]:
-    raise NotImplementedError

@@ -1,5 +1,6 @@
-// Host code shared by the CPU and the CUDA partition: argument checks and the packed layout. One
-// layout function for both is what lets their outputs match byte for byte.
+// Host code shared by the CPU and the CUDA partition: argument checks, the error for a given
+// destination out of range, and the packed layout. One layout function for both is what lets
+// their outputs match byte for byte.
 #include <limits>
 #include <string>
 
@@ -12,18 +13,13 @@ int64_t aligned(int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * 
 
 }  // namespace
 
-void check_partition_args(const std::vector<ColumnView>& columns,
-                          const std::vector<int32_t>& key_columns, int64_t n_rows,
+void check_partition_args(const std::vector<ColumnView>& columns, int64_t n_rows,
                           uint32_t n_destinations) {
   if (n_destinations == 0) throw std::invalid_argument("n_destinations must be at least 1");
   if (n_rows < 0) throw std::invalid_argument("n_rows must not be negative");
   if (n_rows >= static_cast<int64_t>(std::numeric_limits<uint32_t>::max()))
     throw std::invalid_argument("at most 2^32 - 2 rows can be partitioned in one call, not " +
                                 std::to_string(n_rows));
-  if (key_columns.empty()) throw std::invalid_argument("at least one key column is needed");
-  for (int32_t k : key_columns)
-    if (k < 0 || k >= static_cast<int32_t>(columns.size()))
-      throw std::invalid_argument("key column index " + std::to_string(k) + " is out of range");
   for (size_t c = 0; c < columns.size(); ++c) {
     const ColumnView& col = columns[c];
     if (!supported(col.kind, col.width))
@@ -37,6 +33,35 @@ void check_partition_args(const std::vector<ColumnView>& columns,
     if (col.kind == Kind::string && col.offsets == nullptr)
       throw std::invalid_argument("column " + std::to_string(c) + ": no offsets buffer");
   }
+}
+
+void check_key_columns(const std::vector<ColumnView>& columns,
+                       const std::vector<int32_t>& key_columns) {
+  if (key_columns.empty()) throw std::invalid_argument("at least one key column is needed");
+  for (int32_t k : key_columns)
+    if (k < 0 || k >= static_cast<int32_t>(columns.size()))
+      throw std::invalid_argument("key column index " + std::to_string(k) + " is out of range");
+}
+
+void check_given_destinations(const GivenDestinations& given, int64_t n_rows) {
+  if (given.width != 1 && given.width != 2 && given.width != 4 && given.width != 8)
+    throw std::invalid_argument("destinations of " + std::to_string(given.width) +
+                                " bytes each: give integers of 1, 2, 4 or 8 bytes");
+  if (n_rows > 0 && given.data == nullptr)
+    throw std::invalid_argument("no destinations buffer");
+}
+
+DestinationError destination_error(const GivenDestinations& given, int64_t row, uint64_t bits,
+                                   uint32_t n_destinations) {
+  std::string value;
+  if (given.is_signed) {
+    const int shift = 64 - 8 * given.width;  // sign-extend the width's two's complement
+    value = std::to_string(static_cast<int64_t>(bits << shift) >> shift);
+  } else {
+    value = std::to_string(bits);
+  }
+  return DestinationError("row " + std::to_string(row) + " has destination " + value +
+                          ", outside [0, " + std::to_string(n_destinations) + ")");
 }
 
 PackedLayout plan_layout(const std::vector<ColumnView>& columns, const std::vector<int64_t>& rows,

@@ -1,6 +1,7 @@
 // Built instead of the CUDA sources when gpuframe is compiled without CUDA.
 #include "gpuframe/hash.hpp"
 #include "gpuframe/partition.hpp"
+#include "gpuframe/range.hpp"
 
 namespace gpuframe {
 namespace {
@@ -13,7 +14,17 @@ namespace {
 
 void hash_rows_cuda(const std::vector<ColumnView>&, int64_t, uint64_t*, uintptr_t) { no_cuda(); }
 
+void range_destinations_cuda(const std::vector<ColumnView>&, int64_t,
+                             const std::vector<ColumnView>&, int64_t,
+                             const std::vector<KeyOrder>&, uint32_t*, uintptr_t) {
+  no_cuda();
+}
+
 CudaPartition::CudaPartition(std::vector<ColumnView>, std::vector<int32_t>, int64_t, uint32_t) {
+  no_cuda();
+}
+
+CudaPartition::CudaPartition(std::vector<ColumnView>, GivenDestinations, int64_t, uint32_t) {
   no_cuda();
 }
 

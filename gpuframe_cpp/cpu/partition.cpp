@@ -36,30 +36,59 @@ void write_offset(uint8_t* offsets, int64_t index, int64_t value, int32_t width)
 
 }  // namespace
 
+HostPartition::HostPartition(std::vector<ColumnView> columns, int64_t n_rows,
+                             uint32_t n_destinations, int threads)
+    : columns_(std::move(columns)), n_rows_(n_rows), n_destinations_(n_destinations) {
+  check_partition_args(columns_, n_rows, n_destinations);
+  threads_ = thread_count(n_rows_, threads);
+}
+
 HostPartition::HostPartition(std::vector<ColumnView> columns, std::vector<int32_t> key_columns,
                              int64_t n_rows, uint32_t n_destinations, int threads)
-    : columns_(std::move(columns)), n_rows_(n_rows), n_destinations_(n_destinations) {
-  check_partition_args(columns_, key_columns, n_rows, n_destinations);
+    : HostPartition(std::move(columns), n_rows, n_destinations, threads) {
+  check_key_columns(columns_, key_columns);
   std::vector<ColumnView> keys;
   for (int32_t k : key_columns) keys.push_back(columns_[k]);
+  count_rows([&keys, n_destinations](int64_t first, int64_t rows, uint32_t* dest) -> int64_t {
+    uint64_t hashes[kBlockRows];
+    hash_block(keys, first, rows, hashes);
+    for (int64_t i = 0; i < rows; ++i) dest[i] = destination(hashes[i], n_destinations);
+    return -1;
+  });
+}
+
+HostPartition::HostPartition(std::vector<ColumnView> columns, GivenDestinations destinations,
+                             int64_t n_rows, uint32_t n_destinations, int threads)
+    : HostPartition(std::move(columns), n_rows, n_destinations, threads) {
+  check_given_destinations(destinations, n_rows);
+  const int64_t refused = count_rows(
+      [&destinations, n_destinations](int64_t first, int64_t rows, uint32_t* dest) -> int64_t {
+        for (int64_t i = 0; i < rows; ++i) {
+          const uint64_t bits = destinations.bits(first + i);
+          if (!destinations.names_destination(bits, n_destinations)) return first + i;
+          dest[i] = static_cast<uint32_t>(bits);
+        }
+        return -1;
+      });
+  if (refused >= 0)
+    throw destination_error(destinations, refused, destinations.bits(refused), n_destinations);
+}
+
+int64_t HostPartition::count_rows(const Route& route) {
   const int64_t n = n_destinations_, nc = static_cast<int64_t>(columns_.size());
-  threads_ = thread_count(n_rows_, threads);
   const int t_count = threads_;
   dest_.reset(new uint32_t[n_rows_]);  // no zeroing: pass one writes every entry
   std::vector<int64_t> rows(t_count * n, 0);        // [thread][destination]
+  std::vector<int64_t> refused(t_count, -1);        // [thread]: its first refused row
   char_base_.assign(t_count * nc * n, 0);           // counts first, bases after the scan
   parallel_ranges(n_rows_, t_count, [&](int t, int64_t begin, int64_t end) {
     int64_t* my_rows = &rows[t * n];
-    uint64_t hashes[kBlockRows];
     for (int64_t block = begin; block < end; block += kBlockRows) {
       const int64_t count = std::min(kBlockRows, end - block);
-      hash_block(keys, block, count, hashes);
       uint32_t* dest = &dest_[block];
-      for (int64_t i = 0; i < count; ++i) {
-        const uint32_t d = destination(hashes[i], n_destinations);
-        dest[i] = d;
-        ++my_rows[d];
-      }
+      refused[t] = route(block, count, dest);
+      if (refused[t] >= 0) return;
+      for (int64_t i = 0; i < count; ++i) ++my_rows[dest[i]];
     }
     for (int64_t c = 0; c < nc; ++c) {
       const ColumnView& col = columns_[c];
@@ -69,6 +98,8 @@ HostPartition::HostPartition(std::vector<ColumnView> columns, std::vector<int32_
         my_chars[dest_[row]] += col.string_offset(row + 1) - col.string_offset(row);
     }
   });
+  for (int64_t row : refused)  // threads' ranges are in row order: the first refusal is the first
+    if (row >= 0) return row;
 
   // Exclusive scans over threads, per destination: where each thread's rows and chars start.
   std::vector<int64_t> totals(n, 0), chars(n * nc, 0);
@@ -89,6 +120,7 @@ HostPartition::HostPartition(std::vector<ColumnView> columns, std::vector<int32_
     }
   }
   layout_ = plan_layout(columns_, totals, chars);
+  return -1;
 }
 
 void HostPartition::scatter(uint8_t* out, int64_t out_bytes) const {

@@ -3,12 +3,12 @@
 //
 // Rows are cut into tiles of consecutive rows. Pass one (count) is a count and a scan, pass two
 // the scatter:
-//   count    each row's destination is stored (one byte a row up to 256 destinations, two up to
-//            65536: the scatter reads them back, so the narrower the less traffic; not where the
-//            scatter hashes one plain key column again, see StagedKey), and each
-//            tile's rows (and string bytes) per destination are counted into
-//            counts[array][destination][tile] (array 0: rows, array 1 + s: bytes of the s-th
-//            string column);
+//   count    each row's destination (its keys' hash, or the caller's: see Hashed and Given) is
+//            stored (one byte a row up to 256 destinations, two up to 65536: the scatter reads
+//            them back, so the narrower the less traffic; not where the scatter hashes one plain
+//            key column again, see StagedKey), and each tile's rows (and string bytes) per
+//            destination are counted into counts[array][destination][tile] (array 0: rows,
+//            array 1 + s: bytes of the s-th string column);
 //   scan     one CUB exclusive sum over all of counts turns every count into the tile's start;
 //            each (array, destination)'s start and total follow, and the totals go back to the
 //            host, which plans the layout (plan_layout, shared with the CPU);
@@ -151,7 +151,7 @@ struct Scratch {
   void* dest;           // [row], dest_bytes(n) each; none where the scatter hashes staged keys
   int64_t* counts;      // [array][destination][tile], then one more: the grand total
   int64_t* starts;      // [array][destination]: its first tile's start after the scan
-  int64_t* totals;      // [array][destination]
+  int64_t* totals;      // [array][destination], then the first refused row (Given)
   ColumnView* columns;  // [column]
   int64_t* pieces;      // [destination][column][3], as in PackedLayout
   int64_t* ranges;      // [range][2]: what the scatter does not write, zeroed first
@@ -169,7 +169,7 @@ struct Scratch {
     dest = stored_dest ? take(n_rows * dest_bytes(static_cast<uint32_t>(n))) : nullptr;
     counts = static_cast<int64_t*>(take((arrays * n * n_tiles + 1) * 8));
     starts = static_cast<int64_t*>(take(arrays * n * 8));
-    totals = static_cast<int64_t*>(take(arrays * n * 8));
+    totals = static_cast<int64_t*>(take((arrays * n + 1) * 8));
     columns = static_cast<ColumnView*>(take(nc * static_cast<int64_t>(sizeof(ColumnView))));
     pieces = static_cast<int64_t*>(take(n * nc * 3 * 8));
     ranges = static_cast<int64_t*>(take(n * nc * 4 * 2 * 8));  // zero_ranges: <= 4 per piece set
@@ -206,8 +206,8 @@ __device__ __forceinline__ void add_peer_string_bytes(const ColumnView* columns,
   }
 }
 
-template <typename D>
-__global__ void count_kernel(cuda::Keys keys, const ColumnView* columns, int32_t n_columns,
+template <typename D, typename Route>
+__global__ void count_kernel(Route route, const ColumnView* columns, int32_t n_columns,
                              int64_t n_rows, uint32_t n, int64_t tile, int64_t n_tiles, D* dest,
                              int64_t* counts) {
   __shared__ int64_t lengths[kWarpsPerBlock][32];
@@ -220,7 +220,7 @@ __global__ void count_kernel(cuda::Keys keys, const ColumnView* columns, int32_t
     const bool active = row < end;
     uint32_t d = kNoDestination;
     if (active) {
-      d = destination(hash_row(keys.columns, keys.count, row), n);
+      d = route(row);
       dest[row] = static_cast<D>(d);
     }
     const unsigned peers = __match_any_sync(cuda::kFullMask, d);
@@ -509,6 +509,44 @@ void with_hasher(const cuda::Keys& keys, F&& f) {
   if (!plain) f(AnyKeys{keys});
 }
 
+// Where the count sends each row: route(row) is its destination, route.group(first, d) those of
+// rows [first, first + rows), first a multiple of rows. Hashed: the destination of the hash that a
+// hasher above gives.
+template <typename Hasher>
+struct Hashed {
+  static constexpr int rows = Hasher::rows;
+  Hasher hash;
+  uint32_t n;
+  __device__ __forceinline__ uint32_t operator()(int64_t row) const {
+    return destination(hash(row), n);
+  }
+  __device__ __forceinline__ void group(int64_t first, uint32_t (&d)[rows]) const {
+    uint64_t hashes[rows];
+    hash.group(first, hashes);
+#pragma unroll
+    for (int r = 0; r < rows; ++r) d[r] = destination(hashes[r], n);
+  }
+};
+
+// Given: the caller's destination. A row whose destination is not in [0, n) is counted in
+// destination 0, so that the count stays in bounds, and the first such row is kept in `refused`
+// (set to all ones before the count): the layout then refuses the partition.
+struct Given {
+  static constexpr int rows = 1;
+  GivenDestinations given;
+  uint32_t n;
+  unsigned long long* refused;
+  __device__ __forceinline__ uint32_t operator()(int64_t row) const {
+    const uint64_t bits = given.bits(row);
+    if (given.names_destination(bits, n)) return static_cast<uint32_t>(bits);
+    atomicMin(refused, static_cast<unsigned long long>(row));
+    return 0;
+  }
+  __device__ __forceinline__ void group(int64_t first, uint32_t (&d)[1]) const {
+    d[0] = (*this)(first);
+  }
+};
+
 // Shared memory of the staged count for n destinations: row counts, then (with string columns)
 // one string column's bytes.
 size_t staged_count_shared_bytes(uint32_t n, bool strings) {
@@ -537,8 +575,8 @@ static_assert(kStagedMaxDestinations * 8 * kLongString <= (int64_t{1} << 32) &&
 // Destinations are stored unless `dest` is null (StagedKey). With none stored, counting up to 8
 // destinations in registers (16 bits each, summed by the warp) instead of by atomics, or taking
 // 8 rows a thread a step, took the same time (H100, 8 destinations, 0.31 ms).
-template <typename D, typename Hasher>
-__global__ void staged_count_kernel(Hasher hash, const ColumnView* columns, int32_t n_columns,
+template <typename D, typename Route>
+__global__ void staged_count_kernel(Route route, const ColumnView* columns, int32_t n_columns,
                                     int64_t n_rows, uint32_t n, int64_t tile, int64_t n_tiles,
                                     D* dest, int64_t* counts) {
   extern __shared__ int64_t shared_counts[];  // staged_count_shared_bytes(n, strings)
@@ -553,21 +591,21 @@ __global__ void staged_count_kernel(Hasher hash, const ColumnView* columns, int3
   __syncthreads();
   // Each thread takes 4 rows a step, in kItems groups of kRows consecutive rows: their key loads
   // are in flight together. (A step of 4 rows a thread divides every tile.)
-  constexpr int kRows = Hasher::rows, kItems = 4 / kRows, kStep = kThreads * 4;
+  constexpr int kRows = Route::rows, kItems = 4 / kRows, kStep = kThreads * 4;
   int64_t base = begin;
   // Whole steps with no bound check: the loads go out together; checked, nvcc issued each load
   // in its own branch after the hash of the one before (0.37 instead of 0.32 ms, as above).
   for (; base + kStep <= end; base += kStep) {
-    uint64_t hashes[kItems][kRows];  // every load before the first store, which could alias them
+    uint32_t dests[kItems][kRows];  // every load before the first store, which could alias them
 #pragma unroll
     for (int k = 0; k < kItems; ++k)
-      hash.group(base + (k * kThreads + threadIdx.x) * kRows, hashes[k]);
+      route.group(base + (k * kThreads + threadIdx.x) * kRows, dests[k]);
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       D group[kRows];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        const uint32_t d = destination(hashes[k][r], n);
+        const uint32_t d = dests[k][r];
         group[r] = static_cast<D>(d);
         atomicAdd(&hist[d], 1);
       }
@@ -575,7 +613,7 @@ __global__ void staged_count_kernel(Hasher hash, const ColumnView* columns, int3
     }
   }
   for (int64_t row = base + threadIdx.x; row < end; row += kThreads) {
-    const uint32_t d = destination(hash(row), n);
+    const uint32_t d = route(row);
     if (dest != nullptr) dest[row] = static_cast<D>(d);
     atomicAdd(&hist[d], 1);
   }
@@ -913,23 +951,45 @@ unsigned grid(int64_t blocks, const char* what) {
   return static_cast<unsigned>(blocks);
 }
 
+cuda::Keys key_views(const std::vector<ColumnView>& columns,
+                     const std::vector<int32_t>& key_columns) {
+  std::vector<ColumnView> keys;
+  for (int32_t k : key_columns) keys.push_back(columns[k]);
+  return cuda::pack_keys(keys);  // checks the number of keys
+}
+
 }  // namespace
 
 CudaPartition::CudaPartition(std::vector<ColumnView> columns, std::vector<int32_t> key_columns,
                              int64_t n_rows, uint32_t n_destinations)
+    : CudaPartition(std::move(columns), std::move(key_columns), std::nullopt, n_rows,
+                    n_destinations) {}
+
+CudaPartition::CudaPartition(std::vector<ColumnView> columns, GivenDestinations destinations,
+                             int64_t n_rows, uint32_t n_destinations)
+    : CudaPartition(std::move(columns), {}, destinations, n_rows, n_destinations) {}
+
+CudaPartition::CudaPartition(std::vector<ColumnView> columns, std::vector<int32_t> key_columns,
+                             std::optional<GivenDestinations> given, int64_t n_rows,
+                             uint32_t n_destinations)
     : columns_(std::move(columns)),
       key_columns_(std::move(key_columns)),
+      given_(given),
       n_rows_(n_rows),
       n_destinations_(n_destinations) {
-  check_partition_args(columns_, key_columns_, n_rows_, n_destinations_);
-  std::vector<ColumnView> keys;
-  for (int32_t k : key_columns_) keys.push_back(columns_[k]);
-  const cuda::Keys packed = cuda::pack_keys(keys);  // checks the number of keys
+  check_partition_args(columns_, n_rows_, n_destinations_);
+  bool plain_key = false;
+  if (given_) {
+    check_given_destinations(*given_, n_rows_);
+  } else {
+    check_key_columns(columns_, key_columns_);
+    plain_key = with_plain_key(key_views(columns_, key_columns_), [](auto, auto) {});
+  }
   string_columns_ = string_columns(columns_);
   const int64_t n = n_destinations_, arrays = 1 + string_columns_;
   if (staged(n_destinations_)) chunk_ = chunk_shape(n_destinations_, string_columns_ > 0).chunk;
   if (n_destinations_ <= 0x100u && chunk_ == kLongChunks.chunk && string_columns_ == 0 &&
-      with_plain_key(packed, [](auto, auto) {}))
+      plain_key)
     staged_key_ = key_columns_[0];
   tile_ = tile_rows(n_destinations_, staged(n_destinations_) ? chunk_ : 32);
   n_tiles_ = (n_rows_ + tile_ - 1) / tile_;
@@ -961,15 +1021,17 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
                                 " int64s; the partition needs " + std::to_string(totals_size()));
   }
   Scratch parts(scratch, n_rows_, n, nc, arrays, n_tiles_, cub_temp_bytes_, staged_key_ < 0);
+  // With given destinations, the first refused row comes back after the totals; -1: none.
+  auto* refused = reinterpret_cast<unsigned long long*>(parts.totals + arrays * n);
   if (n_rows_ == 0) {
     std::fill(totals, totals + totals_size(), 0);
+    if (given_) totals[arrays * n] = -1;
   } else {
-    std::vector<ColumnView> keys;
-    for (int32_t k : key_columns_) keys.push_back(columns_[k]);
-    const cuda::Keys packed = cuda::pack_keys(keys);
     cudaStream_t stream = cuda::as_stream(stream_handle);
     const int64_t n_counts = arrays * n * n_tiles_ + 1;
     cuda::check(cudaMemsetAsync(parts.counts, 0, n_counts * 8, stream), "cudaMemsetAsync");
+    if (given_)
+      cuda::check(cudaMemsetAsync(refused, 0xff, 8, stream), "cudaMemsetAsync (refused row)");
     // A copy from pageable memory returns once its source is staged: `columns_` may change after.
     cuda::check(cudaMemcpyAsync(parts.columns, columns_.data(), nc * sizeof(ColumnView),
                                 cudaMemcpyHostToDevice, stream),
@@ -979,20 +1041,32 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
       D* dest = static_cast<D*>(parts.dest);
       if (staged(n_destinations_)) {
         const size_t shared = staged_count_shared_bytes(n_destinations_, string_columns_ > 0);
-        with_hasher(packed, [&](auto hash) {
-          auto kernel = staged_count_kernel<D, decltype(hash)>;
+        auto launch = [&](auto route) {
+          auto kernel = staged_count_kernel<D, decltype(route)>;
           cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(shared)),
                       "cudaFuncSetAttribute (staged_count_kernel shared memory)");
           kernel<<<grid(n_tiles_, "count"), kThreads, shared, stream>>>(
-              hash, parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile_,
+              route, parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile_,
               n_tiles_, dest, parts.counts);
-        });
+        };
+        if (given_)
+          launch(Given{*given_, n_destinations_, refused});
+        else
+          with_hasher(key_views(columns_, key_columns_), [&](auto hash) {
+            launch(Hashed<decltype(hash)>{hash, n_destinations_});
+          });
       } else {
-        count_kernel<D><<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "count"),
-                          kThreads, 0, stream>>>(packed, parts.columns, static_cast<int32_t>(nc),
-                                                 n_rows_, n_destinations_, tile_, n_tiles_, dest,
-                                                 parts.counts);
+        auto launch = [&](auto route) {
+          count_kernel<D><<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "count"),
+                            kThreads, 0, stream>>>(route, parts.columns, static_cast<int32_t>(nc),
+                                                   n_rows_, n_destinations_, tile_, n_tiles_,
+                                                   dest, parts.counts);
+        };
+        if (given_)
+          launch(Given{*given_, n_destinations_, refused});
+        else
+          launch(Hashed<AnyKeys>{AnyKeys{key_views(columns_, key_columns_)}, n_destinations_});
       }
     });
     cuda::check(cudaGetLastError(), "count_kernel launch");
@@ -1003,7 +1077,7 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
     totals_kernel<<<grid((arrays * n + kThreads - 1) / kThreads, "totals"), kThreads, 0,
                     stream>>>(parts.counts, n_tiles_, arrays * n, parts.starts, parts.totals);
     cuda::check(cudaGetLastError(), "totals_kernel launch");
-    cuda::check(cudaMemcpyAsync(totals, parts.totals, arrays * n * 8, cudaMemcpyDeviceToHost,
+    cuda::check(cudaMemcpyAsync(totals, parts.totals, totals_size() * 8, cudaMemcpyDeviceToHost,
                                 stream),
                 "cudaMemcpyAsync (totals)");
   }
@@ -1015,9 +1089,18 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
 
 const PackedLayout& CudaPartition::layout() {
   if (totals_ == nullptr) return layout_;
-  if (n_rows_ > 0)
-    cuda::check(cudaStreamSynchronize(cuda::as_stream(count_stream_)), "cudaStreamSynchronize");
+  cudaStream_t stream = cuda::as_stream(count_stream_);
+  if (n_rows_ > 0) cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   const int64_t n = n_destinations_, nc = static_cast<int64_t>(columns_.size());
+  if (given_ && totals_[totals_size() - 1] >= 0) {
+    const int64_t row = totals_[totals_size() - 1];
+    uint64_t bits = 0;  // little endian: the value's bytes are the low ones
+    cuda::check(cudaMemcpyAsync(&bits, given_->data + row * given_->width, given_->width,
+                                cudaMemcpyDeviceToHost, stream),
+                "cudaMemcpyAsync (refused destination)");
+    cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    throw destination_error(*given_, row, bits, n_destinations_);
+  }
   std::vector<int64_t> rows(totals_, totals_ + n), chars(n * nc, 0);
   for (int64_t c = 0, s = 0; c < nc; ++c) {
     if (columns_[c].kind != Kind::string) continue;

@@ -9,7 +9,11 @@
 // is copied on the way in, and the partition objects keep the column tuples alive as long as
 // they live. Memory the core writes comes from the caller too (NumPy on the host, CuPy on the
 // device), so RMM pools are honoured.
-// CudaError (a RuntimeError) carries CUDA's error string; bad arguments raise ValueError.
+// Given destinations are a 1-D integer array of any width and signedness, on the columns' device.
+// A key order is a tuple (is_signed, ascending, nulls_last), as KeyOrder (range.hpp).
+// CudaError (a RuntimeError) carries CUDA's error string; bad arguments raise ValueError, and so
+// do DestinationError (a given destination out of range) and BoundaryOrderError (unsorted
+// boundaries), as classes of their own.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -24,8 +28,10 @@
 #include <variant>
 #include <vector>
 
+#include "gpuframe/destinations.hpp"
 #include "gpuframe/hash.hpp"
 #include "gpuframe/partition.hpp"
+#include "gpuframe/range.hpp"
 
 namespace nb = nanobind;
 using namespace gpuframe;
@@ -39,6 +45,10 @@ using HostBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cp
 using DeviceBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
 using HostTotals = nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using DeviceHashes = nb::ndarray<uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
+using Destinations = nb::ndarray<nb::ro, nb::ndim<1>, nb::c_contig>;
+using HostDestinationsOut = nb::ndarray<uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using DeviceDestinationsOut = nb::ndarray<uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
+using OrderTuple = std::tuple<bool, bool, bool>;  // is_signed, ascending, nulls_last
 
 // Column views over the tuples' buffers, which must all live on `device` (nb::device::cpu::value
 // or nb::device::cuda::value) and be large enough for `n_rows` rows: the core reads raw memory,
@@ -111,6 +121,37 @@ std::vector<ColumnView> views(const std::vector<ColumnTuple>& columns, int32_t d
   return out;
 }
 
+// The core's view of an integer array of one destination per row on `device`, refused unless it
+// is one (the core reads raw memory: its width and length are checked here).
+GivenDestinations given_destinations(const Destinations& array, int32_t device, int64_t n_rows) {
+  const bool host = device == nb::device::cpu::value;
+  if (array.device_type() != device)
+    throw nb::value_error(host ? "the destinations are not in host memory"
+                               : "the destinations are not in CUDA device memory");
+  const nb::dlpack::dtype dtype = array.dtype();
+  const bool is_signed = dtype.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Int);
+  const bool integers =
+      is_signed || dtype.code == static_cast<uint8_t>(nb::dlpack::dtype_code::UInt);
+  if (!integers || dtype.lanes != 1 ||
+      (dtype.bits != 8 && dtype.bits != 16 && dtype.bits != 32 && dtype.bits != 64))
+    throw nb::value_error("the destinations must be integers of 8, 16, 32 or 64 bits");
+  if (static_cast<int64_t>(array.shape(0)) != n_rows)
+    throw nb::value_error((std::to_string(array.shape(0)) + " destinations for " +
+                           std::to_string(n_rows) + " rows: give one per row").c_str());
+  const auto* data = static_cast<const uint8_t*>(array.data());
+  const int32_t width = dtype.bits / 8;
+  if (!host && reinterpret_cast<uintptr_t>(data) % width != 0)
+    throw nb::value_error("the destinations are not aligned to their width");
+  return GivenDestinations{data, width, is_signed};
+}
+
+std::vector<KeyOrder> key_orders(const std::vector<OrderTuple>& orders) {
+  std::vector<KeyOrder> out;
+  for (const auto& [is_signed, ascending, nulls_last] : orders)
+    out.push_back(KeyOrder{is_signed, ascending, nulls_last});
+  return out;
+}
+
 // A NumPy array that owns a copy of `data`.
 template <typename T>
 nb::ndarray<nb::numpy, T> to_numpy(const std::vector<T>& data, std::vector<size_t> shape) {
@@ -175,13 +216,17 @@ void layout_properties(nb::class_<Partition>& cls) {
 }  // namespace
 
 NB_MODULE(_core, m) {
-  m.doc() = "gpuframe's native core: row hashes and hash partition-and-pack, CPU and CUDA";
+  m.doc() =
+      "gpuframe's native core: row hashes, range destinations and partition-and-pack, CPU and "
+      "CUDA";
   m.attr("built_with_cuda") = built_with_cuda();
   m.attr("ALIGNMENT") = kAlignment;
   m.attr("FIXED") = static_cast<int32_t>(Kind::fixed);
   m.attr("FLOATING") = static_cast<int32_t>(Kind::floating);
   m.attr("STRING") = static_cast<int32_t>(Kind::string);
   nb::exception<CudaError>(m, "CudaError", PyExc_RuntimeError);
+  nb::exception<DestinationError>(m, "DestinationError", PyExc_ValueError);
+  nb::exception<BoundaryOrderError>(m, "BoundaryOrderError", PyExc_ValueError);
   m.def("cuda_device_count", &cuda_device_count,
         "CUDA devices usable by this process; 0 without a driver or a build without CUDA.");
 
@@ -213,10 +258,59 @@ NB_MODULE(_core, m) {
       "The same hashes for device columns, into `out` (a CuPy uint64 array), enqueued on "
       "`stream` (an integer cudaStream_t, e.g. cupy.cuda.get_current_stream().ptr).");
 
+  m.def(
+      "range_destinations",
+      [](const std::vector<ColumnTuple>& keys, int64_t n_rows,
+         const std::vector<ColumnTuple>& boundaries, int64_t n_boundaries,
+         const std::vector<OrderTuple>& orders, HostDestinationsOut out, int threads) {
+        auto key_views = views(keys, nb::device::cpu::value, n_rows);
+        auto boundary_views = views(boundaries, nb::device::cpu::value, n_boundaries);
+        if (n_rows < 0 || static_cast<int64_t>(out.size()) < n_rows)
+          throw nb::value_error("the output must hold one uint32 per row");
+        nb::gil_scoped_release released;
+        range_destinations(key_views, n_rows, boundary_views, n_boundaries, key_orders(orders),
+                           out.data(), threads);
+      },
+      nb::arg("keys"), nb::arg("n_rows"), nb::arg("boundaries"), nb::arg("n_boundaries"),
+      nb::arg("orders"), nb::arg("out"), nb::arg("threads") = 0,
+      "Each row's range destination over host key columns into `out` (a NumPy uint32 array): "
+      "the number of boundary rows that sort at or before it. Raises BoundaryOrderError unless "
+      "the boundaries are sorted.");
+
+  m.def(
+      "range_destinations_cuda",
+      [](const std::vector<ColumnTuple>& keys, int64_t n_rows,
+         const std::vector<ColumnTuple>& boundaries, int64_t n_boundaries,
+         const std::vector<OrderTuple>& orders, DeviceDestinationsOut out, uintptr_t stream) {
+        auto key_views = views(keys, nb::device::cuda::value, n_rows);
+        auto boundary_views = views(boundaries, nb::device::cuda::value, n_boundaries);
+        if (n_rows < 0 || static_cast<int64_t>(out.size()) < n_rows)
+          throw nb::value_error("the output must hold one uint32 per row");
+        nb::gil_scoped_release released;
+        range_destinations_cuda(key_views, n_rows, boundary_views, n_boundaries,
+                                key_orders(orders), out.data(), stream);
+      },
+      nb::arg("keys"), nb::arg("n_rows"), nb::arg("boundaries"), nb::arg("n_boundaries"),
+      nb::arg("orders"), nb::arg("out"), nb::arg("stream") = 0,
+      "The same for device columns, into `out` (a CuPy uint32 array), enqueued on `stream`. "
+      "The boundaries' order is not checked: check_boundaries does it on a host copy.");
+
+  m.def(
+      "check_boundaries",
+      [](const std::vector<ColumnTuple>& boundaries, int64_t n_boundaries,
+         const std::vector<OrderTuple>& orders) {
+        auto boundary_views = views(boundaries, nb::device::cpu::value, n_boundaries);
+        nb::gil_scoped_release released;
+        check_boundaries(boundary_views, n_boundaries, key_orders(orders));
+      },
+      nb::arg("boundaries"), nb::arg("n_boundaries"), nb::arg("orders"),
+      "Raise BoundaryOrderError unless the host boundary columns are sorted in `orders`.");
+
   nb::class_<HostPartition> host(
       m, "HostPartition",
-      "Hash partition-and-pack of host columns on `threads` threads (0: one per core). "
-      "Constructing it runs pass one (hash and count); scatter(out) runs pass two.");
+      "Partition-and-pack of host columns on `threads` threads (0: one per core), by the hash "
+      "of key columns or (by_destinations) to given destinations. Constructing it runs pass one "
+      "(destinations and counts); scatter(out) runs pass two.");
   host.def(
           "__init__",
           [](HostPartition* self, const std::vector<ColumnTuple>& columns,
@@ -228,6 +322,21 @@ NB_MODULE(_core, m) {
           },
           nb::arg("columns"), nb::arg("key_columns"), nb::arg("n_rows"),
           nb::arg("n_destinations"), nb::arg("threads") = 0, nb::keep_alive<1, 2>())
+      .def_static(
+          "by_destinations",
+          [](const std::vector<ColumnTuple>& columns, Destinations destinations, int64_t n_rows,
+             uint32_t n_destinations, int threads) {
+            auto cols = views(columns, nb::device::cpu::value, n_rows);
+            const GivenDestinations given =
+                given_destinations(destinations, nb::device::cpu::value, n_rows);
+            nb::gil_scoped_release released;
+            return new HostPartition(std::move(cols), given, n_rows, n_destinations, threads);
+          },
+          nb::arg("columns"), nb::arg("destinations"), nb::arg("n_rows"),
+          nb::arg("n_destinations"), nb::arg("threads") = 0, nb::keep_alive<0, 1>(),
+          "Pass one with row r sent to destinations[r] (a 1-D NumPy integer array), read during "
+          "this call. Raises DestinationError for the first row whose destination is outside "
+          "[0, n_destinations).")
       .def(
           "scatter",
           [](const HostPartition& self, HostBytes out) {
@@ -240,8 +349,9 @@ NB_MODULE(_core, m) {
 
   nb::class_<CudaPartition> device(
       m, "CudaPartition",
-      "Hash partition-and-pack of device columns, in two passes on a caller-given stream; the "
-      "columns' memory must stay allocated until the scatter has run on the stream.");
+      "Partition-and-pack of device columns, by the hash of key columns or (by_destinations) to "
+      "given destinations, in two passes on a caller-given stream; the columns' memory must stay "
+      "allocated until the scatter has run on the stream.");
   device
       .def(
           "__init__",
@@ -252,6 +362,20 @@ NB_MODULE(_core, m) {
           },
           nb::arg("columns"), nb::arg("key_columns"), nb::arg("n_rows"),
           nb::arg("n_destinations"), nb::keep_alive<1, 2>())
+      .def_static(
+          "by_destinations",
+          [](const std::vector<ColumnTuple>& columns, Destinations destinations, int64_t n_rows,
+             uint32_t n_destinations) {
+            auto cols = views(columns, nb::device::cuda::value, n_rows);
+            const GivenDestinations given =
+                given_destinations(destinations, nb::device::cuda::value, n_rows);
+            return new CudaPartition(std::move(cols), given, n_rows, n_destinations);
+          },
+          nb::arg("columns"), nb::arg("destinations"), nb::arg("n_rows"),
+          nb::arg("n_destinations"), nb::keep_alive<0, 1>(), nb::keep_alive<0, 2>(),
+          "With row r sent to destinations[r] (a 1-D CuPy integer array), which the count reads "
+          "on its stream (this object holds on to it). The layout raises DestinationError for "
+          "the first row whose destination is outside [0, n_destinations).")
       .def_prop_ro("scratch_bytes", &CudaPartition::scratch_bytes,
                    "Bytes of device scratch count() needs (count() holds on to it).")
       .def_prop_ro("totals_size", &CudaPartition::totals_size,

@@ -1,5 +1,6 @@
-"""gpuframe.exchange.partition against a pure NumPy/Python reference of the hash and the partition,
-and (marker gpu) the CUDA partition against the CPU one, byte for byte."""
+"""gpuframe.exchange.partition against a pure NumPy/Python reference of the hash and the partition
+and against pandas' own sort for the range splitter, and (marker gpu) the CUDA partition and
+range splitter against the CPU ones, byte for byte."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 
 from gpuframe.exchange.partition import (
     ALIGNMENT,
+    BoundariesError,
+    DestinationsError,
     PackedPartitions,
     PartitionOptionError,
     UnknownKeyColumnError,
@@ -19,6 +22,10 @@ from gpuframe.exchange.partition import (
     hash_partition,
     hash_rows,
     hash_split,
+    partition_by_destinations,
+    range_destinations,
+    range_split,
+    split_by_destinations,
     unpack,
 )
 
@@ -103,6 +110,43 @@ def reference_destination(h: np.ndarray, n: int) -> np.ndarray:
 def reference_partition(table: pa.Table, on: list[str], n: int) -> list[pa.Table]:
     dest = reference_destination(reference_hash(table, on), n)
     return [table.take(pa.array(np.flatnonzero(dest == d))) for d in range(n)]
+
+
+# --- the range reference: pandas' sort_values, then bisect right --------------------------------
+
+def pandas_keys(table: pa.Table) -> pd.DataFrame:
+    """``table`` as pandas sorts it: integers and booleans nullable (exact, with NA), floats as
+    NumPy's (null and NaN both NaN), strings and binary as Python objects."""
+    nullable = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+                pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
+                pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
+                pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype()}
+    return table.to_pandas(types_mapper=nullable.get, date_as_object=False)
+
+
+def reference_range(table: pa.Table, on: list[str], boundaries: pa.Table, ascending=True,
+                    nulls_last=True) -> np.ndarray:
+    """Each row's destination by pandas' stable sort of the boundaries followed by the rows: a
+    boundary sorts before the rows equal to it, so a row's destination is the number of
+    boundaries sorted before it (bisect right)."""
+    bounds = pandas_keys(boundaries.select(on).cast(table.select(on).schema))
+    both = pd.concat([bounds, pandas_keys(table.select(on))], ignore_index=True)
+    order = both.sort_values(on, ascending=ascending, kind="stable",
+                             na_position="last" if nulls_last else "first").index.to_numpy()
+    is_boundary = order < len(bounds)
+    dest = np.empty(table.num_rows, np.int64)
+    dest[order[~is_boundary] - len(bounds)] = np.cumsum(is_boundary)[~is_boundary]
+    return dest
+
+
+def sorted_boundaries(table: pa.Table, on: list[str], k: int, ascending=True, nulls_last=True,
+                      seed=0) -> pa.Table:
+    """k of ``table``'s rows over ``on`` (drawn with repeats), sorted by pandas."""
+    rng = np.random.default_rng(seed)
+    sample = table.select(on).take(pa.array(rng.integers(0, table.num_rows, k)))
+    order = pandas_keys(sample).sort_values(on, ascending=ascending, kind="stable",
+                                            na_position="last" if nulls_last else "first").index
+    return sample.take(pa.array(order.to_numpy()))
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -244,7 +288,7 @@ def test_pandas_frames_go_through_arrow_and_come_back():
     frame = pd.DataFrame({"k": rng.integers(0, 20, 400),
                           "name": pd.array(rng.choice(["a", None, "cc"], 400), dtype="str"),
                           "x": pd.array(with_nulls(rng, list(range(400))), dtype="Int64")})
-    parts = hash_split(frame, ["k"], 3, "pandas")
+    parts = hash_split(frame, ["k"], 3)
     expected = reference_partition(pa.Table.from_pandas(frame, preserve_index=False), ["k"], 3)
     for part, want in zip(parts, expected):
         assert part.dtypes.tolist() == frame.dtypes.tolist()
@@ -266,8 +310,8 @@ def test_columns_the_packer_cannot_pack_are_carried_with_their_rows():
         "where": [{"x": int(v), "y": "s" * (int(v) % 3)} for v in rng.integers(0, 9, rows)],
         "name": pd.array(rng.choice(["a", None, "cc"], rows), dtype="str"),
     })
-    parts = hash_split(frame, ["k"], 4, "pandas")
-    plain = hash_split(frame[["k", "name"]], ["k"], 4, "pandas")
+    parts = hash_split(frame, ["k"], 4)
+    plain = hash_split(frame[["k", "name"]], ["k"], 4)
     assert sum(len(p) for p in parts) == rows
     table = pa.Table.from_pandas(frame, preserve_index=False)
     for part, want in zip(parts, plain):
@@ -284,7 +328,7 @@ def test_columns_the_packer_cannot_pack_are_carried_with_their_rows():
             assert [list(v) for v in group["tags"]] == source["tags"].tolist()
             assert group["where"].tolist() == source["where"].tolist()
     with pytest.raises(UnsupportedColumnTypeError, match="'tags'"):
-        hash_split(frame, ["tags"], 4, "pandas")
+        hash_split(frame, ["tags"], 4)
 
 
 def test_unpacked_columns_point_into_the_packed_buffer():
@@ -337,9 +381,264 @@ def test_dictionary_columns_are_packed_as_values_and_restored():
         assert got.column("k").chunk(0).dictionary.equals(table.column("k").chunk(0).dictionary)
     frame = pd.DataFrame({"k": range(6), "c": pd.Categorical(list("abcabc"),
                                                             categories=list("cbad"))})
-    parts = hash_split(frame, ["k"], 3, "pandas")
+    parts = hash_split(frame, ["k"], 3)
     assert all(part["c"].dtype == frame["c"].dtype for part in parts)
     assert pd.concat(parts)["c"].dtype == frame["c"].dtype
+
+
+# --- partition by given destinations ------------------------------------------------------------
+
+@pytest.mark.parametrize(("dtype", "n"), [(np.int8, 7), (np.uint8, 100), (np.uint16, 300),
+                                          (np.int32, 1), (np.uint32, 64), (np.int64, 1000),
+                                          (np.uint64, 13)])
+def test_destinations_pack_as_the_hash_partition_does(dtype, n):
+    """Given the destinations the reference hash gives, the packing is the hash partition's, byte
+    for byte, whatever the width and signedness of the destinations; each destination holds its
+    rows, in order."""
+    table = random_table(3000, seed=n).slice(11)
+    on = ["s", "i64"]
+    dest = reference_destination(reference_hash(table, on), n)
+    packed = partition_by_destinations(table, dest.astype(dtype), n)
+    hashed = hash_partition(table, on, n)
+    assert packed.rows.tolist() == hashed.rows.tolist()
+    assert packed.byte_offsets.tolist() == hashed.byte_offsets.tolist()
+    assert packed.pieces.tolist() == hashed.pieces.tolist()
+    assert np.array_equal(packed.buffer, hashed.buffer)
+    for d in range(n):
+        want = table.take(pa.array(np.flatnonzero(dest == d)))
+        assert same_table(unpack(packed.destination(d)), want), f"destination {d}"
+
+
+def test_destinations_on_several_threads_give_the_same_bytes():
+    rows = 300_000
+    rng = np.random.default_rng(6)
+    table = pa.table({"k": pa.array(rng.integers(0, 1000, rows)),
+                      "v": pa.array(with_nulls(rng, rng.random(rows).tolist(), 0.01)),
+                      "s": pa.array(rng.choice(["x", "yy", "zzz", ""], rows))})
+    dest = rng.integers(0, 9, rows).astype(np.uint16)
+    one = partition_by_destinations(table, dest, 9, threads=1)
+    three = partition_by_destinations(table, dest, 9, threads=3)
+    assert np.array_equal(one.buffer, three.buffer)
+    for d in range(9):
+        want = table.take(pa.array(np.flatnonzero(dest == d)))
+        assert same_table(unpack(three.destination(d)), want)
+
+
+def test_destinations_of_an_empty_table():
+    table = random_table(10).slice(0, 0)
+    packed = partition_by_destinations(table, np.empty(0, np.int64), 3)
+    assert packed.rows.tolist() == [0, 0, 0]
+    assert all(unpack(packed.destination(d)).schema == table.schema for d in range(3))
+
+
+def test_destinations_that_are_not_one_valid_integer_a_row_are_refused():
+    table = random_table(50)
+    good = np.arange(50) % 4
+    for row, value, dtype, n in ((7, 4, np.int64, 4), (3, -1, np.int64, 4),
+                                 (5, -1, np.int8, 300),  # read as 255, it would be in range
+                                 (9, 2**64 - 1, np.uint64, 4), (0, 2**31 - 1, np.int32, 4)):
+        dest = good.astype(dtype)
+        dest[row] = value
+        dest[row + 20] = value  # a later one too: the first is named
+        with pytest.raises(DestinationsError,
+                           match=rf"^row {row} has destination {value}, outside \[0, {n}\)$"):
+            partition_by_destinations(table, dest, n)
+    with pytest.raises(DestinationsError, match=r"shape \(49,\) for 50 rows"):
+        partition_by_destinations(table, good[:49], 4)
+    with pytest.raises(DestinationsError, match=r"shape \(2, 25\) for 50 rows"):
+        partition_by_destinations(table, good.reshape(2, 25), 4)
+    for dtype in (np.float64, np.bool_, object):
+        with pytest.raises(DestinationsError, match=f"dtype {np.dtype(dtype)}: give integers"):
+            partition_by_destinations(table, good.astype(dtype), 4)
+    with pytest.raises(PartitionOptionError, match="n=0"):
+        partition_by_destinations(table, good, 0)
+    assert issubclass(DestinationsError, PartitionOptionError)
+    assert issubclass(DestinationsError, ValueError)
+
+
+def test_destinations_out_of_range_on_several_threads_name_the_first():
+    rows = 300_000
+    table = pa.table({"k": pa.array(np.arange(rows))})
+    dest = np.zeros(rows, np.int32)
+    dest[[290_000, 150_001, 150_002]] = [7, -3, 5]
+    with pytest.raises(DestinationsError, match="^row 150001 has destination -3"):
+        partition_by_destinations(table, dest, 5, threads=3)
+
+
+def test_split_by_destinations_gives_each_frame_its_rows_in_order():
+    """Frames of the input's library, carried columns (decimals, lists) included."""
+    rng = np.random.default_rng(16)
+    rows = 400
+    frame = pd.DataFrame({
+        "price": [Decimal(int(v)) / 100 if v % 7 else None for v in rng.integers(0, 10**6, rows)],
+        "k": rng.integers(0, 25, rows),
+        "tags": [list(range(int(v) % 4)) for v in rng.integers(0, 100, rows)],
+        "name": pd.array(rng.choice(["a", None, "cc"], rows), dtype="str"),
+    })
+    dest = rng.integers(0, 5, rows)
+    parts = split_by_destinations(frame, dest, 5)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    for d, part in enumerate(parts):
+        assert part.columns.tolist() == frame.columns.tolist()
+        assert part.dtypes.tolist() == frame.dtypes.tolist()
+        want = table.take(pa.array(np.flatnonzero(dest == d)))
+        assert pa.Table.from_pandas(part, preserve_index=False).equals(want), f"frame {d}"
+    as_arrow = split_by_destinations(table, dest, 5)
+    assert all(isinstance(part, pa.Table) for part in as_arrow)
+    assert [part.num_rows for part in as_arrow] == np.bincount(dest, minlength=5).tolist()
+
+
+# --- range destinations -------------------------------------------------------------------------
+
+RANGE_KEYS = [["i64"], ["f64"], ["s"], ["f32"], ["i64", "s"], ["s", "f64", "i16"],
+              ["ts", "day"], ["flag", "u8", "i32"], ["ls"], ["bin"]]
+
+
+@pytest.mark.parametrize("nulls_last", [True, False])
+@pytest.mark.parametrize("direction", ["ascending", "descending", "mixed"])
+@pytest.mark.parametrize("on", RANGE_KEYS, ids="-".join)
+def test_range_destinations_match_pandas_sort(on, direction, nulls_last):
+    """Integers, floats with NaN and null (and -0.0), strings with nulls, binary, temporal types
+    and booleans, over one or several columns: each row's destination is its bisect-right place
+    among the boundaries in pandas' order."""
+    table = random_table(2000, seed=len(on))
+    ascending = {"ascending": True, "descending": False,
+                 "mixed": [i % 2 == 0 for i in range(len(on))]}[direction]
+    for k in (1, 5, 40):
+        boundaries = sorted_boundaries(table, on, k, ascending, nulls_last, seed=k)
+        got = range_destinations(table, on, boundaries, ascending, nulls_last)
+        assert got.dtype == np.uint32 and got.shape == (table.num_rows,)
+        want = reference_range(table, on, boundaries, ascending, nulls_last)
+        np.testing.assert_array_equal(got, want, err_msg=f"{k} boundaries")
+
+
+def test_range_destinations_read_integers_as_signed_or_unsigned():
+    """int8 values compare as signed (sign-extended), uint64 ones above 2**63 as unsigned."""
+    table = pa.table({"i8": pa.array([-128, -1, 0, 1, 127, -60, None, 60], pa.int8()),
+                      "u64": pa.array([0, 2**63, 2**64 - 1, 1, 2**63 - 1, None, 5, 2**64 - 2],
+                                      pa.uint64())})
+    for on, bounds in ((["i8"], [-60, 0, 60]), (["u64"], [1, 2**63 - 1, 2**64 - 2])):
+        boundaries = pa.table({on[0]: pa.array(bounds, table.schema.field(on[0]).type)})
+        np.testing.assert_array_equal(range_destinations(table, on, boundaries),
+                                      reference_range(table, on, boundaries))
+
+
+def test_range_destinations_of_edge_cases():
+    table = random_table(300, seed=4)
+    on = ["i64", "s"]
+    # no rows: no destinations
+    empty = range_destinations(table.slice(0, 0), on, sorted_boundaries(table, on, 3))
+    assert empty.dtype == np.uint32 and empty.shape == (0,)
+    # no boundaries: one destination
+    assert (range_destinations(table, on, table.select(on).slice(0, 0)) == 0).all()
+    # every row equal to the one boundary: all after it
+    same = pa.table({"i64": pa.array([4] * 50), "s": pa.array(["b"] * 50)})
+    one = pa.table({"i64": [4], "s": ["b"]})
+    assert (range_destinations(same, on, one) == 1).all()
+    # every row equal to the middle one of equal boundaries: after all of them
+    three = pa.table({"i64": [4, 4, 4], "s": ["a", "b", "b"]})
+    assert (range_destinations(same, on, three) == 3).all()
+    # rows and boundaries all null sort together, ahead or behind
+    nulls = pa.table({"i64": pa.array([None] * 4, pa.int64()), "s": pa.array([None] * 4,
+                                                                            pa.string())})
+    bounds = pa.table({"i64": pa.array([1, None], pa.int64()), "s": ["x", None]})
+    assert range_destinations(nulls, on, bounds).tolist() == [2] * 4
+    first = pa.table({"i64": pa.array([None, 1], pa.int64()), "s": [None, "x"]})
+    assert range_destinations(nulls, on, first, nulls_last=False).tolist() == [1] * 4
+
+
+def test_range_destinations_of_sliced_chunked_and_threaded_tables():
+    table = random_table(3000, seed=8)
+    on = ["s", "i64"]
+    boundaries = sorted_boundaries(table, on, 9, seed=2)
+    sliced = table.slice(123, 2500)
+    np.testing.assert_array_equal(range_destinations(sliced, on, boundaries),
+                                  reference_range(sliced, on, boundaries))
+    chunked = pa.concat_tables([table.slice(0, 1000), table.slice(1000, 777),
+                                table.slice(2500, 300)])
+    np.testing.assert_array_equal(range_destinations(chunked, on, boundaries.slice(2)),
+                                  reference_range(chunked, on, boundaries.slice(2)))
+    rng = np.random.default_rng(3)
+    big = pa.table({"k": pa.array(with_nulls(rng, rng.normal(size=300_000).tolist(), 0.01))})
+    bounds = sorted_boundaries(big, ["k"], 15, seed=5)
+    three = range_destinations(big, ["k"], bounds, threads=3)
+    np.testing.assert_array_equal(three, range_destinations(big, ["k"], bounds, threads=1))
+    np.testing.assert_array_equal(three, reference_range(big, ["k"], bounds))
+
+
+def test_range_destinations_cast_the_boundaries_to_the_key_types():
+    """pandas frames on either side; boundaries of other integer or float types, other
+    timestamp units, extra columns in another order."""
+    rng = np.random.default_rng(9)
+    frame = pd.DataFrame({"k": rng.integers(-20, 20, 500), "x": rng.random(500),
+                          "t": pd.to_datetime(rng.integers(0, 10**6, 500), unit="s")})
+    boundaries = pd.DataFrame({"t": pd.to_datetime([100, 500_000], unit="ms").astype(
+        "datetime64[ms]"), "k": np.array([-5, 7], np.int32), "other": ["a", "b"]})
+    got = range_destinations(frame, ["k"], boundaries)
+    np.testing.assert_array_equal(got, np.searchsorted([-5, 7], frame["k"], side="right"))
+    got = range_destinations(frame, ["k"], pd.DataFrame({"k": [-5.0, 7.0]}))
+    np.testing.assert_array_equal(got, np.searchsorted([-5, 7], frame["k"], side="right"))
+    got = range_destinations(frame, ["t"], boundaries)
+    np.testing.assert_array_equal(
+        got, np.searchsorted(boundaries["t"].astype("datetime64[ns]"), frame["t"], side="right"))
+    with pytest.raises(BoundariesError, match="'k' of type double cannot be cast"):
+        range_destinations(frame, ["k"], pd.DataFrame({"k": [0.5]}))
+    with pytest.raises(BoundariesError, match="'k' of type string cannot be cast"):
+        range_destinations(frame, ["k"], pa.table({"k": ["a"]}))
+
+
+def test_range_split_gives_each_frame_its_range_in_order():
+    rng = np.random.default_rng(17)
+    rows = 600
+    frame = pd.DataFrame({
+        "price": [Decimal(int(v)) / 100 for v in rng.integers(0, 10**6, rows)],
+        "k": pd.array(with_nulls(rng, rng.integers(0, 30, rows).tolist()), dtype="Int64"),
+        "name": pd.array(with_nulls(rng, rng.choice(["a", "bb", "c"], rows).tolist()),
+                         dtype="str"),
+    })
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    on = ["name", "k"]
+    boundaries = sorted_boundaries(table, on, 4, [False, True], False, seed=1)
+    parts = range_split(frame, on, boundaries.to_pandas(), ascending=[False, True],
+                        nulls_last=False)
+    dest = reference_range(table, on, boundaries, [False, True], False)
+    assert len(parts) == 5
+    for d, part in enumerate(parts):
+        assert part.dtypes.tolist() == frame.dtypes.tolist()
+        want = table.take(pa.array(np.flatnonzero(dest == d)))
+        assert pa.Table.from_pandas(part, preserve_index=False).equals(want), f"range {d}"
+    whole = range_split(table, ["k"], table.select(["k"]).slice(0, 0))
+    assert len(whole) == 1 and whole[0].equals(table)
+
+
+def test_range_errors_name_the_column_option_or_rows():
+    table = random_table(100)
+    bounds = pa.table({"i64": [3, 1]})
+    with pytest.raises(BoundariesError, match="boundary rows 0 and 1 are out of order"):
+        range_destinations(table, ["i64"], bounds)
+    assert range_destinations(table, ["i64"], bounds, ascending=False).max() <= 2
+    with pytest.raises(BoundariesError, match="boundary rows 1 and 2"):
+        range_destinations(table, ["i64"], pa.table({"i64": pa.array([1, None, 2])}))
+    with pytest.raises(BoundariesError, match=r"lack the key column\(s\) \['s'\]"):
+        range_destinations(table, ["i64", "s"], bounds)
+    with pytest.raises(BoundariesError, match="boundaries of type list"):
+        range_destinations(table, ["i64"], [1, 2])
+    with pytest.raises(UnknownKeyColumnError, match="'nope'"):
+        range_destinations(table, ["nope"], bounds)
+    for ascending in ([True], [True, 1], "yes"):
+        with pytest.raises(PartitionOptionError, match="ascending="):
+            range_destinations(table, ["i64", "s"], pa.table({"i64": [1], "s": ["a"]}),
+                               ascending=ascending)
+    with pytest.raises(PartitionOptionError, match="nulls_last='last'"):
+        range_destinations(table, ["i64"], bounds.slice(1), nulls_last="last")
+    categorical = pa.table({"c": pa.array(["b", "a", "b"]).dictionary_encode()})
+    with pytest.raises(UnsupportedColumnTypeError, match="'c' is a dictionary"):
+        range_destinations(categorical, ["c"], pa.table({"c": ["a"]}))
+    decimals = pa.table({"p": pa.array([1, 2], pa.decimal128(10, 2))})
+    with pytest.raises(UnsupportedColumnTypeError, match="'p'.*decimal"):
+        range_destinations(decimals, ["p"], decimals.slice(1))
+    with pytest.raises(BoundariesError, match="out of order"):
+        range_split(table.to_pandas(), ["i64"], bounds.to_pandas())
 
 
 # --- GPU: the CUDA partition against the CPU one ------------------------------------------------
@@ -367,10 +666,9 @@ def host_args(table: pa.Table):
     return [_host_column(f, c)[1] for f, c in zip(table.schema, table.columns)]
 
 
-def cuda_pack(cupy, args, keys, rows, n, fill):
-    from gpuframe import _core
-
-    core = _core.CudaPartition(args, keys, rows, n)
+def cuda_pack(cupy, core, fill):
+    """``core``'s (a CudaPartition's) packing, with its scratch and output filled with ``fill``
+    first."""
     stream = cupy.cuda.Stream(non_blocking=True)
     # A non-blocking stream does not wait for the default one, where ``args`` were copied: the
     # partition must start after them, and the fills below must run before it, on its stream.
@@ -443,7 +741,8 @@ def assert_cuda_writes_the_cpu_bytes(table: pa.Table, on: list[str], n: int) -> 
     expected = np.empty(host.total_bytes, np.uint8)
     host.scatter(expected)
     for fill in (0x00, 0xFF):
-        core, got = cuda_pack(cupy, device_args(args, cupy), keys, table.num_rows, n, fill)
+        core, got = cuda_pack(
+            cupy, _core.CudaPartition(device_args(args, cupy), keys, table.num_rows, n), fill)
         assert core.rows.tolist() == host.rows.tolist()
         assert core.byte_offsets.tolist() == host.byte_offsets.tolist()
         assert core.pieces.tolist() == host.pieces.tolist()
@@ -479,7 +778,8 @@ def test_cuda_partition_of_long_strings_and_large_offsets():
     host = _core.HostPartition(args, [0], table.num_rows, 5)
     expected = np.empty(host.total_bytes, np.uint8)
     host.scatter(expected)
-    _, got = cuda_pack(cupy, device_args(args, cupy), [0], table.num_rows, 5, 0xAB)
+    _, got = cuda_pack(cupy, _core.CudaPartition(device_args(args, cupy), [0], table.num_rows, 5),
+                       0xAB)
     assert np.array_equal(got, expected)
 
 
@@ -505,7 +805,7 @@ def test_cudf_frames_partition_like_arrow_tables():
     on_cpu = hash_partition(table, on, 6)
     assert_packs_like_arrow(hash_partition(frame, on, 6), on_cpu)
     np.testing.assert_array_equal(hash_rows(frame, on).get(), hash_rows(table, on))
-    parts = hash_split(frame, on, 6, "cudf")
+    parts = hash_split(frame, on, 6)
     assert [len(p) for p in parts] == on_cpu.rows.tolist()
 
 
@@ -582,8 +882,8 @@ def test_cudf_frames_carry_the_columns_the_packer_cannot_pack():
                                         rng.integers(0, 100, 2000)], pa.list_(pa.int64())),
                       "size": pa.array(rng.choice(["s", "m", "l"], 2000)).dictionary_encode()})
     frame = cudf.DataFrame.from_arrow(table)
-    parts = hash_split(frame, ["k"], 4, "cudf")
-    expected = hash_split(table.to_pandas(), ["k"], 4, "pandas")
+    parts = hash_split(frame, ["k"], 4)
+    expected = hash_split(table.to_pandas(), ["k"], 4)
     for part, want in zip(parts, expected):
         assert part.columns.tolist() == ["k", "price", "tags", "size"]
         assert isinstance(part["size"].dtype, cudf.CategoricalDtype)  # not its codes
@@ -593,3 +893,132 @@ def test_cudf_frames_carry_the_columns_the_packer_cannot_pack():
     # Packed directly, a categorical is refused rather than sent as codes without categories.
     with pytest.raises(UnsupportedColumnTypeError, match="'size' has cuDF type category"):
         hash_partition(frame[["k", "size"]], ["k"], 4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 7, 300, 2000, 70_000])  # destinations stored in 1, 2 or 4 bytes
+@pytest.mark.parametrize("rows", [0, 31, 200_003])
+def test_cuda_partition_by_destinations_writes_the_cpu_bytes(n, rows):
+    """Given destinations, of several widths, pack on the GPU as on the CPU, byte for byte, up to
+    1024 destinations by the staged count and scatter, beyond by warps, whatever the scratch and
+    output held before."""
+    cupy = device_or_skip()
+    from gpuframe import _core
+
+    table = random_table(rows + 5, seed=rows + n).slice(5)
+    args = host_args(table)
+    rng = np.random.default_rng(n)
+    for dtype in (np.int64, np.uint32, np.int32):
+        dest = rng.integers(0, n, table.num_rows).astype(dtype)
+        host = _core.HostPartition.by_destinations(args, dest, table.num_rows, n)
+        expected = np.empty(host.total_bytes, np.uint8)
+        host.scatter(expected)
+        for fill in (0x00, 0xFF):
+            core = _core.CudaPartition.by_destinations(device_args(args, cupy), cupy.asarray(dest),
+                                                       table.num_rows, n)
+            core, got = cuda_pack(cupy, core, fill)
+            assert core.rows.tolist() == host.rows.tolist()
+            assert core.pieces.tolist() == host.pieces.tolist()
+            assert np.array_equal(got, expected), f"{np.dtype(dtype)}, fill {fill:#x}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("n", "dtype"), [(7, np.int64), (300, np.int8), (2000, np.int16)])
+def test_cuda_partition_refuses_destinations_out_of_range_naming_the_first(n, dtype):
+    """The staged count (up to 1024 destinations) and the warps' count (beyond) both keep the
+    first row whose destination is out of range; a negative int8 is not read as 255."""
+    cupy = device_or_skip()
+    from gpuframe import _core
+
+    table = random_table(100_000, seed=3)
+    dest = (np.arange(table.num_rows) % min(n, 100)).astype(dtype)
+    dest[[12_345, 70_000, 99_999]] = [-1, -3, -2]
+    if n <= np.iinfo(dtype).max:
+        dest[50_000] = n
+    core = _core.CudaPartition.by_destinations(device_args(host_args(table), cupy),
+                                               cupy.asarray(dest), table.num_rows, n)
+    core.count(cupy.empty(core.scratch_bytes, cupy.uint8), 0)
+    out = cupy.empty(max(core.output_bound, 0), cupy.uint8)
+    with pytest.raises(_core.DestinationError,
+                       match=rf"^row 12345 has destination -1, outside \[0, {n}\)$"):
+        core.scatter(out, 0)  # the layout it plans first refuses the count's totals
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nulls_last", [True, False])
+@pytest.mark.parametrize("on", RANGE_KEYS, ids="-".join)
+def test_cuda_range_destinations_match_the_cpu(on, nulls_last):
+    cupy = device_or_skip()
+    from gpuframe import _core
+
+    table = random_table(50_003, seed=len(on)).slice(3)
+    ascending = [i % 2 == 0 for i in range(len(on))]
+    boundaries = sorted_boundaries(table, on, 33, ascending, nulls_last)
+    expected = range_destinations(table, on, boundaries, ascending, nulls_last)
+    orders = [(pa.types.is_signed_integer(t) or pa.types.is_temporal(t), a, nulls_last)
+              for t, a in zip(boundaries.schema.types, ascending)]
+    keys, bounds = host_args(table.select(on)), host_args(boundaries)
+    out = cupy.full(table.num_rows, 0xFFFFFFFF, cupy.uint32)
+    _core.range_destinations_cuda(device_args(keys, cupy), table.num_rows,
+                                  device_args(bounds, cupy), boundaries.num_rows, orders, out, 0)
+    np.testing.assert_array_equal(out.get(), expected)
+
+
+def assert_frames_like_arrow(got: list, want: list[pa.Table]) -> None:
+    """cuDF frames with the same rows as Arrow tables, column types aside."""
+    assert len(got) == len(want)
+    for i, (frame, table) in enumerate(zip(got, want)):
+        arrow = frame.to_arrow(preserve_index=False)
+        assert arrow.column_names == table.column_names
+        arrow = pa.table([c.cast(w.type) for c, w in zip(arrow.columns, table.columns)],
+                         schema=table.schema)
+        assert same_table(arrow, table), f"frame {i}"
+
+
+@pytest.mark.gpu
+def test_cudf_range_and_destination_splits_match_the_cpu():
+    cupy = device_or_skip()
+    cudf = pytest.importorskip("cudf")
+    table = random_table(20_000, seed=12).drop_columns(["bin", "day"])
+    frame = cudf.DataFrame.from_arrow(table)
+    on, ascending = ["s", "i64"], [False, True]
+    bounds = sorted_boundaries(table, on, 6, ascending, False)
+    for given in (cudf.DataFrame.from_arrow(bounds), bounds.to_pandas(), bounds):
+        got = range_destinations(frame, on, given, ascending, False)
+        np.testing.assert_array_equal(got.get(),
+                                      range_destinations(table, on, bounds, ascending, False))
+    assert_frames_like_arrow(
+        range_split(frame, on, cudf.DataFrame.from_arrow(bounds), ascending, False),
+        range_split(table, on, bounds, ascending, False))
+    dest = np.random.default_rng(5).integers(0, 5, len(frame))
+    assert_packs_like_arrow(partition_by_destinations(frame, cupy.asarray(dest), 5),
+                            partition_by_destinations(table, dest, 5))
+    assert_frames_like_arrow(split_by_destinations(frame, cupy.asarray(dest), 5),
+                             split_by_destinations(table, dest, 5))
+    with pytest.raises(DestinationsError, match="give a CuPy array"):
+        partition_by_destinations(frame, dest, 5)
+    dest[777] = 5
+    with pytest.raises(DestinationsError, match=r"^row 777 has destination 5, outside \[0, 5\)"):
+        partition_by_destinations(frame, cupy.asarray(dest), 5)
+    unsorted = cudf.DataFrame.from_arrow(bounds.take(pa.array([1, 0, 2, 3, 4, 5])))
+    with pytest.raises(BoundariesError, match="boundary rows 0 and 1"):
+        range_destinations(frame, on, unsorted, ascending, False)
+
+
+@pytest.mark.gpu
+def test_cudf_range_split_carries_the_columns_the_packer_cannot_pack():
+    device_or_skip()
+    cudf = pytest.importorskip("cudf")
+    rng = np.random.default_rng(15)
+    table = pa.table({"k": pa.array(rng.integers(0, 25, 2000)),
+                      "price": pa.array([Decimal(int(v)).scaleb(-2)
+                                         for v in rng.integers(0, 10**6, 2000)],
+                                        pa.decimal128(12, 2)),
+                      "tags": pa.array([list(range(int(v) % 4)) for v in
+                                        rng.integers(0, 100, 2000)], pa.list_(pa.int64()))})
+    bounds = pa.table({"k": [3, 10, 10, 20]})
+    parts = range_split(cudf.DataFrame.from_arrow(table), ["k"], cudf.DataFrame.from_arrow(bounds))
+    expected = range_split(table, ["k"], bounds)
+    assert [len(p) for p in parts] == [t.num_rows for t in expected]
+    for part, want in zip(parts, expected):
+        assert part.to_arrow(preserve_index=False).cast(want.schema).equals(want)

@@ -6,33 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+from core_args import column, columns, packed
 
 from gpuframe import _core
-
-
-def column(array: pa.Array) -> tuple:
-    """The core's column tuple for a fixed-width or string Arrow array (buffers as NumPy views)."""
-    buffers = [None if b is None else np.frombuffer(b, np.uint8) for b in array.buffers()]
-    validity = buffers[0] if array.null_count else None
-    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-        width = 8 if pa.types.is_large_string(array.type) else 4
-        return (_core.STRING, width, array.offset, buffers[2], validity, buffers[1])
-    kind = _core.FLOATING if pa.types.is_floating(array.type) else _core.FIXED
-    return (kind, array.type.bit_width // 8, array.offset, buffers[1], validity, None)
-
-
-def columns(rows: int = 5000, seed: int = 0) -> list[tuple]:
-    rng = np.random.default_rng(seed)
-    ints = pa.array([None if v % 7 == 0 else int(v) for v in rng.integers(0, 99, rows + 3)])
-    words = pa.array([None if v % 5 == 0 else "w" * int(v % 11) for v in rng.integers(0, 99, rows)])
-    return [column(ints.slice(3)), column(pa.array(rng.random(rows))), column(words),
-            column(pa.array(rng.integers(0, 9, rows).astype(np.int16)))]
-
-
-def packed(partition, fill: int) -> np.ndarray:
-    out = np.full(partition.total_bytes, fill, np.uint8)
-    partition.scatter(out)
-    return out
 
 
 @pytest.mark.parametrize("n", [1, 3, 64])
@@ -123,9 +99,9 @@ def test_short_or_misplaced_buffers_are_refused():
                   np.arange(11, dtype=np.int32).view(np.uint8)),
         "negative offset": (_core.FIXED, 8, -1, ints, None, None),
     }
-    for what, col in cases.items():
-        for call in (lambda: _core.HostPartition([col], [0], 10, 2),
-                     lambda: _core.hash_rows([col], 10)):
+    for col in cases.values():
+        for call in (lambda col=col: _core.HostPartition([col], [0], 10, 2),
+                     lambda col=col: _core.hash_rows([col], 10)):
             with pytest.raises(ValueError, match="column 0"):
                 call()
     descending = np.array([0, 5, 3] + [3] * 8, np.int32).view(np.uint8)

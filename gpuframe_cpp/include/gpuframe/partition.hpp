@@ -1,9 +1,10 @@
-// Hash partition-and-pack: every row goes to destination(hash of its keys, n) (see hash.hpp), and
-// each destination's rows of all columns are written into one contiguous byte range, ready to
-// send.
+// Partition-and-pack: every row goes to destination(hash of its keys, n) (see hash.hpp), or to the
+// destination the caller gives for it (destinations.hpp), and each destination's rows of all
+// columns are written into one contiguous byte range, ready to send.
 //
-// Two passes over the input: `count` hashes the keys and counts rows (and string bytes) per
-// destination, which fixes the layout; the caller allocates the output (NumPy on the host,
+// Two passes over the input: `count` finds each row's destination (hashing its keys, or reading
+// and checking the given one) and counts rows (and string bytes) per destination, which fixes the
+// layout; the caller allocates the output (NumPy on the host,
 // CuPy or RMM on the device: this library never allocates device memory), of the layout's size
 // or, while the GPU counts, of `output_bound` bytes, and `scatter` writes it. The partition is
 // stable on both the CPU and the GPU: a destination's rows keep their input order. With the
@@ -27,13 +28,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "gpuframe/column.hpp"
+#include "gpuframe/destinations.hpp"
 
 namespace gpuframe {
 
@@ -73,10 +77,11 @@ int64_t layout_bound(const std::vector<ColumnView>& columns, int64_t n_rows,
 std::vector<std::pair<int64_t, int64_t>> zero_ranges(const std::vector<ColumnView>& columns,
                                                      const PackedLayout& layout);
 
-// Checks shared by both implementations; throws std::invalid_argument naming what is wrong.
-void check_partition_args(const std::vector<ColumnView>& columns,
-                          const std::vector<int32_t>& key_columns, int64_t n_rows,
+// Checks shared by both implementations; throw std::invalid_argument naming what is wrong.
+void check_partition_args(const std::vector<ColumnView>& columns, int64_t n_rows,
                           uint32_t n_destinations);
+void check_key_columns(const std::vector<ColumnView>& columns,
+                       const std::vector<int32_t>& key_columns);
 
 // Host columns, host output, `threads` std::threads (0: one per core).
 class HostPartition {
@@ -84,12 +89,24 @@ class HostPartition {
   // Pass one: hashes, destinations and counts. The columns' memory must outlive the object.
   HostPartition(std::vector<ColumnView> columns, std::vector<int32_t> key_columns, int64_t n_rows,
                 uint32_t n_destinations, int threads);
+  // Pass one with the caller's destinations, which need to live through this call only. Throws
+  // DestinationError for the first row whose destination is outside [0, n_destinations).
+  HostPartition(std::vector<ColumnView> columns, GivenDestinations destinations, int64_t n_rows,
+                uint32_t n_destinations, int threads);
   const PackedLayout& layout() const { return layout_; }
   int64_t output_bound() const { return layout_bound(columns_, n_rows_, n_destinations_); }
   // Pass two: writes every byte of out[0, layout().total_bytes()). `out_bytes` is its capacity.
   void scatter(uint8_t* out, int64_t out_bytes) const;
 
  private:
+  // Writes the destinations of rows [first, first + count) to dest[0, count) and returns -1, or
+  // returns the first of those rows whose destination is not valid.
+  using Route = std::function<int64_t(int64_t first, int64_t count, uint32_t* dest)>;
+  HostPartition(std::vector<ColumnView> columns, int64_t n_rows, uint32_t n_destinations,
+                int threads);
+  // Pass one for any route: the first row `route` refused, or -1 once the layout is planned.
+  int64_t count_rows(const Route& route);
+
   std::vector<ColumnView> columns_;
   int64_t n_rows_;
   int64_t n_destinations_;
@@ -108,10 +125,18 @@ class CudaPartition {
   // memory per block.
   CudaPartition(std::vector<ColumnView> columns, std::vector<int32_t> key_columns,
                 int64_t n_rows, uint32_t n_destinations);
+  // The same with the caller's destinations in device memory, read by `count`: they must stay
+  // allocated until it has run on its stream. `layout` throws DestinationError for the first row
+  // whose destination is outside [0, n_destinations).
+  CudaPartition(std::vector<ColumnView> columns, GivenDestinations destinations, int64_t n_rows,
+                uint32_t n_destinations);
   // Device scratch memory `count` and `scatter` need, in bytes.
   int64_t scratch_bytes() const { return scratch_bytes_; }
-  // int64s of the count's totals, which come back to the host.
-  int64_t totals_size() const { return (1 + string_columns_) * n_destinations_; }
+  // int64s of the count's totals, which come back to the host (with given destinations, one more:
+  // the first row whose destination is not valid).
+  int64_t totals_size() const {
+    return (1 + string_columns_) * n_destinations_ + (given_ ? 1 : 0);
+  }
   // Pass one, queued on `stream`, into `scratch` (which must stay allocated until `scatter` has
   // run). Its totals come back into `totals` (totals_size() int64s of host memory) or, given
   // none, into this object's. Into page-locked memory the copy is queued too and this returns at
@@ -126,8 +151,12 @@ class CudaPartition {
   void scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream);
 
  private:
+  CudaPartition(std::vector<ColumnView> columns, std::vector<int32_t> key_columns,
+                std::optional<GivenDestinations> given, int64_t n_rows, uint32_t n_destinations);
+
   std::vector<ColumnView> columns_;
-  std::vector<int32_t> key_columns_;
+  std::vector<int32_t> key_columns_;      // hashed, where no destinations are given
+  std::optional<GivenDestinations> given_;
   int64_t n_rows_;
   uint32_t n_destinations_;
   int64_t string_columns_ = 0;
