@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from .cluster.engine import Engine
-from .io import read_parquet
-from .operators.join import merge
+from .frame import merge
+from .readers import read_parquet
 
 
 @dataclass
@@ -66,12 +66,12 @@ def run_demo(engine: Engine, rows: int = 1_000_000, directory: Path | None = Non
         seconds["write parquet"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        orders = read_parquet(str(orders_path), engine=engine)
-        customers = read_parquet(str(customers_path), engine=engine)
+        orders = read_parquet(str(orders_path), engine=engine).persist()
+        customers = read_parquet(str(customers_path), engine=engine).persist()
         seconds["ingest"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        joined = merge(orders, customers, on="customer_id")
+        joined = merge(orders, customers, on="customer_id").persist()
         seconds["join"] = time.perf_counter() - start
 
         start = time.perf_counter()

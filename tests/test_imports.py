@@ -119,3 +119,28 @@ def test_the_check_counts_a_subpackage_init(tmp_path):
 def test_the_lowest_layers_import_nothing_of_the_engine_above(module):
     graph = import_graph()
     assert graph[module] <= {"gpuframe.errors"}
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+@pytest.mark.parametrize("lower, higher", [
+    ("gpuframe.diagnostics.stages", "gpuframe.cluster"),
+    ("gpuframe.cluster.engine", "gpuframe.frame"),
+    ("gpuframe.diagnostics.jobs", "gpuframe.operators"),
+    ("gpuframe.io.plan", "gpuframe.cluster"),
+    ("gpuframe.runtime.runner", "gpuframe.plan"),
+    ("gpuframe.exchange.splitters", "gpuframe.runtime"),
+    ("gpuframe.plan.optimize", "gpuframe.operators.join"),
+    ("gpuframe.operators.join", "gpuframe.frame"),
+])
+def test_layers_stay_in_order(lower, higher):
+    assert higher not in reachable(import_graph(), lower)

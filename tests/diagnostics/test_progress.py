@@ -7,7 +7,8 @@ from gpuframe.diagnostics.progress import stage_group
 
 def frames():
     orders = pd.DataFrame({"k": range(10_000), "v": range(10_000)})
-    return gpuframe.from_pandas(orders), gpuframe.from_pandas(orders.head(5_000))
+    return (gpuframe.from_pandas(orders).persist(),
+            gpuframe.from_pandas(orders.head(5_000)).persist())
 
 
 def test_progress_bars_are_grouped_by_stage():
@@ -24,7 +25,7 @@ def test_terminal_bar_follows_a_frame(engine, capsys):
 def test_terminal_bar_follows_a_join_while_it_runs(engine, capsys):
     left, right = frames()
     with gpuframe.progress(notebook=False) as bars:
-        joined = left.merge(right, on="k", broadcast_bytes=0)
+        joined = left.merge(right, on="k", broadcast_bytes=0).persist()
     assert len(joined) == 5_000
     workers = len(engine.workers)
     assert bars.totals["partition"] == left.npartitions + right.npartitions
@@ -39,7 +40,7 @@ def test_notebook_widget_has_a_bar_per_stage(engine):
     pytest.importorskip("ipywidgets", reason="the Jupyter widget needs ipywidgets")
     left, right = frames()
     with gpuframe.progress(notebook=True) as bars:
-        left.merge(right, on="k", broadcast_bytes=0)
+        left.merge(right, on="k", broadcast_bytes=0).persist()
     assert set(bars._bar.bars) == set(bars.totals) >= {"partition", "send", "join"}
     assert all(bar.value == 1.0 and bar.bar_style == "success"
                for bar in bars._bar.bars.values())
