@@ -8,10 +8,10 @@ modules are imported; :data:`OPERATORS` names them all, so a run finds every ope
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 from .operators import join, load, scan
 from .operators import map as per_partition
-from .operators.lowering import Lowering
-from .operators.scan import ScanRecord
+from .operators.lowering import Lowering, ScanRecord
 from .plan.nodes import Node
 from .plan.optimize import optimize
 from .runtime.runner import Job, Partitions

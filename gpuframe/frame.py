@@ -12,7 +12,8 @@ lives. A frame built on a run frame starts from its partitions.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
 from distributed import Future
@@ -24,11 +25,10 @@ from .diagnostics.jobs import operator_stats
 from .errors import JoinError, OptionError, UnknownColumnError
 from .execute import Execution, run_plan
 from .plan.explain import Actual, explain
-from .plan.optimize import optimize
 from .plan.expr import Col, Expr, as_expr
 from .plan.nodes import (
-    AsType,
     Assign,
+    AsType,
     Filter,
     FromDask,
     FromPandas,
@@ -39,6 +39,7 @@ from .plan.nodes import (
     Rename,
     Select,
 )
+from .plan.optimize import optimize
 from .runtime.runner import Job, Partitions
 
 if TYPE_CHECKING:

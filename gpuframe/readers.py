@@ -9,12 +9,12 @@ readers' cache where they have not changed.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from .cluster.engine import Engine, current_engine
-from .execute import run_plan
 from .frame import DistributedFrame
 from .io.formats import FileFormat, format_for
 from .io.read import ReadReport

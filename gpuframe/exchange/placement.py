@@ -12,8 +12,9 @@ keys, hash types and buckets finds equal keys already together and moves nothing
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Protocol
 
 
 class OwnerPolicy(Protocol):

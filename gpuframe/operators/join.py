@@ -33,8 +33,9 @@ bucket, and a CPU worker with one thread has no idle time to hide it in.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -127,7 +128,8 @@ def _(node: Join, lowering: Lowering) -> Partitions:
     profiles = profile_sides(job, inputs, keys, casts, opts.skew_sample_rows if split else 0)
     sizes = {side: profiles[side].nbytes for side in SIDES}
     for small, big in (("right", "left"), ("left", "right")):
-        if node.how in BROADCASTS[small] and opts.broadcasts(sizes[small], sizes[big], len(workers)):
+        if node.how in BROADCASTS[small] and opts.broadcasts(sizes[small], sizes[big],
+                                                             len(workers)):
             lowering.note(node, f"broadcast {small} side ({_mib(sizes[small])} sampled, "
                                 f"{big} {_mib(sizes[big])})")
             return _broadcast(node, lowering, local, inputs, small)

@@ -11,11 +11,25 @@ job does the rest: names, pinning, failure, metrics.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import singledispatch
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..plan.nodes import Node
 from ..runtime.runner import Job, Partitions
+
+if TYPE_CHECKING:
+    from ..io.plan import ReadPlan
+
+
+@dataclass
+class ScanRecord:
+    """What one read of a run fetched: its plan, its tasks' keys and its seconds, for a
+    :class:`~gpuframe.io.read.ReadReport`."""
+
+    plan: ReadPlan
+    keys: list[str]
+    seconds: float
 
 
 class Lowering:
@@ -27,9 +41,8 @@ class Lowering:
         self.root = root
         self.keep_read_stats = keep_read_stats
         """Whether read tasks keep their stats on their workers for a read report."""
-        self.scans: list[Any] = []
-        """Each scan's plan, task keys and seconds (:class:`~gpuframe.operators.scan.
-        ScanRecord`), for read reports."""
+        self.scans: list[ScanRecord] = []
+        """What each read of the run fetched, for read reports."""
         self.numbers: dict[int, int] = {}
         self.parents: dict[int, int] = {}
         self._outputs: dict[int, Partitions] = {}

@@ -11,15 +11,16 @@ Placement survives what does not touch the keys
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ..plan.expr import Expr, evaluate_mask
 from ..plan.nodes import (
-    AsType,
     Assign,
+    AsType,
     Filter,
     MapPartitions,
     Node,

@@ -17,34 +17,30 @@ from __future__ import annotations
 
 import time
 import weakref
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ..backend import get_backend
 from ..io.errors import FileChangedError
 from ..io.plan import PLANNED_METADATA, ReadPlan, measure_here, plan_fragments, read_metadata_each
 from ..io.read import ReadReport, fragment_tasks, read_fragments, take_kept_stats
 from ..io.remote import StorageOptions, scheme_of
-from ..io.tuning import Concurrency, StoreProbe, probe_store, remembered_concurrency
-from ..io.tuning import unmeasured_concurrency
-from ..backend import get_backend
+from ..io.tuning import (
+    Concurrency,
+    StoreProbe,
+    probe_store,
+    remembered_concurrency,
+    unmeasured_concurrency,
+)
 from ..plan.nodes import Scan
 from ..runtime.runner import Job, Partitions
-from .lowering import Lowering, lower
+from .lowering import Lowering, ScanRecord, lower
 
 if TYPE_CHECKING:
     from ..cluster.engine import Engine
     from ..io.formats import FileFormat
-
-
-@dataclass
-class ScanRecord:
-    """What one scan of a run read, for a :class:`~gpuframe.io.read.ReadReport`."""
-
-    plan: ReadPlan
-    keys: list[str]
-    seconds: float
 
 
 def plan_scan(job: Job, source: Any, fmt: FileFormat,

@@ -13,9 +13,9 @@ the rows of the side it preserves. They order operators by size; they are not a 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import singledispatch
-from typing import Mapping
 
 import numpy as np
 import pandas as pd

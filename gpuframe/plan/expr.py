@@ -13,8 +13,9 @@ result types differ, the operator casts the result to the plan's schema.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 

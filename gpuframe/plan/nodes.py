@@ -14,15 +14,16 @@ workers). Inner nodes transform: :class:`Select`, :class:`Filter`, :class:`Assig
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ..backend import get_backend
 from ..config import JoinOptions
 from ..errors import ExpressionError, JoinError, OptionError, UnknownColumnError
 from ..exchange.placement import Partitioning
-from ..backend import get_backend
 from ..operators.join_schema import HOWS, KeyTypes, join_keys, key_types, restore_key_types
 from .expr import Expr, evaluate_mask
 

@@ -20,13 +20,13 @@ its keys does not move that input again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import singledispatch
-from typing import Sequence
 
 from .expr import Expr, as_reader_filters, conjunction, conjuncts
 from .nodes import (
-    AsType,
     Assign,
+    AsType,
     Filter,
     FromPandas,
     Join,

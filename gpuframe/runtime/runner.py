@@ -16,8 +16,9 @@ The job owns everything else, so that no operator has plumbing of its own:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from dask.sizeof import sizeof

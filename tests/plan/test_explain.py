@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import gpuframe
-from gpuframe.plan.expr import col
 from gpuframe.plan.explain import selectivity
+from gpuframe.plan.expr import col
 
 
 def explained(frame) -> str:

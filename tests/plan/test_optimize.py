@@ -10,8 +10,8 @@ from gpuframe.io.formats import format_for
 from gpuframe.io.remote import storage_options
 from gpuframe.plan.expr import col
 from gpuframe.plan.nodes import (
-    AsType,
     Assign,
+    AsType,
     Filter,
     FromPandas,
     Join,
