@@ -12,30 +12,52 @@ stages show as ``gpuframe-partition-*`` and ``gpuframe-send-*``, the transfers a
 from __future__ import annotations
 
 import operator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 from distributed import Future
 
 from ..runtime.runner import Job, Partitions
 from .bucket import DeviceBucket
+from .placement import OwnerPolicy
 from .splitters import Splitter
 
 
-def exchange(job: Job, inputs: Partitions, splitter: Splitter, label: str,
-             wrap: bool = False) -> list[list[Future]]:
-    """``buckets[b][i]``: partition ``i``'s rows of bucket ``b``, held on partition ``i``'s
-    owner until its consumer fetches it. ``label`` (alphabetic) tells this exchange's stages
-    apart within the job (``partition-left``, ``send-left``). ``wrap``: buckets travel as
+@dataclass(frozen=True)
+class Buckets:
+    """An exchange's output: ``parts[b][i]`` is input partition ``i``'s rows of bucket ``b``,
+    held on that partition's owner until the task on ``owners[b]`` that consumes bucket ``b``
+    fetches it."""
+
+    parts: list[list[Future]]
+    owners: list[str]
+
+
+@dataclass(frozen=True)
+class Given:
+    """Buckets go to workers already chosen (those of a placement being reused)."""
+
+    chosen: Sequence[str]
+
+    def owners(self, workers: Sequence[str], n: int) -> list[str]:
+        return list(self.chosen)
+
+
+def exchange(job: Job, inputs: Partitions, splitter: Splitter, owners: OwnerPolicy, label: str,
+             wrap: bool = False) -> Buckets:
+    """Cut every partition of ``inputs`` into ``splitter``'s buckets where it lies, bound for
+    the workers ``owners`` gives them. ``label`` (alphabetic) tells this exchange's stages apart
+    within the job (``partition-left``, ``send-left``). ``wrap``: buckets travel as
     :class:`~gpuframe.exchange.bucket.DeviceBucket`."""
     split = job.stage(f"partition-{label}")
     send = job.stage(f"send-{label}")
-    buckets: list[list[Future]] = [[] for _ in range(splitter.n)]
+    parts: list[list[Future]] = [[] for _ in range(splitter.n)]
     for i, (part, owner) in enumerate(zip(inputs.futures, inputs.owners)):
         pieces = split.submit(split_rows, part, splitter, i, wrap, index=(i,), owner=owner)
         for b in range(splitter.n):
-            buckets[b].append(send.submit(operator.getitem, pieces, b, index=(i, b),
-                                          owner=owner))
-    return buckets
+            parts[b].append(send.submit(operator.getitem, pieces, b, index=(i, b),
+                                        owner=owner))
+    return Buckets(parts, owners.owners(job.workers, splitter.n))
 
 
 def split_rows(part: Any, splitter: Splitter, index: int, wrap: bool = False) -> list[Any]:

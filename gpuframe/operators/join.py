@@ -41,7 +41,7 @@ import pandas as pd
 
 from ..backend import get_backend
 from ..exchange.bucket import HOST_PROTOCOLS, arrived
-from ..exchange.exchange import exchange
+from ..exchange.exchange import Given, exchange
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, Splitter, cast_keys
 from ..plan.nodes import BROADCASTS, Join
@@ -120,7 +120,7 @@ def _(node: Join, lowering: Lowering) -> Partitions:
                                 f"{placed[side].describe()}")
             splitter = HashSplitter(tuple(keys[other]), placed[side].n, casts[other])
             return _into_buckets(node, lowering, local, inputs, side, splitter,
-                                 list(placed[side].owners), hash_types, wrap)
+                                 Given(placed[side].owners), hash_types, wrap)
 
     opts = node.options
     workers = job.workers
@@ -139,7 +139,6 @@ def _(node: Join, lowering: Lowering) -> Partitions:
     per_worker = opts.partitions_per_worker or tasks_per_worker(
         profiles["left"], profiles["right"], len(workers), opts.join_memory_fraction)
     n = len(workers) * per_worker
-    owners = Contiguous().owners(workers, n)
     splitters: dict[str, Splitter] = {}
     for side in SIDES:
         hashed = HashSplitter(tuple(keys[side]), n, casts[side])
@@ -147,10 +146,13 @@ def _(node: Join, lowering: Lowering) -> Partitions:
         splitters[side] = SkewSplitter(hashed, side_skew, job.backend) if side_skew else hashed
     lowering.note(node, f"shuffle: {len(workers)} workers x {per_worker} join tasks"
                         + (", heavy keys split" if skew else ""))
-    buckets = {side: exchange(job, inputs[side], splitters[side], side, wrap) for side in SIDES}
+    buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side, wrap)
+               for side in SIDES}
+    owners = buckets["left"].owners
     stage = job.stage("join")
-    futures = [stage.submit(join_parts, local, buckets["left"][b], buckets["right"][b],
-                            index=(b,), owner=owner, node=lowering.number(node))
+    futures = [stage.submit(join_parts, local, buckets["left"].parts[b],
+                            buckets["right"].parts[b], index=(b,), owner=owner,
+                            node=lowering.number(node))
                for b, owner in enumerate(owners)]
     placement = None if skew else _output_placement(node, hash_types, n, owners)
     return Partitions(futures, owners, node.meta, placement)
@@ -175,16 +177,17 @@ def _colocated(node: Join, lowering: Lowering, local: LocalJoin, inputs: dict[st
 
 def _into_buckets(node: Join, lowering: Lowering, local: LocalJoin,
                   inputs: dict[str, Partitions], placed_side: str, splitter: Splitter,
-                  owners: list[str], hash_types: tuple[str, ...], wrap: bool) -> Partitions:
+                  placed_owners: Given, hash_types: tuple[str, ...], wrap: bool) -> Partitions:
     """One side hashed already: the other sent into its buckets, and each bucket joined with
     the partition that holds it."""
     job = lowering.job
     other = "right" if placed_side == "left" else "left"
-    buckets = exchange(job, inputs[other], splitter, other, wrap)
+    buckets = exchange(job, inputs[other], splitter, placed_owners, other, wrap)
+    owners = buckets.owners
     stage = job.stage("join")
     futures = []
     for b, (part, owner) in enumerate(zip(inputs[placed_side].futures, owners)):
-        sides = {placed_side: [part], other: buckets[b]}
+        sides = {placed_side: [part], other: buckets.parts[b]}
         futures.append(stage.submit(join_parts, local, sides["left"], sides["right"],
                                     index=(b,), owner=owner, node=lowering.number(node)))
     placement = _output_placement(node, hash_types, len(owners), owners)

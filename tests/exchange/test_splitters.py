@@ -66,12 +66,13 @@ def test_the_exchange_moves_every_bucket_to_its_consumer(engine, part):
 
     frame = from_pandas(part, npartitions=3).persist()
     with Job(engine, "test") as job:
-        buckets = exchange(job, frame.partitions, HashSplitter(("k",), 4), "left")
-        assert len(buckets) == 4 and all(len(b) == 3 for b in buckets)
-        owners = RoundRobin().owners(job.workers, 4)
+        buckets = exchange(job, frame.partitions, HashSplitter(("k",), 4), RoundRobin(),
+                           "left")
+        assert len(buckets.parts) == 4 and all(len(b) == 3 for b in buckets.parts)
+        assert buckets.owners == RoundRobin().owners(job.workers, 4)
         stage = job.stage("collect")
         futures = [stage.submit(pd.concat, bucket, index=(b,), owner=owner)
-                   for b, (bucket, owner) in enumerate(zip(buckets, owners))]
+                   for b, (bucket, owner) in enumerate(zip(buckets.parts, buckets.owners))]
         collected = job.gather(futures)
     assert sum(len(c) for c in collected) == len(part)
     pd.testing.assert_frame_equal(pd.concat(collected).sort_values(["k", "v"])
