@@ -189,7 +189,7 @@ def main() -> None:
             engine.client.cancel(collection)
 
         def run_gpuframe(folder):
-            frame = gpuframe.read_parquet(str(folder), engine=engine)
+            frame = gpuframe.read_parquet(str(folder), engine=engine).persist()
             del frame
 
         def run_pyarrow(folder):

@@ -293,7 +293,8 @@ def main() -> None:
                 planned = plan.total_bytes
 
                 def read(**options):
-                    frame = gpuframe.read_parquet(urls, engine=engine, **storage, **options)
+                    frame = gpuframe.read_parquet(urls, engine=engine, **storage,
+                                                  **options).persist()
                     del frame
 
                 def read_anew():

@@ -201,7 +201,8 @@ def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: 
         for shape in args.shapes.split(","):
             left_ddf = make_side(engine, "left", shape, args)
             right_ddf = make_side(engine, "right", shape, args)
-            left, right = gpuframe.from_dask(left_ddf), gpuframe.from_dask(right_ddf)
+            left = gpuframe.from_dask(left_ddf).persist()
+            right = gpuframe.from_dask(right_ddf).persist()
             nbytes = left.nbytes() + right.nbytes()
             lengths = gpuframe.merge(left, right, on="key", broadcast_bytes=0).partition_lengths()
             rows = sum(lengths)
@@ -209,7 +210,7 @@ def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: 
             balance[(protocol, shape)] = max(lengths) / max(rows / len(lengths), 1)
 
             def ours(**options):
-                result = gpuframe.merge(left, right, on="key", **options)
+                result = gpuframe.merge(left, right, on="key", **options).persist()
                 del result
 
             starts: list[float] = []

@@ -46,7 +46,7 @@ def side(engine, make, chunks: int, **kwargs):
                                                       if k != "rows"})
     collection = dd.from_map(make, range(chunks), backend=engine.backend.name, meta=meta,
                              enforce_metadata=False, **kwargs)
-    return gpuframe.from_dask(collection, engine=engine)
+    return gpuframe.from_dask(collection, engine=engine).persist()
 
 
 def timed(run, repeats: int) -> float:
@@ -88,7 +88,8 @@ def main() -> None:
             times = {}
             for name, threshold in (("broadcast", 2**62), ("shuffle", 0)):
                 def run(threshold=threshold):
-                    result = gpuframe.merge(big, small, on="key", broadcast_bytes=threshold)
+                    result = gpuframe.merge(big, small, on="key",
+                                            broadcast_bytes=threshold).persist()
                     del result
 
                 times[name] = timed(run, args.repeats)
