@@ -10,8 +10,8 @@
 //   - null, in any column: kNullHash, so every row whose keys are all null lands on one
 //     destination (pandas joins null keys to null keys);
 //   - several key columns: h = hash of the first, then h = combine(h, hash of column k) for
-//     the others in key order (one key: its hash alone, one mix64 less a row; the count pass,
-//     which hashes every row, took 0.62 instead of 0.71 ms for 100M int64 keys on an H200);
+//     the others in key order (one key: its hash alone, one mix64 less a row for the count pass,
+//     which hashes every row: benchmarks/results/2026-11-23-partition-ingest-h200-pm.md);
 //   - destination(h, n) = high 64 bits of h * n: uniform over [0, n), no division.
 // Keys are hashed as stored: the caller casts the join keys of both sides to one common type
 // first (an int32 1 and an int64 1 hash alike, but a float64 1.0 and an int64 1 do not, nor do
