@@ -2,7 +2,7 @@
 //
 // Everything the hash is made of is inline here and compiled both by the host compiler and by
 // nvcc, so the CPU and the GPU give every key the same 64-bit hash and the same destination, bit
-// for bit. The definition (a pure NumPy re-implementation lives in tests/shuffle):
+// for bit. The definition (a pure NumPy re-implementation lives in tests/exchange):
 //   - fixed width (integers, timestamps, dates, bool bytes): mix64(bits ^ kSeed * width), `bits`
 //     the value's bytes zero-extended to 64 bits (little endian);
 //   - floating: the same after canonicalising: -0.0 hashes as 0.0, every NaN as the quiet NaN;
