@@ -106,8 +106,8 @@ def serve_http(root: str) -> None:
 SERVER_ENVIRONMENT = dict(os.environ)
 """The servers' environment: this process's before a Dask cluster starts, which sets
 ``MALLOC_TRIM_THRESHOLD_=65536`` in it for its workers. A server that inherits that gives each
-answer's memory back to the system and pays page faults for the next: started after the cluster,
-the HTTP server served 16 KvikIO threads x 16 MiB at 0.25 s, not 0.17 s (2 GiB, H200 host)."""
+answer's memory back to the system and pays page faults for the next, which slows the server
+(benchmarks/results/2026-11-24-kvikio-remote-h200.md)."""
 
 
 def free_port() -> int:
@@ -155,8 +155,9 @@ def start_s3(paths: list[Path], root: Path) -> tuple[subprocess.Popen, dict]:
 def raw_ranges(urls: list[str], ranges: dict[str, list[tuple[int, int]]], storage: dict,
                threads: int, request_size: int) -> int:
     """The planned ranges of every file, fetched by ``threads`` threads into one buffer each
-    (reused, so no read pays for fresh pages: a new bytes object a read got 1 GiB/s of the
-    loopback server on a 16-core H200 host, reads into buffers 9), nothing decoded."""
+    (reused, so no read pays for fresh pages, which would time the client's page faults rather
+    than the store: benchmarks/results/2026-11-25-figures-from-code-comments.md), nothing
+    decoded."""
     import threading
 
     from gpuframe.io.remote import open_source, storage_options

@@ -22,9 +22,9 @@ The first read of a store that plans at least ``probe_min_bytes`` probes its ban
 worker, once per store and client process (its bytes are in no ReadReport), and a first
 selective read costs the workers imports and first decodes: a read of the first row, all
 columns, with ``probe_min_bytes=0``, does both before the table, and its seconds are printed on
-their own. (Without it the probe, 0.4-1.7 s on the 2-core host, fell into the first query that
-plans 256 MiB: 'key, one value'. A read that kept no row ran no read task: on an H200 the first
-query then took 1.2-1.4 s against 0.3-0.6 s for the second, which reads 20x the rows.)
+their own. (Without it the probe falls into the first query that plans 256 MiB, 'key, one
+value', and a warm-up read that keeps no row runs no read task, so the first query pays the
+workers' first selective read: benchmarks/results/2026-11-25-figures-from-code-comments.md.)
 
   python benchmarks/ingest_selective.py --bytes 256MiB
   python benchmarks/ingest_selective.py --device gpu --bytes 4GiB

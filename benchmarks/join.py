@@ -235,8 +235,9 @@ def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: 
                         joined = left_ddf.merge(right_ddf, on="key").persist()
                         wait(joined)
                         # Every repeat builds the same keys: released with a plain del, the
-                        # next repeat could find them still in memory (a p2p merge of 2M rows
-                        # "took" 0.011 s on the 2-core CPU host); cancel waits for the release.
+                        # next repeat could find them still in memory and time nothing
+                        # (benchmarks/results/2026-11-25-figures-from-code-comments.md);
+                        # cancel waits for the release.
                         engine.client.cancel(joined)
                         del joined
 

@@ -84,8 +84,9 @@ class JoinOptions:
     broadcast_ratio: float | None = _option(
         1.0, float,
         "broadcast only when the small side's bytes times the workers are at most this times "
-        "the large side's (measured on 2 CPU workers, benchmarks/join_broadcast.py: broadcast "
-        "wins up to about half the large side, loses at its size); None: bytes alone decide",
+        "the large side's: past that, each worker's hash table of the whole small side costs "
+        "more than its share of the shuffle (benchmarks/join_broadcast.py; "
+        "benchmarks/results/2026-11-25-figures-from-code-comments.md); None: bytes alone decide",
     )
     skew_threshold: float | None = _option(
         0.25, float,

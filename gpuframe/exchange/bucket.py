@@ -2,15 +2,17 @@
 
 Over UCX a cuDF bucket travels as its device buffers (Dask's "cuda" serializers). Over TCP, Dask
 has cuDF copy the frame to host memory first (``host_serialize``), into freshly allocated
-pageable memory: on an H200 host that copy took 0.5 s of a 1.6 s transfer of 1.6 GB between two
-workers, where a copy into pinned memory takes 0.03 s. So on such comms (:data:`HOST_PROTOCOLS`)
+pageable memory: faulting in those fresh pages takes a large share of a transfer, where a copy
+into pinned memory takes a small fraction of it
+(benchmarks/results/2026-11-24-night-tcp-buckets-h200.md). So on such comms (:data:`HOST_PROTOCOLS`)
 the exchange hands Dask each cuDF bucket wrapped in a :class:`DeviceBucket`, whose host
 serialization for a comm copies its device buffers into pinned host memory from a pool the
 process keeps (at most :data:`PINNED_POOL_BYTES`, pinned on first use and reused after). A buffer
 the pool has no room for, and a bucket Dask serializes for anything but a comm (dask-cuda
 spilling it to host memory, where it could sit for long), take cuDF's own path. The receiver
-rebuilds the frame as cuDF does. benchmarks/bucket_transfer.py (two TCP workers on one H200,
-1.4-1.6 GiB buckets): 1.03-1.20 s a transfer against 1.45-1.82 s for the plain cuDF frame.
+rebuilds the frame as cuDF does. benchmarks/bucket_transfer.py times both ways
+(benchmarks/results/2026-11-24-night-tcp-buckets-h200.md,
+benchmarks/results/2026-11-25-staged-key-h100-h200.md).
 
 cuDF, CuPy and RMM are imported only where a bucket is (de)serialized, on GPU workers.
 """
@@ -123,8 +125,9 @@ def _pinned_copy(buffer: Any) -> memoryview:
 @functools.cache
 def pinned_pool() -> Any:
     """This process's pool of pinned host memory for buckets in flight, created on first use:
-    the first transfers pay for pinning (about 1 s more for 1.5 GiB on an H200 host than the
-    pageable copy), later ones reuse the memory, whatever their sizes."""
+    the first transfers pay for pinning, more than the pageable copy would cost
+    (benchmarks/results/2026-11-24-night-tcp-buckets-h200.md); later ones reuse the memory,
+    whatever their sizes."""
     import rmm
 
     return rmm.mr.PoolMemoryResource(rmm.mr.PinnedHostMemoryResource(),

@@ -621,12 +621,12 @@ plain key column needs ~8 KiB per million rows, other keys a byte or more a row.
 
 class _KeptScratch(threading.local):
     """Each thread's scratch for the core, kept between calls on one device and stream:
-    allocating and freeing it took ~10-50 us of a call's host time (with the widths of
-    :func:`_device_kinds`, a call on 1M rows x 4 int64 took 206 instead of 223 us, on 100M rows
-    2754 instead of 2770; H100 host, RMM pool). Same stream, same thread: the next call's work is
-    queued behind the last one's, so the scratch is free for it; a call on another stream gets a
-    new one (the old one is freed on its own stream). With it, page-locked host memory for the
-    count's totals: a copy into it is queued behind the count instead of waiting for it."""
+    allocating and freeing it costs host time on every call
+    (benchmarks/results/2026-11-25-host-trims-h100-h200.md). Same stream, same thread: the next
+    call's work is queued behind the last one's, so the scratch is free for it; a call on another
+    stream gets a new one (the old one is freed on its own stream). With it, page-locked host
+    memory for the count's totals: a copy into it is queued behind the count instead of waiting
+    for it."""
 
     def __init__(self) -> None:
         self.by_device: dict[int, tuple[int, Any, np.ndarray]] = {}
@@ -656,7 +656,8 @@ _kept_scratch = _KeptScratch()
 def _device_kinds() -> dict[Any, tuple[int, int]]:
     """The core's kind and value width of every pylibcudf type id it packs (strings: width 0,
     their offsets say), looked up once a column: a lookup by the id's name and
-    ``plc.types.size_of`` took several us of a partition's host work."""
+    ``plc.types.size_of`` costs more of a partition's host work
+    (benchmarks/results/2026-11-25-host-trims-h100-h200.md)."""
     import pylibcudf as plc
 
     kinds = {plc.TypeId.STRING: (STRING, 0)}
@@ -696,8 +697,9 @@ def _take_carried_device(part: Any, frame: Any, carried: list[Any], row: str) ->
 def _device_columns(frame: Any) -> list[tuple[Any, Any]]:
     """(label, cuDF column) for each column of a cuDF DataFrame: the frame's own.
     ``frame.to_pylibcudf()`` wraps every column and buffer anew and ``frame.columns`` builds a
-    pandas Index: the core's arguments for 4 columns took 20.9 us that way, 6.4 us from these
-    (H100). A spillable buffer's ``ptr`` marks it unspillable, as the core reads it later."""
+    pandas Index, which costs the call more host time
+    (benchmarks/results/2026-11-25-async-count-h100-h200.md). A spillable buffer's ``ptr`` marks
+    it unspillable, as the core reads it later."""
     return list(frame._column_labels_and_values)
 
 
@@ -738,7 +740,8 @@ _DEVICE_FIXED = (
 
 def _device_bytes(span: Any) -> tuple[int, int] | None:
     """A pylibcudf buffer as the core's (address, bytes) pair (None stays None), which keeps
-    nothing alive. (A CuPy view of each buffer, which did, cost 4-6 us apiece on the host.)"""
+    nothing alive (the frame keeps the memory): a CuPy view of each buffer would cost more host
+    time apiece (benchmarks/results/2026-11-25-staged-key-h100-h200.md)."""
     # pylibcudf's Span protocol: .ptr and .size, the size in bytes.
     return None if span is None else (span.ptr, span.size)
 

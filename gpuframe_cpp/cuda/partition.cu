@@ -42,40 +42,25 @@ constexpr int kThreads = kWarpsPerBlock * 32;
 constexpr uint32_t kNoDestination = 0xffffffffu;
 
 constexpr uint32_t kStagedMaxDestinations = 1024;
-// (Measured with the scatter of 2026-11-22, which kept each column's values in registers.)
-// Unbounded, the staged scatter took 128 registers a thread, which leaves room for 2 blocks per
-// SM (25% of the warps; ncu on an H100). Asking for 4 lets the SM keep more loads and stores in
-// flight: measured on an H100, 100M rows x 4 int64, the scatter takes 2.77 ms instead of 2.90 ms
-// for 8 destinations and 3.44 ms instead of 3.77 ms for 64; 3 and 6 blocks were slower with that
-// kernel. Since 2026-11-25 one stage of 8192-row chunks (kLongChunks) takes the shared memory of
-// 2 blocks per SM, and its bound says 2 (measured below).
+// The staged scatter's bound on blocks per SM (scatter_blocks_per_sm): 4 for short chunks, so
+// that its registers leave room for 4 blocks and the SM keeps more loads and stores in flight
+// (unbounded, they leave room for 2, and 3 or 6 do worse: measured on a scatter that kept each
+// column's values in registers, benchmarks/results/2026-11-22-partition-phases-h100.md).
+// 8192-row chunks in one stage take the shared memory of 2 blocks, so their bound is 2
+// (benchmarks/results/2026-11-25-long-chunks-h100.md).
 
 // How the staged scatter walks a tile: `chunk` rows sorted in shared memory at a time, and
 // `stages` shared-memory stages of fixed-width columns, each a chunk of 8-byte values and 16
 // bytes more for the source's alignment (with two, the next column loads while one is written).
 // Longer chunks give longer runs per destination (fuller sectors written) but fewer blocks per
-// SM. Measured with partition_builds.py, 100M rows x 4 int64, scatter ms (H200, 2026-11-24):
-//   destinations                    2      8      64     128    256
-//   2048 rows, two stages         1.775  1.923  2.418  2.995
-//   4096 rows, two stages         1.787  1.938  2.363  2.579  3.126
-//   4096 rows, one stage, 3 blocks 1.701 1.819  2.155  2.444  2.961
-// With the sorted rows and destinations kept as narrow as they go (2 and 1-2 bytes instead of
-// 4 and 4, 2026-11-25), 8192 rows in one stage fit 2 blocks per SM. H100, ms:
-//   destinations                    2      8      32     64     256    1000
-//   4096 rows, 3 blocks (before)  2.241  2.337  2.544  2.729  3.598  10.467
-//   4096 rows, 3 blocks, narrow   2.253  2.345  2.556  2.734  4.006  11.745
-//   4096 rows, 4 blocks, narrow   2.257  2.338  2.552  2.787  4.019  11.764
-//   6144 rows, 3 blocks, narrow   2.368  2.437  2.632  2.803  3.499   9.644
-//   8192 rows, 2 blocks, narrow   2.267  2.334  2.474  2.579  3.239   4.779
-// (narrow 4096-row chunks lose at 256 and 1000 destinations: more blocks a SM, each with
-// shorter runs). A string column's lengths take a chunk of 8-byte values more: up to
-// kStringTwoStageMaxDestinations, or where 8192 rows do not fit the device's shared memory (an
-// A100's 163 KiB a block at 1024 destinations), tables with strings are walked in 2048-row
-// chunks with two stages. 100M rows x 4 int64 + 1 string of 4-12 bytes, H100, scatter ms:
-//   destinations                    2      8      64     128    256
-//   before (2048 x 2 up to 128)   5.703  7.735 10.852 11.888 13.324
-//   2048 x 2 narrow up to 128     5.731  7.671  7.636  8.727 11.017
-//   8192 x 1 narrow at every n    7.712  8.700  9.936 10.226 11.052
+// SM. With the sorted rows and destinations kept as narrow as they go (2 and 1-2 bytes), 8192
+// rows in one stage fit 2 blocks per SM and do best from 32 destinations on, the same below;
+// 4096-row chunks lose at 256 and more (more blocks a SM, each with shorter runs). A string
+// column's lengths take a chunk of 8-byte values more: up to kStringTwoStageMaxDestinations, or
+// where 8192 rows do not fit the device's shared memory (sm_80's 163 KiB a block at 1024
+// destinations), tables with strings are walked in 2048-row chunks with two stages, which do
+// better there (benchmarks/results/2026-11-25-long-chunks-h100.md; the tables this comment held:
+// benchmarks/results/2026-11-25-figures-from-code-comments.md).
 struct ChunkShape {
   int chunk;
   int stages;
@@ -251,12 +236,11 @@ __global__ void zero_kernel(const int64_t* ranges, uint8_t* out) {
 // `src`, goes to `dst` (length 0 for lanes without one). The warp walks the strings' bytes, laid
 // one after the other, 32 at a time, 4 steps of them in flight, each lane finding its byte's
 // string by a binary search over the lanes' first bytes: consecutive lanes read (and, for strings
-// bound one after the other, write) consecutive bytes. Each lane copying its own string, as
-// before, made every load of a warp touch up to 32 lines once the strings were sorted by
-// destination. H100, 100M rows x 4 int64 + 1 string of 4-12 bytes, scatter
-// ms at 2 / 8 / 64 / 256 / 1000 destinations: 5.75 / 7.70 / 7.67 / 11.15 / 15.96 before, 4.40 /
-// 4.52 / 6.02 / 8.88 / 11.37 with this; searching over 64-bit offsets (below: 32 bits where the
-// warp's bytes fit) 1-7% slower, 8 steps in flight 2-13% slower. Every lane must call it.
+// bound one after the other, write) consecutive bytes, where a lane copying its own string would
+// make every load of a warp touch up to 32 lines once the strings are sorted by destination. The
+// search runs over 32-bit offsets where the warp's bytes fit, with 4 steps in flight: 64-bit
+// offsets and 8 steps cost more (benchmarks/results/2026-11-25-long-chunks-h100.md). Every lane
+// must call it.
 template <typename Offset>
 __device__ __forceinline__ void walk_warp_strings(const uint8_t* chars, Offset begin,
                                                   Offset total, int64_t src_less_first,
@@ -408,13 +392,11 @@ __device__ void block_exclusive_scan(T* a, int m) {
 
 // How the staged count hashes its rows: any keys through hash_row; one key column without nulls,
 // of 4 or 8 bytes (the usual join key), by reading its values directly, with no branch a row on
-// kind, width or validity: the same hash, bit for bit. (100M int64 keys, 8 destinations, H200:
-// through hash_row the count issued ~130 instructions per warp and step of rows and was bound by
-// them, 0.62 ms; so, 0.37 ms.) A thread hashes `rows` consecutive rows at a time: for one key
-// column whose values are 16-byte aligned, those of one 16-byte load (2 int64 or 4 int32 keys),
-// whose destinations then go out in one store; fewer instructions a row (100M int64 keys, H200,
-// ms: 2 destinations 0.275 -> 0.249, 8: 0.286 -> 0.245, 32: 0.330 -> 0.297; the same from 64 on
-// while rows were still counted there by grouping lanes, which cost more).
+// kind, width or validity: the same hash, bit for bit. Through hash_row the count is bound by
+// its instructions, not by memory (benchmarks/results/2026-11-23-partition-ingest-h200-eve.md).
+// A thread hashes `rows` consecutive rows at a time: for one key column whose values are 16-byte
+// aligned, those of one 16-byte load (2 int64 or 4 int32 keys), whose destinations then go out
+// in one store: fewer instructions a row (benchmarks/results/2026-11-24-late-h200.md).
 struct AnyKeys {
   static constexpr int rows = 1;
   cuda::Keys keys;
@@ -555,26 +537,25 @@ size_t staged_count_shared_bytes(uint32_t n, bool strings) {
 }
 
 // A staged tile's string bytes are counted in 32 bits, strings of kLongString bytes or more
-// (which could overflow them) in 64: shared-memory atomics on 64 bits were 3 times slower at 2
-// destinations (H100, 100M strings of 4-12 bytes: 4.04 against 1.29 ms).
+// (which could overflow them) in 64: shared-memory atomics on 64 bits cost more
+// (benchmarks/results/2026-11-25-long-chunks-h100.md).
 constexpr int64_t kLongString = int64_t{1} << 18;
 static_assert(kStagedMaxDestinations * 8 * kLongString <= (int64_t{1} << 32) &&
                   kLongChunks.chunk * kLongString <= (int64_t{1} << 32),
               "a staged tile's short strings must fit 32 bits");
 
 // Staged count: one block per tile; rows strided over the block, counted in shared memory, one
-// count per destination: every row adds itself by a shared-memory atomic. Measured against a
-// count per thread and destination summed once per tile (up to 32 destinations) and against
-// grouping lanes bound for one destination (__match_any_sync, beyond): 100M int64 keys, H200, ms
-// at 2 / 8 / 16 / 32 destinations: 0.248 / 0.249 / 0.246 / 0.252 against 0.248 / 0.257 / 0.266 /
-// 0.298; at 64 / 128 / 256 / 1000: 0.261 / 0.286 / 0.371 / 0.639 against 0.755 / 0.832 / 0.899 /
-// 1.005. Then each string column's bytes are counted the same way, a column at a time, from the
-// destinations just stored: with one string column of 4-12 bytes (H100, ms at 2 / 8 / 64 / 256 /
-// 1000 destinations) 0.55 / 0.56 / 0.61 / 0.66 / 1.44, against 1.29 / 0.97 / 1.53 / 1.54 / 1.91
-// when the leader of each warp's lanes bound for one destination added their rows and bytes.
+// count per destination: every row adds itself by a shared-memory atomic. That costs no more
+// than a count per thread and destination summed once per tile (up to 32 destinations), and
+// less than grouping lanes bound for one destination (__match_any_sync, beyond)
+// (benchmarks/results/2026-11-24-late-h200.md).
+// Then each string column's bytes are counted the same way, a column at a time, from the
+// destinations just stored, which costs less than the leader of each warp's lanes bound for one
+// destination adding their rows and bytes (benchmarks/results/2026-11-25-long-chunks-h100.md).
 // Destinations are stored unless `dest` is null (StagedKey). With none stored, counting up to 8
-// destinations in registers (16 bits each, summed by the warp) instead of by atomics, or taking
-// 8 rows a thread a step, took the same time (H100, 8 destinations, 0.31 ms).
+// destinations in registers (summed by the warp) instead of by atomics, or taking 8 rows a thread
+// a step, gains nothing (benchmarks/results/2026-11-25-staged-key-h100-h200.md). This comment's
+// own figures: benchmarks/results/2026-11-25-figures-from-code-comments.md.
 template <typename D, typename Route>
 __global__ void staged_count_kernel(Route route, const ColumnView* columns, int32_t n_columns,
                                     int64_t n_rows, uint32_t n, int64_t tile, int64_t n_tiles,
@@ -593,8 +574,9 @@ __global__ void staged_count_kernel(Route route, const ColumnView* columns, int3
   // are in flight together. (A step of 4 rows a thread divides every tile.)
   constexpr int kRows = Route::rows, kItems = 4 / kRows, kStep = kThreads * 4;
   int64_t base = begin;
-  // Whole steps with no bound check: the loads go out together; checked, nvcc issued each load
-  // in its own branch after the hash of the one before (0.37 instead of 0.32 ms, as above).
+  // Whole steps with no bound check: the loads go out together; checked, nvcc issues each load
+  // in its own branch after the hash of the one before
+  // (benchmarks/results/2026-11-23-partition-ingest-h200-eve.md).
   for (; base + kStep <= end; base += kStep) {
     uint32_t dests[kItems][kRows];  // every load before the first store, which could alias them
 #pragma unroll
@@ -697,14 +679,9 @@ __device__ __forceinline__ int32_t next_fixed(const ColumnView* columns, int32_t
 // Asks L2 for the fixed-width column that the block stages `ahead` fixed-width columns after
 // column c of `chunk` (on into the tile's next chunks, up to `end`), a 128-byte line a thread.
 // The two-stage scatter calls it once column c is staged, while the next one loads and c is
-// written: that staging then reads from L2. 100M rows x 4 int64 + 1 string of 4-12 bytes,
-// scatter ms at 2 / 8 / 64 destinations: H100 4.403 / 4.499 / 6.024 before, 4.266 / 4.316 /
-// 5.772 with this; H200 4.022 / 4.179 / 5.603 -> 3.867 / 4.035 / 5.353. In the one-stage scatter
-// (the next column asked for while one is written) it won on an H200 (100M x 4 int64, 2 / 8 /
-// 64 / 256 destinations: 1.700 / 1.801 / 2.112 / 2.508 -> 1.677 / 1.778 / 2.015 / 2.457) but
-// lost on an H100 at 2 destinations (2.228 -> 2.301); asked for as the column before it is
-// staged, or two ahead, it lost on the H200 too (8 destinations: 1.867, 2.118). So two stages
-// only.
+// written: that staging then reads from L2. Two stages only: in the one-stage scatter the
+// prefetch gains on some devices and loses on others, and asked for earlier or two columns
+// ahead it loses (benchmarks/results/2026-11-25-scratch-fix-interleaved-h100-h200.md).
 __device__ __forceinline__ void prefetch_staged(const ColumnView* columns, int32_t n_columns,
                                                 int32_t c, int ahead, int64_t chunk, int64_t end,
                                                 int chunk_rows) {
@@ -739,12 +716,10 @@ struct StoredDestinations {
 // ... or, for one plain key column (with_plain_key) of a table without strings, up to 256
 // destinations, by hashing its values once they are staged in shared memory for their own
 // write: the scatter then writes that column first (the host puts it at columns[0]) and the
-// count stores no destinations, a byte a row less written and read back. Hashing the key again
-// from global memory had cost more than the byte saved (the column read twice; H200, 8
-// destinations: scatter 1.81 -> 2.07 ms). This way, H100, 100M rows x 4 int64, count + scatter
-// at 2 / 8 / 64 / 256 destinations: 2.605 / 2.669 / 2.926 / 3.624 ms before, 2.541 / 2.610 /
-// 2.875 / 3.517 after (count 0.34 -> 0.31 ms, the scatter 0.02-0.08 ms less); H200, 2 / 8 / 64
-// destinations: 1.966 / 2.059 / 2.359 -> 1.936 / 2.044 / 2.350 (the count's 0.02 ms).
+// count stores no destinations, a byte a row less written and read back
+// (benchmarks/results/2026-11-25-staged-key-h100-h200.md). Hashing the key from global memory
+// instead costs more than the byte saved: the column is read twice
+// (benchmarks/results/2026-11-24-night-partition-host-h200.md).
 template <typename T, bool kFloating>
 struct StagedKey {
   static constexpr bool kStagedKey = true;
@@ -1144,8 +1119,9 @@ void CudaPartition::scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream_ha
       std::rotate(first, first + staged_key_ * 3, first + (staged_key_ + 1) * 3);
     }
   }
-  // Columns, pieces and zero ranges lie in this order in the scratch: one copy from pageable
-  // memory takes them there (~5-10 us of host time a copy).
+  // Columns, pieces and zero ranges lie in this order in the scratch, so that one copy from
+  // pageable memory takes them there, not three: each such copy costs host time
+  // (benchmarks/results/2026-11-25-figures-from-code-comments.md).
   auto* to = reinterpret_cast<uint8_t*>(parts.columns);
   std::vector<uint8_t> small(reinterpret_cast<uint8_t*>(parts.ranges) + n_ranges * 2 * 8 - to);
   auto put = [&](void* at, const void* from, size_t bytes) {

@@ -5,10 +5,10 @@
 // anything with the buffer protocol on the host, CuPy or anything with DLPack on the device), None
 // where absent; device buffers may also be (address, bytes) pairs of integers, taken on trust as
 // device memory that the caller keeps allocated (a CuPy view of each of a cuDF frame's buffers
-// cost more than the rest of a small partition's host work). Only addresses are taken: nothing
-// is copied on the way in, and the partition objects keep the column tuples alive as long as
-// they live. Memory the core writes comes from the caller too (NumPy on the host, CuPy on the
-// device), so RMM pools are honoured.
+// would add host time to every call: benchmarks/results/2026-11-25-staged-key-h100-h200.md).
+// Only addresses are taken: nothing is copied on the way in, and the partition objects keep the
+// column tuples alive as long as they live. Memory the core writes comes from the caller too
+// (NumPy on the host, CuPy on the device), so RMM pools are honoured.
 // Given destinations are a 1-D integer array of any width and signedness, on the columns' device.
 // A key order is a tuple (is_signed, ascending, nulls_last), as KeyOrder (range.hpp).
 // CudaError (a RuntimeError) carries CUDA's error string; bad arguments raise ValueError, and so

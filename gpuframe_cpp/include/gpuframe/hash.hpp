@@ -2,7 +2,7 @@
 //
 // Everything the hash is made of is inline here and compiled both by the host compiler and by
 // nvcc, so the CPU and the GPU give every key the same 64-bit hash and the same destination, bit
-// for bit. The definition (a pure NumPy re-implementation lives in tests/shuffle):
+// for bit. The definition (a pure NumPy re-implementation lives in tests/exchange):
 //   - fixed width (integers, timestamps, dates, bool bytes): mix64(bits ^ kSeed * width), `bits`
 //     the value's bytes zero-extended to 64 bits (little endian);
 //   - floating: the same after canonicalising: -0.0 hashes as 0.0, every NaN as the quiet NaN;
@@ -10,8 +10,8 @@
 //   - null, in any column: kNullHash, so every row whose keys are all null lands on one
 //     destination (pandas joins null keys to null keys);
 //   - several key columns: h = hash of the first, then h = combine(h, hash of column k) for
-//     the others in key order (one key: its hash alone, one mix64 less a row; the count pass,
-//     which hashes every row, took 0.62 instead of 0.71 ms for 100M int64 keys on an H200);
+//     the others in key order (one key: its hash alone, one mix64 less a row for the count pass,
+//     which hashes every row: benchmarks/results/2026-11-23-partition-ingest-h200-pm.md);
 //   - destination(h, n) = high 64 bits of h * n: uniform over [0, n), no division.
 // Keys are hashed as stored: the caller casts the join keys of both sides to one common type
 // first (an int32 1 and an int64 1 hash alike, but a float64 1.0 and an int64 1 do not, nor do
