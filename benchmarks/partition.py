@@ -1,4 +1,4 @@
-"""Microbenchmark of the hash partition-and-pack (gpuframe.exchange.partition.hash_partition)
+"""Microbenchmark of the hash pack into buckets (gpuframe.exchange.pack.hash_pack)
 against the usual ways of doing the same on the same data, in the same run.
 
 CPU: the native core (hash, count, scatter of every column into one packed buffer) against the
@@ -117,7 +117,7 @@ def splitmix_numpy(keys: list[np.ndarray]) -> np.ndarray:
 def cpu_rows(args: argparse.Namespace) -> tuple[list[tuple[str, list[float]]], int, str]:
     import pandas as pd
 
-    from gpuframe.exchange.partition import hash_partition
+    from gpuframe.exchange.pack import hash_pack
 
     table = make_table(args)
     on = [f"c{c}" for c in range(args.keys)]
@@ -126,7 +126,7 @@ def cpu_rows(args: argparse.Namespace) -> tuple[list[tuple[str, list[float]]], i
     arrays = [frame[name].to_numpy() for name in frame.columns]
 
     def native():
-        return hash_partition(table, on, n, threads=args.threads)
+        return hash_pack(table, on, n, threads=args.threads)
 
     def pandas_path():
         hashes = pd.util.hash_pandas_object(frame[on], index=False).to_numpy()
@@ -153,7 +153,7 @@ def gpu_rows(args: argparse.Namespace) -> tuple[list[tuple[str, list[float]]], i
     import rmm
     from rmm.allocators.cupy import rmm_cupy_allocator
 
-    from gpuframe.exchange.partition import hash_partition
+    from gpuframe.exchange.pack import hash_pack
 
     # One pool for every path, so none pays for cudaMalloc.
     rmm.reinitialize(pool_allocator=True)
@@ -167,7 +167,7 @@ def gpu_rows(args: argparse.Namespace) -> tuple[list[tuple[str, list[float]]], i
     sync = cupy.cuda.get_current_stream().synchronize
 
     def native():
-        return hash_partition(frame, on, n)
+        return hash_pack(frame, on, n)
 
     def cudf_path():
         return frame.partition_by_hash(on, n, keep_index=False)
@@ -190,7 +190,7 @@ def print_phases(frame, on: list[str], n: int, repeat: int) -> None:
     import cupy
 
     from gpuframe import _core
-    from gpuframe.exchange.partition import _device_arg, _device_columns, _key_indices
+    from gpuframe.exchange.pack import _device_arg, _device_columns, _key_indices
 
     columns = _device_columns(frame)
     keys = _key_indices([name for name, _ in columns], on)

@@ -1,3 +1,5 @@
-"""The shuffle join: hash-partition each partition's rows per destination worker
-(:mod:`~gpuframe.exchange.partition`), send the buckets (:mod:`~gpuframe.exchange.exchange`), and join
-them where they land (:mod:`~gpuframe.operators.join`)."""
+"""The exchange: rows moved between workers. Splitters cut each partition into buckets
+(:mod:`~gpuframe.exchange.splitters`, packed by gpuframe's native core in
+:mod:`~gpuframe.exchange.pack`), owner policies say which worker each bucket goes to
+(:mod:`~gpuframe.exchange.placement`), and :mod:`~gpuframe.exchange.exchange` runs the stages that
+send them (:mod:`~gpuframe.exchange.bucket`: how a bucket travels)."""

@@ -6,7 +6,7 @@ Buckets are separate Dask keys computed on the source worker, so the consumer's 
 one from its source over the cluster's comm layer (UCX or TCP) as an ordinary dependency
 transfer: worker to worker, never through the client or the scheduler (over TCP, cuDF buckets are
 wrapped to cross through pinned memory: :mod:`~gpuframe.exchange.bucket`). On the task stream the
-stages show as ``gpuframe-partition-*`` and ``gpuframe-send-*``, the transfers as transfers.
+stages show as ``gpuframe-split-*`` and ``gpuframe-send-*``, the transfers as transfers.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ def exchange(job: Job, inputs: Partitions, splitter: Splitter, owners: OwnerPoli
              wrap: bool = False) -> Buckets:
     """Cut every partition of ``inputs`` into ``splitter``'s buckets where it lies, bound for
     the workers ``owners`` gives them. ``label`` (alphabetic) tells this exchange's stages apart
-    within the job (``partition-left``, ``send-left``). ``wrap``: buckets travel as
+    within the job (``split-left``, ``send-left``). ``wrap``: buckets travel as
     :class:`~gpuframe.exchange.bucket.DeviceBucket`."""
-    split = job.stage(f"partition-{label}")
+    split = job.stage(f"split-{label}")
     send = job.stage(f"send-{label}")
     parts: list[list[Future]] = [[] for _ in range(splitter.n)]
     for i, (part, owner) in enumerate(zip(inputs.futures, inputs.owners)):

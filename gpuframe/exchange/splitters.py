@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from .partition import hash_split, range_split, split_by_destinations
+from .pack import hash_split, range_split, split_by_destinations
 
 
 class Splitter(Protocol):

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ..backend import get_backend
-from ..exchange.partition import hash_rows, hash_split
+from ..exchange.pack import hash_rows, hash_split
 from ..exchange.splitters import HashSplitter, cast_keys
 from ..runtime.runner import Job, Partitions
 

@@ -217,6 +217,6 @@ def test_the_progress_bars_group_a_jobs_tasks_by_stage(engine):
     job = new_job()
     with gpuframe.progress(notebook=False) as bars:
         start(client, job)
-        run_steps(client, job, [("partition-left", 2), ("partition-right", 3), ("join", 2)])
+        run_steps(client, job, [("split-left", 2), ("split-right", 3), ("join", 2)])
         end(client, job)
-    assert bars.totals == {"partition": 5, "join": 2}
+    assert bars.totals == {"split": 5, "join": 2}

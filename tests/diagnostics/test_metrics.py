@@ -25,7 +25,7 @@ def test_task_stream_lists_the_stage_names_after_a_join(engine):
         joined = left.merge(right, on="k", broadcast_bytes=0)
         assert len(joined) == 20_000
     names = {key_split(task["key"]) for task in stream.data}
-    assert {"gpuframe-partition-left", "gpuframe-partition-right", "gpuframe-send-left",
+    assert {"gpuframe-split-left", "gpuframe-split-right", "gpuframe-send-left",
             "gpuframe-send-right", "gpuframe-join"} <= names
     sources = {startstop.get("source") for task in stream.data
                for startstop in task["startstops"] if startstop["action"] == "transfer"}
@@ -36,9 +36,9 @@ def test_join_metrics_hold_its_stages_and_worker_pairs(shuffle_join, cpu_engine)
     metrics = shuffle_join["report"].metrics
     expected = shuffle_join["orders"].merge(shuffle_join["people"], on="customer_id")
     assert len(shuffle_join["result"]) == len(expected)
-    assert {"load", "partition", "send", "transfer", "join", "gather"} <= set(metrics.stages)
+    assert {"load", "split", "send", "transfer", "join", "gather"} <= set(metrics.stages)
     workers = cpu_engine.workers
-    assert metrics.stages["partition"]["tasks"] == 2 * len(workers)
+    assert metrics.stages["split"]["tasks"] == 2 * len(workers)
     assert metrics.stages["join"]["tasks"] == len(workers)
     pairs = {(p["source"], p["destination"]): p for p in metrics.pairs}
     assert set(pairs) == {(a, b) for a in workers for b in workers if a != b}

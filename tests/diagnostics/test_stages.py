@@ -20,7 +20,7 @@ def test_new_jobs_are_fresh_hex_ids():
 
 @pytest.mark.parametrize(("stage", "index", "first"), [
     ("read-parquet", (3,), "read"),
-    ("partition-left", (1,), "partition"),
+    ("split-left", (1,), "split"),
     ("send-right", (1, 0), "send"),
     ("join", (0,), "join"),
     ("filter", (), "filter"),

@@ -1,4 +1,4 @@
-"""gpuframe._core called directly: the contract gpuframe.exchange.partition relies on (every
+"""gpuframe._core called directly: the contract gpuframe.exchange.pack relies on (every
 output byte written, the layout, argument errors), without the Python layer's conversions."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """gpuframe._core's range destinations and given-destination partitions called directly: the
-contract gpuframe.exchange.partition relies on (argument errors, error classes, the CPU layout by
+contract gpuframe.exchange.pack relies on (argument errors, error classes, the CPU layout by
 given destinations equal to the hash one), without the Python layer's conversions. Their results
-against pandas and the CUDA ones against the CPU are tested in tests/exchange/test_partition.py."""
+against pandas and the CUDA ones against the CPU are tested in tests/exchange/test_pack.py."""
 
 from __future__ import annotations
 

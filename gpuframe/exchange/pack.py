@@ -1,13 +1,13 @@
-"""Partition-and-pack: one partition's rows split per destination worker, packed to send.
+"""Pack a partition's rows into buckets, one per destination, ready to send.
 
-:func:`hash_partition` hashes the key columns with gpuframe's native core (one hash definition,
+:func:`hash_pack` hashes the key columns with gpuframe's native core (one hash definition,
 compiled for the CPU and the GPU, so a key reaches the same destination on either backend);
-:func:`partition_by_destinations` takes one destination per row from the caller, such as those
+:func:`pack_by_destinations` takes one destination per row from the caller, such as those
 :func:`range_destinations` finds by bisecting sorted boundary rows (a sort's exchange). Either
 packs every destination's rows of all columns into one contiguous byte range of one buffer, in
-input order (the partition is stable). A pyarrow Table, or a pandas DataFrame through pyarrow, is
+input order (the packing is stable). A pyarrow Table, or a pandas DataFrame through pyarrow, is
 packed on the CPU into a NumPy buffer; a cuDF DataFrame on its GPU into a CuPy buffer, on CuPy's
-current stream. :meth:`PackedPartitions.destination` cuts one destination's share out of the
+current stream. :meth:`PackedBuckets.destination` cuts one destination's share out of the
 buffer (a view), and :func:`unpack` turns such a share back into a table whose columns point into
 the buffer (no copy, except that booleans and dictionaries, packed as bytes and values, are cast
 back on the CPU). :func:`hash_split`, :func:`split_by_destinations` and :func:`range_split` give
@@ -38,26 +38,26 @@ ALIGNMENT = 64
 
 
 class UnknownKeyColumnError(GpuframeError, KeyError):
-    """A key column to partition on is not a column of the table (or names several)."""
+    """A key column to hash is not a column of the table (or names several)."""
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
 
 
 class UnsupportedColumnTypeError(ColumnTypeError):
-    """A column's type is one the partitioner cannot pack (it names the column and the type)."""
+    """A column's type is one the packer cannot pack (it names the column and the type)."""
 
 
-class PartitionOptionError(OptionError):
-    """An option of the partitioner (``n``, ``threads``) has a value it cannot take."""
+class PackOptionError(OptionError):
+    """An option of the packer (``n``, ``threads``) has a value it cannot take."""
 
 
-class DestinationsError(PartitionOptionError):
+class DestinationsError(PackOptionError):
     """Destinations given for a partition are not one integer in ``[0, n)`` per row (the message
     says which row, or what is wrong with the array)."""
 
 
-class BoundariesError(PartitionOptionError):
+class BoundariesError(PackOptionError):
     """Boundaries of a range split are not a table of sorted rows over the key columns, of types
     the keys' can be cast to (the message names the column or the rows)."""
 
@@ -84,7 +84,7 @@ class ColumnSpec:
 
 
 @dataclass(frozen=True)
-class PackedPartition:
+class PackedBucket:
     """One destination's rows of every column, packed: what travels to that destination.
 
     ``pieces[c]`` holds the byte offsets into ``data`` of column c's validity bitmap, values (or
@@ -108,10 +108,10 @@ class PackedPartition:
 
 
 @dataclass(frozen=True)
-class PackedPartitions:
+class PackedBuckets:
     """All destinations' rows in one buffer: destination d owns
     ``buffer[byte_offsets[d]:byte_offsets[d + 1]]`` and holds ``rows[d]`` rows; ``pieces[d, c]``
-    are absolute byte offsets of column c's pieces (see :class:`PackedPartition`)."""
+    are absolute byte offsets of column c's pieces (see :class:`PackedBucket`)."""
 
     columns: tuple[ColumnSpec, ...]
     buffer: Any  # uint8 NumPy (CPU) or CuPy (GPU) array
@@ -125,20 +125,20 @@ class PackedPartitions:
     def n_destinations(self) -> int:
         return len(self.rows)
 
-    def destination(self, d: int) -> PackedPartition:
+    def destination(self, d: int) -> PackedBucket:
         """Destination ``d``'s share, as a view of the buffer with offsets relative to it."""
         if not 0 <= d < self.n_destinations:
-            raise PartitionOptionError(
+            raise PackOptionError(
                 f"destination {d} does not exist: there are {self.n_destinations}")
         start, end = int(self.byte_offsets[d]), int(self.byte_offsets[d + 1])
         pieces = np.where(self.pieces[d] >= 0, self.pieces[d] - start, -1)
-        return PackedPartition(self.columns, int(self.rows[d]), pieces, self.chars[d].copy(),
+        return PackedBucket(self.columns, int(self.rows[d]), pieces, self.chars[d].copy(),
                                self.buffer[start:end], self.metadata)
 
 
-def hash_partition(table: Any, on: Sequence[str], n: int, *, threads: int | None = None
-                   ) -> PackedPartitions:
-    """Hash-partition ``table``'s rows on the key columns ``on`` into ``n`` destinations, packed.
+def hash_pack(table: Any, on: Sequence[str], n: int, *, threads: int | None = None
+                   ) -> PackedBuckets:
+    """Pack ``table``'s rows into ``n`` buckets by the hash of the key columns ``on``.
 
     ``table`` is a ``pyarrow.Table`` or a ``pandas.DataFrame`` (its index is dropped), packed on
     the CPU with ``threads`` threads (None: one per core), or a ``cudf.DataFrame``, packed on the
@@ -147,13 +147,13 @@ def hash_partition(table: Any, on: Sequence[str], n: int, *, threads: int | None
     """
     n = _check_count(n)
     if _is_cudf(table):
-        return _partition_device(table, n, on=on)
-    return _partition_host(_as_arrow(table), n, _check_threads(threads), on=on)
+        return _pack_device(table, n, on=on)
+    return _pack_host(_as_arrow(table), n, _check_threads(threads), on=on)
 
 
-def partition_by_destinations(table: Any, destinations: Any, n: int, *,
-                              threads: int | None = None) -> PackedPartitions:
-    """``table``'s rows packed as :func:`hash_partition` packs them, row r going to
+def pack_by_destinations(table: Any, destinations: Any, n: int, *,
+                              threads: int | None = None) -> PackedBuckets:
+    """``table``'s rows packed as :func:`hash_pack` packs them, row r going to
     ``destinations[r]``: a 1-D integer array (any width, signed or not) of one destination in
     ``[0, n)`` per row, NumPy for a pyarrow Table or pandas DataFrame, CuPy for a cuDF
     DataFrame (which the GPU reads on CuPy's current stream). The CPU and the GPU write the same
@@ -164,10 +164,10 @@ def partition_by_destinations(table: Any, destinations: Any, n: int, *,
     n = _check_count(n)
     try:
         if _is_cudf(table):
-            return _partition_device(
+            return _pack_device(
                 table, n, destinations=_device_destinations(destinations, len(table)))
         table = _as_arrow(table)
-        return _partition_host(table, n, _check_threads(threads),
+        return _pack_host(table, n, _check_threads(threads),
                                destinations=_host_destinations(destinations, table.num_rows))
     except _core.DestinationError as error:
         raise DestinationsError(str(error)) from None
@@ -196,14 +196,14 @@ def range_destinations(table: Any, on: Sequence[Any], boundaries: Any,
     return _range_host(table, keys, boundaries, orders, _check_threads(threads))
 
 
-def unpack(part: PackedPartition) -> Any:
+def unpack(part: PackedBucket) -> Any:
     """``part``'s rows as a table over its bytes: a pyarrow Table, or a cuDF DataFrame for a
     share packed on the GPU."""
     return _unpack_device(part) if part.on_gpu else _unpack_host(part)
 
 
 def hash_rows(table: Any, on: Sequence[str], *, threads: int | None = None) -> Any:
-    """The 64-bit hash of each row's keys, exactly as :func:`hash_partition` computes it: a NumPy
+    """The 64-bit hash of each row's keys, exactly as :func:`hash_pack` computes it: a NumPy
     array for a pyarrow Table or pandas DataFrame, a CuPy array for a cuDF DataFrame."""
     from .. import _core
 
@@ -231,15 +231,15 @@ def hash_split(frame: Any, on: Sequence[str], n: int) -> list[Any]:
     its rows of them, in the same order. A dataset read with such columns is joined like any
     other, not refused."""
     keys = _key_list(on)
-    return _split(frame, keys, lambda packable: hash_partition(packable, keys, n))
+    return _split(frame, keys, lambda packable: hash_pack(packable, keys, n))
 
 
 def split_by_destinations(frame: Any, destinations: Any, n: int) -> list[Any]:
     """``frame``'s rows split into ``n`` frames of its own library, row r into frame
-    ``destinations[r]`` (see :func:`partition_by_destinations`), in order; columns the packer
+    ``destinations[r]`` (see :func:`pack_by_destinations`), in order; columns the packer
     cannot pack are carried as :func:`hash_split` carries them."""
     return _split(frame, [],
-                  lambda packable: partition_by_destinations(packable, destinations, n))
+                  lambda packable: pack_by_destinations(packable, destinations, n))
 
 
 def range_split(frame: Any, on: Sequence[Any], boundaries: Any,
@@ -251,14 +251,14 @@ def range_split(frame: Any, on: Sequence[Any], boundaries: Any,
     keys = _key_list(on)
     n = _check_count(len(boundaries) + 1)
 
-    def pack(packable: Any) -> PackedPartitions:
+    def pack(packable: Any) -> PackedBuckets:
         destinations = range_destinations(packable, keys, boundaries, ascending, nulls_last)
-        return partition_by_destinations(packable, destinations, n)
+        return pack_by_destinations(packable, destinations, n)
 
     return _split(frame, keys, pack)
 
 
-def _split(frame: Any, keys: list[Any], pack: Callable[[Any], PackedPartitions]) -> list[Any]:
+def _split(frame: Any, keys: list[Any], pack: Callable[[Any], PackedBuckets]) -> list[Any]:
     """``frame`` split into frames of its own library by ``pack``, which packs a table of the
     frame's rows: the frame itself, or (with columns the packer cannot pack, other than
     ``keys``) the packable columns and each row's number, by which every destination then takes
@@ -310,13 +310,13 @@ def _as_arrow(table: Any) -> pa.Table:
         return table
     if not _is_pandas(table):
         raise UnsupportedColumnTypeError(
-            f"cannot partition a {type(table).__name__}: pass a pyarrow Table, a pandas "
+            f"cannot pack a {type(table).__name__}: pass a pyarrow Table, a pandas "
             f"DataFrame or a cuDF DataFrame")
     return pa.Table.from_pandas(table, preserve_index=False)
 
 
-def _partition_host(table: pa.Table, n: int, threads: int, *, on: Sequence[str] | None = None,
-                    destinations: np.ndarray | None = None) -> PackedPartitions:
+def _pack_host(table: pa.Table, n: int, threads: int, *, on: Sequence[str] | None = None,
+                    destinations: np.ndarray | None = None) -> PackedBuckets:
     """``table`` packed by the hash of ``on``, or to ``destinations`` (checked) where given."""
     from .. import _core
 
@@ -332,7 +332,7 @@ def _partition_host(table: pa.Table, n: int, threads: int, *, on: Sequence[str] 
         core = _core.HostPartition.by_destinations(args, destinations, table.num_rows, n, threads)
     buffer = _aligned_empty(core.total_bytes)
     core.scatter(buffer)
-    return PackedPartitions(tuple(specs), buffer, core.rows, core.byte_offsets, core.pieces,
+    return PackedBuckets(tuple(specs), buffer, core.rows, core.byte_offsets, core.pieces,
                             core.chars, table.schema.metadata)
 
 
@@ -483,14 +483,14 @@ def _host_column(field: pa.Field, column: pa.ChunkedArray) -> tuple[ColumnSpec, 
                       _host_bytes(buffers[1]))
     if kind_code is None:
         raise UnsupportedColumnTypeError(
-            f"column {field.name!r} has type {field.type}, which the partitioner cannot "
+            f"column {field.name!r} has type {field.type}, which the packer cannot "
             f"pack (integers, floats, booleans, temporal types, strings and binary can)")
     width = packed.bit_width // 8
     spec = ColumnSpec(field.name, kind_code, width, nullable, packed, field.type, dictionary)
     return spec, (kind_code, width, array.offset, _host_bytes(buffers[1]), validity, None)
 
 
-def _unpack_host(part: PackedPartition) -> pa.Table:
+def _unpack_host(part: PackedBucket) -> pa.Table:
     rows, data = part.rows, part.data
     arrays = []
     for spec, (validity, values, chars), n_chars in zip(part.columns, part.pieces, part.chars):
@@ -548,8 +548,8 @@ def _is_cudf(table: Any) -> bool:
     return type(table).__module__.split(".")[0] == "cudf"
 
 
-def _partition_device(frame: Any, n: int, *, on: Sequence[str] | None = None,
-                      destinations: Any = None) -> PackedPartitions:
+def _pack_device(frame: Any, n: int, *, on: Sequence[str] | None = None,
+                      destinations: Any = None) -> PackedBuckets:
     """``frame`` packed by the hash of ``on``, or to ``destinations`` (checked) where given."""
     import cupy
 
@@ -572,7 +572,7 @@ def _partition_device(frame: Any, n: int, *, on: Sequence[str] | None = None,
     bound = core.output_bound
     buffer = cupy.empty(bound if bound >= 0 else core.total_bytes, dtype=cupy.uint8)
     core.scatter(buffer, stream)
-    return PackedPartitions(specs, buffer[:core.total_bytes], core.rows, core.byte_offsets,
+    return PackedBuckets(specs, buffer[:core.total_bytes], core.rows, core.byte_offsets,
                             core.pieces, core.chars)
 
 
@@ -711,7 +711,7 @@ def _device_arg(name: Any, column: Any) -> tuple:
     kind_width = _device_kind(column)
     if kind_width is None:
         raise UnsupportedColumnTypeError(
-            f"column {name!r} has cuDF type {column.dtype}, which the partitioner cannot "
+            f"column {name!r} has cuDF type {column.dtype}, which the packer cannot "
             f"pack (integers, floats, booleans, timestamps, durations and strings can)")
     kind, width = kind_width
     column = column.plc_column
@@ -746,7 +746,7 @@ def _device_bytes(span: Any) -> tuple[int, int] | None:
     return None if span is None else (span.ptr, span.size)
 
 
-def _unpack_device(part: PackedPartition) -> Any:
+def _unpack_device(part: PackedBucket) -> Any:
     import cudf
     import pylibcudf as plc
 
@@ -806,10 +806,10 @@ def _orders(keys: list[Any], ascending: Any, nulls_last: Any) -> list[tuple[bool
         ascending = [bool(ascending)] * len(keys)
     elif not isinstance(ascending, Sequence) or len(ascending) != len(keys) or \
             not all(isinstance(a, (bool, np.bool_)) for a in ascending):
-        raise PartitionOptionError(f"ascending={ascending!r}: give a bool, or one bool per key "
+        raise PackOptionError(f"ascending={ascending!r}: give a bool, or one bool per key "
                                    f"column ({len(keys)})")
     if not isinstance(nulls_last, (bool, np.bool_)):
-        raise PartitionOptionError(f"nulls_last={nulls_last!r}: give a bool")
+        raise PackOptionError(f"nulls_last={nulls_last!r}: give a bool")
     return [(bool(a), bool(nulls_last)) for a in ascending]
 
 
@@ -826,7 +826,7 @@ def _checked_destinations(array: Any, rows: int) -> Any:
 
 def _check_count(n: Any) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n < 2**32:
-        raise PartitionOptionError(
+        raise PackOptionError(
             f"n={n!r}: the number of destinations must be an integer from 1 to 2**32 - 1")
     return int(n)
 
@@ -835,6 +835,6 @@ def _check_threads(threads: Any) -> int:
     if threads is None:
         return 0
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise PartitionOptionError(f"threads={threads!r}: give a positive integer, or None for "
+        raise PackOptionError(f"threads={threads!r}: give a positive integer, or None for "
                                    f"one thread per core")
     return int(threads)

@@ -1,4 +1,4 @@
-"""gpuframe.exchange.partition against a pure NumPy/Python reference of the hash and the partition
+"""gpuframe.exchange.pack against a pure NumPy/Python reference of the hash and the partition
 and against pandas' own sort for the range splitter, and (marker gpu) the CUDA partition and
 range splitter against the CPU ones, byte for byte."""
 
@@ -11,18 +11,18 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from gpuframe.exchange.partition import (
+from gpuframe.exchange.pack import (
     ALIGNMENT,
     BoundariesError,
     DestinationsError,
-    PackedPartitions,
-    PartitionOptionError,
+    PackedBuckets,
+    PackOptionError,
     UnknownKeyColumnError,
     UnsupportedColumnTypeError,
-    hash_partition,
+    hash_pack,
     hash_rows,
     hash_split,
-    partition_by_destinations,
+    pack_by_destinations,
     range_destinations,
     range_split,
     split_by_destinations,
@@ -194,7 +194,7 @@ def same_table(got: pa.Table, want: pa.Table) -> bool:
 
 
 def assert_matches_reference(table: pa.Table, on: list[str], n: int, **options) -> None:
-    packed = hash_partition(table, on, n, **options)
+    packed = hash_pack(table, on, n, **options)
     expected = reference_partition(table, on, n)
     assert packed.n_destinations == n
     assert packed.rows.tolist() == [t.num_rows for t in expected]
@@ -242,7 +242,7 @@ def test_sliced_and_chunked_columns():
 
 def test_empty_table_gives_empty_destinations():
     table = random_table(10).slice(0, 0)
-    packed = hash_partition(table, ["i64"], 4)
+    packed = hash_pack(table, ["i64"], 4)
     assert packed.rows.tolist() == [0, 0, 0, 0]
     for d in range(4):
         got = unpack(packed.destination(d))
@@ -251,7 +251,7 @@ def test_empty_table_gives_empty_destinations():
 
 def test_one_destination_keeps_the_table():
     table = random_table(1000, seed=3)
-    packed = hash_partition(table, ["s"], 1)
+    packed = hash_pack(table, ["s"], 1)
     assert same_table(unpack(packed.destination(0)), table)
 
 
@@ -277,8 +277,8 @@ def test_many_rows_on_several_threads_give_the_same_bytes():
         "v": pa.array(with_nulls(rng, rng.random(rows).tolist(), 0.01)),
         "s": pa.array(rng.choice(["x", "yy", "zzz", ""], rows)),
     })
-    one = hash_partition(table, ["k"], 7, threads=1)
-    two = hash_partition(table, ["k"], 7, threads=3)
+    one = hash_pack(table, ["k"], 7, threads=1)
+    two = hash_pack(table, ["k"], 7, threads=3)
     assert np.array_equal(one.buffer, two.buffer)
     assert_matches_reference(table, ["k"], 7, threads=3)
 
@@ -294,7 +294,7 @@ def test_pandas_frames_go_through_arrow_and_come_back():
         assert part.dtypes.tolist() == frame.dtypes.tolist()
         pd.testing.assert_frame_equal(part.reset_index(drop=True),
                                       want.to_pandas().reset_index(drop=True))
-    assert hash_partition(frame, ["k"], 3).rows.tolist() == [len(p) for p in parts]
+    assert hash_pack(frame, ["k"], 3).rows.tolist() == [len(p) for p in parts]
 
 
 def test_columns_the_packer_cannot_pack_are_carried_with_their_rows():
@@ -335,7 +335,7 @@ def test_unpacked_columns_point_into_the_packed_buffer():
     """Zero-copy out: every unpacked buffer (booleans aside, cast back from bytes) lies inside
     the packed buffer."""
     table = random_table(3000, seed=15)
-    packed = hash_partition(table, ["i64"], 5)
+    packed = hash_pack(table, ["i64"], 5)
     start = packed.buffer.ctypes.data
     end = start + packed.buffer.nbytes
     for d in range(5):
@@ -352,25 +352,25 @@ def test_unpacked_columns_point_into_the_packed_buffer():
 def test_errors_name_the_column_or_option():
     table = random_table(20)
     with pytest.raises(UnknownKeyColumnError, match="'nope'"):
-        hash_partition(table, ["nope"], 2)
+        hash_pack(table, ["nope"], 2)
     with pytest.raises(UnknownKeyColumnError, match="at least one"):
-        hash_partition(table, [], 2)
+        hash_pack(table, [], 2)
     for n in (0, -1, 2**32, 1.5, True):
-        with pytest.raises(PartitionOptionError, match="n="):
-            hash_partition(table, ["i64"], n)
-    with pytest.raises(PartitionOptionError, match="threads=0"):
-        hash_partition(table, ["i64"], 2, threads=0)
+        with pytest.raises(PackOptionError, match="n="):
+            hash_pack(table, ["i64"], n)
+    with pytest.raises(PackOptionError, match="threads=0"):
+        hash_pack(table, ["i64"], 2, threads=0)
     decimals = table.append_column("price", pa.array([1] * 20, pa.decimal128(10, 2)))
     with pytest.raises(UnsupportedColumnTypeError, match="'price'.*decimal"):
-        hash_partition(decimals, ["i64"], 2)
-    with pytest.raises(PartitionOptionError, match="destination 5"):
-        hash_partition(table, ["i64"], 2).destination(5)
+        hash_pack(decimals, ["i64"], 2)
+    with pytest.raises(PackOptionError, match="destination 5"):
+        hash_pack(table, ["i64"], 2).destination(5)
 
 
 def test_dictionary_columns_are_packed_as_values_and_restored():
     table = pa.table({"k": pa.array(["a", "b", "a", None, "c"] * 40).dictionary_encode(),
                       "v": pa.array(range(200))})
-    packed = hash_partition(table, ["k"], 3)
+    packed = hash_pack(table, ["k"], 3)
     plain = table.cast(pa.schema([("k", pa.string()), ("v", pa.int64())]))
     expected = reference_partition(plain, ["k"], 3)
     for d in range(3):
@@ -398,8 +398,8 @@ def test_destinations_pack_as_the_hash_partition_does(dtype, n):
     table = random_table(3000, seed=n).slice(11)
     on = ["s", "i64"]
     dest = reference_destination(reference_hash(table, on), n)
-    packed = partition_by_destinations(table, dest.astype(dtype), n)
-    hashed = hash_partition(table, on, n)
+    packed = pack_by_destinations(table, dest.astype(dtype), n)
+    hashed = hash_pack(table, on, n)
     assert packed.rows.tolist() == hashed.rows.tolist()
     assert packed.byte_offsets.tolist() == hashed.byte_offsets.tolist()
     assert packed.pieces.tolist() == hashed.pieces.tolist()
@@ -416,8 +416,8 @@ def test_destinations_on_several_threads_give_the_same_bytes():
                       "v": pa.array(with_nulls(rng, rng.random(rows).tolist(), 0.01)),
                       "s": pa.array(rng.choice(["x", "yy", "zzz", ""], rows))})
     dest = rng.integers(0, 9, rows).astype(np.uint16)
-    one = partition_by_destinations(table, dest, 9, threads=1)
-    three = partition_by_destinations(table, dest, 9, threads=3)
+    one = pack_by_destinations(table, dest, 9, threads=1)
+    three = pack_by_destinations(table, dest, 9, threads=3)
     assert np.array_equal(one.buffer, three.buffer)
     for d in range(9):
         want = table.take(pa.array(np.flatnonzero(dest == d)))
@@ -426,7 +426,7 @@ def test_destinations_on_several_threads_give_the_same_bytes():
 
 def test_destinations_of_an_empty_table():
     table = random_table(10).slice(0, 0)
-    packed = partition_by_destinations(table, np.empty(0, np.int64), 3)
+    packed = pack_by_destinations(table, np.empty(0, np.int64), 3)
     assert packed.rows.tolist() == [0, 0, 0]
     assert all(unpack(packed.destination(d)).schema == table.schema for d in range(3))
 
@@ -442,17 +442,17 @@ def test_destinations_that_are_not_one_valid_integer_a_row_are_refused():
         dest[row + 20] = value  # a later one too: the first is named
         with pytest.raises(DestinationsError,
                            match=rf"^row {row} has destination {value}, outside \[0, {n}\)$"):
-            partition_by_destinations(table, dest, n)
+            pack_by_destinations(table, dest, n)
     with pytest.raises(DestinationsError, match=r"shape \(49,\) for 50 rows"):
-        partition_by_destinations(table, good[:49], 4)
+        pack_by_destinations(table, good[:49], 4)
     with pytest.raises(DestinationsError, match=r"shape \(2, 25\) for 50 rows"):
-        partition_by_destinations(table, good.reshape(2, 25), 4)
+        pack_by_destinations(table, good.reshape(2, 25), 4)
     for dtype in (np.float64, np.bool_, object):
         with pytest.raises(DestinationsError, match=f"dtype {np.dtype(dtype)}: give integers"):
-            partition_by_destinations(table, good.astype(dtype), 4)
-    with pytest.raises(PartitionOptionError, match="n=0"):
-        partition_by_destinations(table, good, 0)
-    assert issubclass(DestinationsError, PartitionOptionError)
+            pack_by_destinations(table, good.astype(dtype), 4)
+    with pytest.raises(PackOptionError, match="n=0"):
+        pack_by_destinations(table, good, 0)
+    assert issubclass(DestinationsError, PackOptionError)
     assert issubclass(DestinationsError, ValueError)
 
 
@@ -462,7 +462,7 @@ def test_destinations_out_of_range_on_several_threads_name_the_first():
     dest = np.zeros(rows, np.int32)
     dest[[290_000, 150_001, 150_002]] = [7, -3, 5]
     with pytest.raises(DestinationsError, match="^row 150001 has destination -3"):
-        partition_by_destinations(table, dest, 5, threads=3)
+        pack_by_destinations(table, dest, 5, threads=3)
 
 
 def test_split_by_destinations_gives_each_frame_its_rows_in_order():
@@ -626,10 +626,10 @@ def test_range_errors_name_the_column_option_or_rows():
     with pytest.raises(UnknownKeyColumnError, match="'nope'"):
         range_destinations(table, ["nope"], bounds)
     for ascending in ([True], [True, 1], "yes"):
-        with pytest.raises(PartitionOptionError, match="ascending="):
+        with pytest.raises(PackOptionError, match="ascending="):
             range_destinations(table, ["i64", "s"], pa.table({"i64": [1], "s": ["a"]}),
                                ascending=ascending)
-    with pytest.raises(PartitionOptionError, match="nulls_last='last'"):
+    with pytest.raises(PackOptionError, match="nulls_last='last'"):
         range_destinations(table, ["i64"], bounds.slice(1), nulls_last="last")
     categorical = pa.table({"c": pa.array(["b", "a", "b"]).dictionary_encode()})
     with pytest.raises(UnsupportedColumnTypeError, match="'c' is a dictionary"):
@@ -661,7 +661,7 @@ def device_args(host_args, cupy):
 
 
 def host_args(table: pa.Table):
-    from gpuframe.exchange.partition import _host_column
+    from gpuframe.exchange.pack import _host_column
 
     return [_host_column(f, c)[1] for f, c in zip(table.schema, table.columns)]
 
@@ -783,7 +783,7 @@ def test_cuda_partition_of_long_strings_and_large_offsets():
     assert np.array_equal(got, expected)
 
 
-def assert_packs_like_arrow(on_gpu: PackedPartitions, on_cpu: PackedPartitions) -> None:
+def assert_packs_like_arrow(on_gpu: PackedBuckets, on_cpu: PackedBuckets) -> None:
     """A cuDF frame's packed destinations unpack to those of the same rows packed on the CPU."""
     assert on_gpu.rows.tolist() == on_cpu.rows.tolist()
     for d in range(on_cpu.n_destinations):
@@ -802,8 +802,8 @@ def test_cudf_frames_partition_like_arrow_tables():
     table = random_table(20_000, seed=12).drop_columns(["bin", "day"])
     frame = cudf.DataFrame.from_arrow(table)
     on = ["s", "i64"]
-    on_cpu = hash_partition(table, on, 6)
-    assert_packs_like_arrow(hash_partition(frame, on, 6), on_cpu)
+    on_cpu = hash_pack(table, on, 6)
+    assert_packs_like_arrow(hash_pack(frame, on, 6), on_cpu)
     np.testing.assert_array_equal(hash_rows(frame, on).get(), hash_rows(table, on))
     parts = hash_split(frame, on, 6)
     assert [len(p) for p in parts] == on_cpu.rows.tolist()
@@ -817,7 +817,7 @@ def test_cudf_partitions_keep_their_scratch_per_stream(on):
     packing is right."""
     cupy = device_or_skip()
     cudf = pytest.importorskip("cudf")
-    from gpuframe.exchange import partition as module
+    from gpuframe.exchange import pack as module
 
     null, other = cupy.cuda.Stream.null, cupy.cuda.Stream(non_blocking=True)
     kept = []
@@ -826,9 +826,9 @@ def test_cudf_partitions_keep_their_scratch_per_stream(on):
         frame = cudf.DataFrame.from_arrow(table)
         cupy.cuda.Device().synchronize()  # the frame was made on the default stream
         with stream:
-            on_gpu = hash_partition(frame, on, 7)
+            on_gpu = hash_pack(frame, on, 7)
         stream.synchronize()
-        assert_packs_like_arrow(on_gpu, hash_partition(table, on, 7))
+        assert_packs_like_arrow(on_gpu, hash_pack(table, on, 7))
         kept.append(module._kept_scratch.by_device[cupy.cuda.runtime.getDevice()])
     assert kept[1] is kept[0]  # smaller, on the same stream
     assert kept[2][0] == other.ptr and kept[2][1] is not kept[1][1]
@@ -848,7 +848,7 @@ def test_cudf_partitions_hold_scratch_made_for_the_call_until_the_scatter(monkey
     rmm = pytest.importorskip("rmm")
     from rmm.allocators.cupy import rmm_cupy_allocator
 
-    from gpuframe.exchange import partition as module
+    from gpuframe.exchange import pack as module
 
     monkeypatch.setattr(module, "SCRATCH_KEPT_BYTES", 0)
     resource, allocator = rmm.mr.get_current_device_resource(), cupy.cuda.get_allocator()
@@ -859,9 +859,9 @@ def test_cudf_partitions_hold_scratch_made_for_the_call_until_the_scatter(monkey
         table = random_table(300_000, seed=21).drop_columns(["bin", "day"])
         frame = cudf.DataFrame.from_arrow(table)
         for on in (["i32"], ["s", "i64"]):
-            on_gpu = hash_partition(frame, on, 7)
+            on_gpu = hash_pack(frame, on, 7)
             cupy.cuda.Device().synchronize()
-            assert_packs_like_arrow(on_gpu, hash_partition(table, on, 7))
+            assert_packs_like_arrow(on_gpu, hash_pack(table, on, 7))
             del on_gpu
     finally:
         cupy.cuda.Device().synchronize()
@@ -892,7 +892,7 @@ def test_cudf_frames_carry_the_columns_the_packer_cannot_pack():
             part.to_arrow().schema).to_pydict()
     # Packed directly, a categorical is refused rather than sent as codes without categories.
     with pytest.raises(UnsupportedColumnTypeError, match="'size' has cuDF type category"):
-        hash_partition(frame[["k", "size"]], ["k"], 4)
+        hash_pack(frame[["k", "size"]], ["k"], 4)
 
 
 @pytest.mark.gpu
@@ -991,15 +991,15 @@ def test_cudf_range_and_destination_splits_match_the_cpu():
         range_split(frame, on, cudf.DataFrame.from_arrow(bounds), ascending, False),
         range_split(table, on, bounds, ascending, False))
     dest = np.random.default_rng(5).integers(0, 5, len(frame))
-    assert_packs_like_arrow(partition_by_destinations(frame, cupy.asarray(dest), 5),
-                            partition_by_destinations(table, dest, 5))
+    assert_packs_like_arrow(pack_by_destinations(frame, cupy.asarray(dest), 5),
+                            pack_by_destinations(table, dest, 5))
     assert_frames_like_arrow(split_by_destinations(frame, cupy.asarray(dest), 5),
                              split_by_destinations(table, dest, 5))
     with pytest.raises(DestinationsError, match="give a CuPy array"):
-        partition_by_destinations(frame, dest, 5)
+        pack_by_destinations(frame, dest, 5)
     dest[777] = 5
     with pytest.raises(DestinationsError, match=r"^row 777 has destination 5, outside \[0, 5\)"):
-        partition_by_destinations(frame, cupy.asarray(dest), 5)
+        pack_by_destinations(frame, cupy.asarray(dest), 5)
     unsorted = cudf.DataFrame.from_arrow(bounds.take(pa.array([1, 0, 2, 3, 4, 5])))
     with pytest.raises(BoundariesError, match="boundary rows 0 and 1"):
         range_destinations(frame, on, unsorted, ascending, False)
