@@ -159,7 +159,8 @@ def raw_ranges(urls: list[str], ranges: dict[str, list[tuple[int, int]]], storag
     loopback server on a 16-core H200 host, reads into buffers 9), nothing decoded."""
     import threading
 
-    from gpuframe.io.remote import open_source, storage_options
+    from gpuframe.io.storage import open_source
+    from gpuframe.io.storage.base import storage_options
 
     options = storage_options(storage)
     sources = {url: open_source(url, options) for url in urls}

@@ -27,7 +27,7 @@ from .read import (
     read_parquet_with_report,
     read_with_report,
 )
-from .remote import StorageOptions, storage_options
+from .storage.base import StorageOptions, storage_options
 from .tuning import Concurrency
 
 __all__ = [

@@ -32,7 +32,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .errors import RemoteError
-from .remote import Source, cut_requests, read_exactly_into, run_requests
+from .storage.base import RangeSource as Source
+from .storage.ranges import cut_requests, read_exactly_into, run_requests
 
 logger = logging.getLogger(__name__)
 

@@ -31,11 +31,14 @@ from .errors import CorruptFileError, PageReadUnsupportedError, TruncatedFileErr
 from .filters import Statistics, Term, range_may_match
 from .pages import MAGIC, ParquetFooter, coalesce, read_rows
 from . import orc_tail
-from .remote import FOOTER_PROBE, Source
+from .storage.base import RangeSource as Source
+from .storage.ranges import RangeFile
 
 ORC_MAGIC = b"ORC"
 ORC_TAIL_GUESS = 16 * 2**10
 """Bytes Arrow's ORC reader fetches from a file's end before it knows the tail's length."""
+FOOTER_PROBE = 64 * 2**10
+"""Bytes of a file's end read in one request for its footer or tail."""
 CSV_SAMPLE = 2**20
 """Bytes of a CSV file's head whose rows give the column types."""
 CSV_PROBE = 64 * 2**10
@@ -427,8 +430,6 @@ class OrcFormat(FileFormat):
 
     def read_metadata(self, source: Source, partition_bytes: int) -> OrcMetadata:
         import pyarrow.orc as orc
-
-        from .remote import RangeFile
 
         path = source.path
         size, tail = source.read_tail(FOOTER_PROBE)

@@ -39,14 +39,9 @@ from ..errors import GpuframeError, OptionError
 from .errors import ColumnNotFoundError, SchemaMismatchError, SourceNotFoundError
 from .filters import Term, normalize_filters, partition_may_match
 from .formats import FileFormat, format_for
-from .remote import (
-    RemoteVersion,
-    StorageOptions,
-    list_s3,
-    open_source,
-    scheme_of,
-    storage_options,
-)
+from .storage import open_source
+from .storage.base import RemoteVersion, StorageOptions, scheme_of, storage_options
+from .storage.s3 import list_s3
 from .tuning import Concurrency, fit_to_ranges, measure_storage, unmeasured_concurrency
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"

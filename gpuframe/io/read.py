@@ -70,15 +70,9 @@ from .plan import (
     plan_fragments,
     read_metadata_each,
 )
-from .remote import (
-    RemoteVersion,
-    StorageOptions,
-    open_source,
-    read_ranges,
-    read_ranges_into,
-    scheme_of,
-    storage_options,
-)
+from .storage import open_source
+from .storage.base import RemoteVersion, StorageOptions, scheme_of, storage_options
+from .storage.ranges import read_ranges, read_ranges_into
 from .tuning import (
     DEFAULT_REQUEST_SIZE,
     Concurrency,

@@ -20,7 +20,9 @@ from typing import Callable, Sequence
 from urllib.parse import urlparse
 
 from ..errors import OptionError
-from .remote import Source, StorageOptions, open_source, storage_options
+from .storage import open_source
+from .storage.base import RangeSource as Source
+from .storage.base import StorageOptions, storage_options
 
 BANDWIDTH_PROBE = 4 * 2**20
 """Bytes of each read that measures one request's rate alone (at most half the file): long

@@ -51,7 +51,8 @@ from gpuframe.io.device import (
     fetch_device_copies,
     fetch_staged,
 )
-from gpuframe.io.remote import open_source, storage_options
+from gpuframe.io.storage import open_source
+from gpuframe.io.storage.base import storage_options
 from gpuframe.io.tuning import Concurrency
 
 

@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from gpuframe.io import remote, tuning
-from gpuframe.io.remote import StorageOptions, open_source, storage_options
+from gpuframe.io import tuning
+from gpuframe.io.storage import open_source
+from gpuframe.io.storage.base import Source, StorageOptions, storage_options
 from gpuframe.io.tuning import (
     Concurrency,
     choose_request_size,
@@ -132,7 +133,7 @@ def test_the_probe_adds_requests_while_the_store_serves_more(http_server):
     assert chosen.probed_at_once >= 16 and chosen.requests_in_flight >= 16, chosen
 
 
-class _LongTailSource(remote.Source):
+class _LongTailSource(Source):
     """A store that serves every request at once, where a read takes 20 ms and one in four of
     them 60 ms (a long tail, as of S3's); 4 KiB reads (latency, connecting) take 1 ms."""
 
@@ -163,7 +164,7 @@ def test_the_probe_times_steps_past_the_stores_slowest_reads():
     assert probe.bandwidth > 8 * probe.stream_bandwidth, probe
 
 
-class _StallingSource(remote.Source):
+class _StallingSource(Source):
     """A store that serves every request at once in 10 ms (4 KiB reads in 1 ms), but stalls
     once: the reads in flight when 16 first run at once all end 0.25 s later, as if the host
     paused (a collection, a busy neighbour)."""
@@ -202,7 +203,7 @@ def test_one_stalled_probe_step_does_not_end_the_ramp():
 
 
 
-class _SharedStore(remote.Source):
+class _SharedStore(Source):
     """A store that answers each request after ``latency`` and then sends it at ``stream``
     bytes/s, slowed by ``contention`` for each other request being sent at once (their share
     of the server's CPU), all of them together at most ``link`` bytes/s. Nothing is copied:

@@ -1,4 +1,4 @@
-"""The remote layer against a real Range-serving HTTP server and a real moto S3 server."""
+"""HTTP(S) range reads against the session's Range-serving servers."""
 
 from __future__ import annotations
 
@@ -6,109 +6,31 @@ import base64
 import io
 import pickle
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pandas as pd
 import pytest
 
 import gpuframe
-from gpuframe.errors import GpuframeError, OptionError
-from gpuframe.io import remote
+from gpuframe.errors import GpuframeError
 from gpuframe.io.errors import (
     AccessDeniedError,
     FileChangedError,
-    RemoteError,
     RangeNotSupportedError,
+    RemoteError,
     SourceNotFoundError,
     UnreachableError,
 )
-from gpuframe.io.remote import (
+from gpuframe.io.storage import open_source
+from gpuframe.io.storage.base import (
     KvikioOpen,
-    RangeFile,
     RemoteVersion,
     StorageOptions,
-    kvikio_s3_args,
-    open_source,
-    read_ranges,
-    read_ranges_into,
     storage_options,
 )
+from gpuframe.io.storage.ranges import RangeFile, read_ranges, read_ranges_into
 
 PART = "flat/part-0.parquet"
-
-
-def test_storage_options_layers(monkeypatch):
-    monkeypatch.setenv("GPUFRAME_TASK_SIZE", "1024")
-    monkeypatch.setenv("GPUFRAME_ANONYMOUS", "true")
-    monkeypatch.setenv("GPUFRAME_ENDPOINT", "http://from-env:9000")
-    chosen = storage_options({"endpoint": "http://127.0.0.1:1"}, secret="hidden")
-    assert chosen.task_size == 1024 and chosen.anonymous is True
-    assert chosen.endpoint == "http://127.0.0.1:1"
-    assert "hidden" not in repr(chosen)
-    assert storage_options(chosen, task_size=7).task_size == 7
-    monkeypatch.setenv("GPUFRAME_PROBE_MIN_BYTES", "0")
-    assert storage_options().probe_min_bytes == 0
-    monkeypatch.delenv("GPUFRAME_TASK_SIZE")
-    assert storage_options().task_size is StorageOptions().task_size is None  # measured
-
-
-def test_storage_options_errors(monkeypatch):
-    with pytest.raises(OptionError, match="requests_in_fligh"):
-        storage_options(requests_in_fligh=3)
-    with pytest.raises(OptionError, match="requests_in_flight=0"):
-        storage_options(requests_in_flight=0)
-    with pytest.raises(OptionError, match="probe_min_bytes=-1"):
-        storage_options(probe_min_bytes=-1)
-    monkeypatch.setenv("GPUFRAME_ANONYMOUS", "maybe")
-    with pytest.raises(OptionError, match="GPUFRAME_ANONYMOUS"):
-        storage_options()
-    with pytest.raises(OptionError, match="ftp"):
-        open_source("ftp://host/file.parquet")
-
-
-def test_http_headers_come_from_the_environment_as_json_and_stay_secret(monkeypatch):
-    monkeypatch.setenv("GPUFRAME_HTTP_HEADERS", '{"Authorization": "Bearer env-token"}')
-    assert storage_options().http_headers == (("Authorization", "Bearer env-token"),)
-    chosen = storage_options(http_headers={"X-Api-Key": "call-key"}, session_token="sts-token")
-    assert chosen.http_headers == (("X-Api-Key", "call-key"),)  # the call's replace the env's
-    assert storage_options(chosen, timeout=5.0).http_headers == chosen.http_headers
-    for secret in ("call-key", "X-Api-Key", "sts-token"):
-        assert secret not in repr(chosen)
-    travelled = pickle.loads(pickle.dumps(chosen))  # as into the workers' tasks
-    assert travelled == chosen and hash(travelled) == hash(chosen)
-    assert travelled.session_token == "sts-token"
-    monkeypatch.setenv("GPUFRAME_HTTP_HEADERS", "none")
-    assert storage_options().http_headers == ()
-
-
-@pytest.mark.parametrize("headers, message", [
-    ({"Authorization": "Bearer s3cret\r\nX-Injected: 1"},
-     "the value of 'Authorization' holds a line break.* at position 13"),
-    ({"Authorization: Bearer s3cret": ""}, r"a header name \(starting 'Authorization'\)"),
-    ({"Authorization": 5}, "the value of 'Authorization' must be a str, not int"),
-    ({"Range": "bytes=0-"}, "'Range' is set by gpuframe's range reads"),
-    ([("X-Key", "s3cret"), ("x-key", "s3cret")], "'x-key' is given twice"),
-    (["Authorization: Bearer s3cret"], "must map header names to values"),
-    ('{"Authorization": "Bearer s3cret"', "not a JSON object .*at character 33"),
-    ('["Authorization", "Bearer s3cret"]', "not a JSON list"),
-])
-def test_bad_http_headers_name_the_option_not_the_secret(headers, message):
-    with pytest.raises(OptionError, match="http_headers.*" + message) as info:
-        storage_options(http_headers=headers)
-    assert "s3cret" not in str(info.value) and info.value.__cause__ is None
-
-
-def test_local_source(dataset_dir):
-    data = (dataset_dir / PART).read_bytes()
-    with open_source(str(dataset_dir / PART)) as source:
-        assert source.size() == len(data)
-        assert source.read_range(10, 20) == data[10:30]
-        assert source.read_tail(100) == (len(data), data[-100:])
-        assert source.read_range(len(data) - 5, 50) == data[-5:]
-    missing = dataset_dir / "flat" / "missing.parquet"
-    with pytest.raises(SourceNotFoundError, match="missing.parquet"):
-        open_source(str(missing))
 
 
 def open_range_file(url: str) -> io.BufferedReader:
@@ -196,34 +118,6 @@ def test_a_source_confirms_its_version_with_one_head(dataset_dir, http_server):
     open_source(url, storage_options(check_version=False), older).confirm_version()
 
 
-def test_an_s3_source_confirms_its_version_by_asking_again(s3_server):
-    import boto3
-
-    key = "confirm/part.bin"
-    s3 = boto3.client("s3", endpoint_url=s3_server.endpoint, aws_access_key_id=s3_server.key,
-                      aws_secret_access_key=s3_server.secret, region_name="us-east-1")
-    s3.put_object(Bucket=s3_server.bucket, Key=key, Body=b"x" * 100)
-    try:
-        source = open_source(s3_server.url(key), storage_options(s3_server.options()))
-        source.confirm_version()
-        time.sleep(1.1)  # LastModified counts seconds
-        s3.put_object(Bucket=s3_server.bucket, Key=key, Body=b"y" * 100)  # the same size
-        with pytest.raises(FileChangedError, match=f"{key} changed .*last_modified"):
-            source.confirm_version()
-        planned = open_source(s3_server.url(key), storage_options(s3_server.options()),
-                              source.version)
-        with pytest.raises(FileChangedError, match=f"{key} changed .*last_modified"):
-            planned.read_range(0, 10)  # its first read asks the version first
-        s3.put_object(Bucket=s3_server.bucket, Key=key, Body=b"x" * 101)
-        with pytest.raises(FileChangedError, match=f"{key} changed .*size 100 -> 101"):
-            source.confirm_version()
-        s3.delete_object(Bucket=s3_server.bucket, Key=key)
-        with pytest.raises(SourceNotFoundError, match=key):
-            source.confirm_version()
-    finally:
-        s3.delete_object(Bucket=s3_server.bucket, Key=key)
-
-
 @pytest.fixture
 def no_proxies(monkeypatch):
     for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
@@ -249,29 +143,6 @@ def test_kvikio_opens_plain_http_urls_alone(dataset_dir, http_server, monkeypatc
         "url": https, "nbytes": 10}
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/site-ca.pem")  # a site's own authority
     assert open_source(https, version=RemoteVersion(10)).kvikio_args() is None
-
-
-def test_kvikio_signs_s3_reads_with_the_reads_key(dataset_dir, s3_server, monkeypatch):
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_REGION", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    size = (dataset_dir / PART).stat().st_size
-    url = s3_server.url(PART)
-    options = storage_options(s3_server.options())
-    assert open_source(url, options).kvikio_args() == KvikioOpen("open_s3_url", {
-        "url": url, "nbytes": size, "aws_region_name": "us-east-1",
-        "aws_access_key_id": s3_server.key, "aws_secret_access_key": s3_server.secret,
-        "aws_session_token": None, "aws_endpoint_url": s3_server.endpoint}, options.timeout)
-    for cannot in ({"anonymous": True}, {"virtual_addressing": True}, {"region": None},
-                   {"key": None, "secret": None}):  # a profile's or the role's key
-        assert kvikio_s3_args(url, size, storage_options(s3_server.options(**cannot))) is None
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "from-env")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    env = kvikio_s3_args(url, size, storage_options(s3_server.options(key=None, secret=None,
-                                                                      region=None)))
-    assert env.kwargs["aws_access_key_id"] is None  # KvikIO reads the environment's
-    assert env.kwargs["aws_region_name"] == "eu-west-1"
-    bare_host = storage_options(endpoint="minio:9000", key="k", secret="s", region="r")
-    assert kvikio_s3_args(url, size, bare_host).kwargs["aws_endpoint_url"] == "https://minio:9000"
 
 
 def test_http_errors_name_the_url(http_server, closed_port):
@@ -423,38 +294,6 @@ def test_https_verifies_the_servers_certificate(dataset_dir, https_server, monke
     assert source.size() == len(data) and source.read_range(10, 20) == data[10:30]
 
 
-def test_read_ranges_fetches_only_the_ranges(dataset_dir, http_server):
-    data = (dataset_dir / PART).read_bytes()
-    ranges = [(0, 4), (1000, 3000), (len(data) - 8, 8)]
-    http_server.reset()
-    source = open_source(f"{http_server.url}/{PART}")
-    got = read_ranges(source, ranges, max_in_flight=4, request_size=1024)
-    assert got == [data[o:o + n] for o, n in ranges]
-    assert http_server.bytes_served() == sum(n for _, n in ranges)
-    assert len([r for r in http_server.log if r.method == "GET"]) == 1 + 3 + 1
-    assert source.requests == 5 and source.bytes_read == sum(n for _, n in ranges)
-
-
-@pytest.mark.parametrize("store", ["local", "http", "s3"])
-def test_read_ranges_into_places_each_range_at_its_offset(dataset_dir, http_server, s3_server,
-                                                          store):
-    data = (dataset_dir / PART).read_bytes()
-    where = {"local": str(dataset_dir / PART), "http": f"{http_server.url}/{PART}",
-             "s3": s3_server.url(PART)}[store]
-    options = storage_options(s3_server.options() if store == "s3" else None)
-    source = open_source(where, options)
-    ranges = [(0, 4), (1000, 3000), (len(data) - 8, 8)]
-    buffer = bytearray(b"x" * len(data))
-    read_ranges_into([(source, ranges, memoryview(buffer))], max_in_flight=3, request_size=1024)
-    for offset, length in ranges:
-        assert buffer[offset:offset + length] == data[offset:offset + length]
-    assert buffer[4:1000] == b"x" * 996  # nothing else was written
-    assert source.bytes_read == sum(n for _, n in ranges)
-    longer = memoryview(bytearray(len(data) + 100))
-    with pytest.raises(RemoteError, match=r"part-0.parquet: bytes .* ended after 8 bytes"):
-        read_ranges_into([(source, [(len(data) - 8, 108)], longer)], max_in_flight=1)
-
-
 def test_a_body_that_breaks_off_names_the_range(http_server):
     url = f"{http_server.url}/brokenoff/{PART}"
     with pytest.raises(RemoteError, match=r"brokenoff/flat/part-0.parquet: the response to "
@@ -462,27 +301,6 @@ def test_a_body_that_breaks_off_names_the_range(http_server):
         open_source(url).read_range(100, 4096)
     with pytest.raises(RemoteError, match=r"'Range: bytes=100-4195' broke off"):
         open_source(url).read_range_into(100, memoryview(bytearray(4096)))
-
-
-class _SlowSource(remote.Source):
-    """Counts how many reads overlap in time."""
-
-    def __init__(self):
-        super().__init__("slow://")
-        self.active = self.peak = 0
-        self.guard = threading.Lock()
-
-    def _fetch_size(self):
-        return 10**6
-
-    def _read(self, offset, length):
-        with self.guard:
-            self.active += 1
-            self.peak = max(self.peak, self.active)
-        time.sleep(0.02)
-        with self.guard:
-            self.active -= 1
-        return bytes(length)
 
 
 def test_later_concurrent_reads_reuse_the_open_connections(dataset_dir, http_server):
@@ -497,85 +315,3 @@ def test_later_concurrent_reads_reuse_the_open_connections(dataset_dir, http_ser
         read_ranges_into([(source, ranges, memoryview(buffer))], max_in_flight=4)
     assert buffer[:8000] == data[:8000]
     assert http_server.connections == opened, "each read's new threads opened new connections"
-
-
-def test_read_ranges_keeps_max_in_flight():
-    source = _SlowSource()
-    read_ranges(source, [(i * 100, 100) for i in range(12)], max_in_flight=3)
-    assert source.peak == 3
-    single = _SlowSource()
-    read_ranges(single, [(i * 100, 100) for i in range(4)], max_in_flight=1)
-    assert single.peak == 1
-
-
-def test_s3_ranges_and_errors(dataset_dir, s3_server, closed_port):
-    data = (dataset_dir / PART).read_bytes()
-    options = storage_options(s3_server.options())
-    source = open_source(s3_server.url(PART), options)
-    assert source.size() == len(data)
-    assert read_ranges(source, [(5, 100), (2000, 50)], 2) == [data[5:105], data[2000:2050]]
-    assert source.bytes_read == 150
-    with pytest.raises(SourceNotFoundError, match="s3://data/flat/nothere.parquet"):
-        open_source(s3_server.url("flat/nothere.parquet"), options)
-    wrong = storage_options(s3_server.options(secret="wrong-secret"))
-    with pytest.raises(AccessDeniedError, match=f"{PART}.*{s3_server.endpoint}"):
-        open_source(s3_server.url(PART), wrong).read_range(0, 10)
-    unreachable = storage_options(s3_server.options(endpoint=f"http://127.0.0.1:{closed_port}",
-                                                    timeout=5.0))
-    with pytest.raises(UnreachableError, match=f"127.0.0.1:{closed_port}"):
-        open_source(s3_server.url(PART), unreachable)
-
-
-def test_an_s3_object_of_another_size_than_planned_is_changed(dataset_dir, s3_server):
-    size = (dataset_dir / PART).stat().st_size
-    options = storage_options(s3_server.options())
-    seen = open_source(s3_server.url(PART), options).version
-    assert seen.size == size and seen.last_modified and seen.validated
-    planned = open_source(s3_server.url(PART), options, RemoteVersion(size + 1))
-    with pytest.raises(FileChangedError, match=f"{PART} changed .*size {size + 1} -> {size}"):
-        planned.read_range(0, 4)  # opened (a HEAD) at its first read
-
-
-def test_s3_temporary_credentials_need_their_session_token(dataset_dir, s3_server):
-    """moto checks an assumed role's session token as AWS does."""
-    data = (dataset_dir / PART).read_bytes()
-    key, secret, token = s3_server.temporary
-    options = storage_options(s3_server.temporary_options())
-    assert open_source(s3_server.url(PART), options).read_range(10, 20) == data[10:30]
-    assert token not in repr(options) and secret not in repr(options)
-    without = storage_options(s3_server.options(key=key, secret=secret))
-    with pytest.raises(AccessDeniedError, match=f"{PART} at endpoint {s3_server.endpoint}: "
-                                                "check key=/secret=/session_token=") as info:
-        open_source(s3_server.url(PART), without)
-    wrong = storage_options(s3_server.temporary_options(session_token="not-the-token"))
-    with pytest.raises(AccessDeniedError, match=f"{PART} at endpoint {s3_server.endpoint}: "
-                                                "HTTP 400, most often an expired or wrong "
-                                                "session_token=") as wrong_info:
-        open_source(s3_server.url(PART), wrong)
-    for error in (info.value, wrong_info.value):
-        assert token not in str(error) and secret not in str(error)
-    alone = storage_options(s3_server.options(key=None, secret=None, session_token=token))
-    with pytest.raises(OptionError, match="session_token= needs the key= and secret="):
-        open_source(s3_server.url(PART), alone)
-
-
-def test_s3_virtual_addressing_puts_the_bucket_in_the_host_name(dataset_dir, s3_server):
-    """moto takes the bucket from the host name of an endpoint that is no IP and not plain
-    'localhost' (curl resolves '*.localhost' to loopback): path-style requests then ask for a
-    bucket 's3', virtual-hosted ones for the bucket in the URL."""
-    data = (dataset_dir / PART).read_bytes()
-    named = s3_server.endpoint.replace("127.0.0.1", "s3.localhost")
-    path_style = storage_options(s3_server.options(endpoint=named))
-    with pytest.raises(SourceNotFoundError, match=f"s3://data/{PART}"):
-        open_source(s3_server.url(PART), path_style)
-    virtual = storage_options(s3_server.options(endpoint=named, virtual_addressing=True))
-    assert open_source(s3_server.url(PART), virtual).read_range(10, 20) == data[10:30]
-
-
-def test_s3_listing(s3_server):
-    options = storage_options(s3_server.options())
-    assert remote.list_s3(s3_server.url("flat"), options) == [
-        s3_server.url("flat/_SUCCESS"), s3_server.url("flat/part-0.parquet"),
-        s3_server.url("flat/part-1.parquet")]
-    with pytest.raises(SourceNotFoundError, match="s3://data/nowhere"):
-        remote.list_s3(s3_server.url("nowhere"), options)
