@@ -254,7 +254,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import gpuframe
-    from gpuframe.io.formats import column_chunk_ranges
+    from gpuframe.io.formats.parquet import column_chunk_ranges
     from gpuframe.io.plan import PLANNED_METADATA, plan_fragments
     from gpuframe.io.read import measure_on_workers, worker_device_memory
 

@@ -37,8 +37,9 @@ import pyarrow as pa
 
 from ..errors import GpuframeError, OptionError
 from .errors import ColumnNotFoundError, SchemaMismatchError, SourceNotFoundError
-from .filters import Term, normalize_filters, partition_may_match
+from .filters import Term, normalize_filters
 from .formats import FileFormat, format_for
+from .statistics import hive_values_may_match
 from .storage import open_source
 from .storage.base import RemoteVersion, StorageOptions, scheme_of, storage_options
 from .storage.s3 import list_s3
@@ -206,7 +207,7 @@ def plan_fragments(source: str | os.PathLike | Sequence[str | os.PathLike],
     full = pa.schema(list(first_schema) + list(partition_schema), first_schema.metadata)
     output = _select_columns(full, columns, paths[0])
     dnf = normalize_filters(filters, full, paths[0])
-    kept_paths = [p for p in paths if partition_may_match(partitions.get(p, {}), dnf)]
+    kept_paths = [p for p in paths if hive_values_may_match(partitions.get(p, {}), dnf)]
     others = [p for p in kept_paths if p != paths[0]]
     planned.update(_footers([p for p in others if p not in planned], read_metadata, storage,
                             fmt, partition_bytes))

@@ -22,22 +22,24 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlsplit
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
+from pyarrow import orc
 
 from gpuframe.io import tuning
 from gpuframe.io.plan import PLANNED_METADATA
+from gpuframe.io.read import READERS, fragment_tasks
 
 ROWS_PER_GROUP = 1000
 GROUPS_PER_FILE = 4
@@ -405,3 +407,26 @@ def _fresh_measurements():
     yield
     tuning.forget_measurements()
     PLANNED_METADATA.clear()
+
+
+@pytest.fixture(name="read_all")
+def _read_all():
+    """Every fragment of a plan read by the pandas backend's reader, in plan order: (the rows,
+    each task's stats)."""
+    def read_all(plan) -> tuple[pd.DataFrame, list]:
+        results = [READERS["pandas"]().read("test", [task]) for task in fragment_tasks(plan)]
+        tables = [table for table, _ in results] or [plan.schema.empty_table()]
+        return pa.concat_tables(tables).to_pandas(), [stats for _, stats in results]
+
+    return read_all
+
+
+@pytest.fixture(name="expected")
+def _expected():
+    """A table's rows that pass ``filters``, of ``columns``, as pandas."""
+    def expected(table: pa.Table, columns=None, filters=None) -> pd.DataFrame:
+        if filters is not None:
+            table = table.filter(pq.filters_to_expression(filters))
+        return table.select(columns or table.column_names).to_pandas()
+
+    return expected

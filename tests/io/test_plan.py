@@ -24,7 +24,10 @@ from gpuframe.io.errors import (
     TruncatedFileError,
     UnreachableError,
 )
-from gpuframe.io.formats import CsvFormat, OrcFormat, ParquetFormat, column_chunk_ranges
+from gpuframe.io.formats.base import FOOTER_PROBE
+from gpuframe.io.formats.csv import CsvFormat
+from gpuframe.io.formats.orc import OrcFormat
+from gpuframe.io.formats.parquet import ParquetFormat, column_chunk_ranges
 from gpuframe.io.plan import (
     PLANNED_METADATA,
     MetadataCache,
@@ -34,7 +37,6 @@ from gpuframe.io.plan import (
     file_stamp,
     plan_fragments,
 )
-from gpuframe.io.formats import FOOTER_PROBE
 from gpuframe.io.storage.base import storage_options
 
 WORKERS = ["tcp://w0", "tcp://w1"]

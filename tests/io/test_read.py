@@ -11,13 +11,20 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
 from dask.utils import key_split
 from distributed import get_task_stream, wait
+from pyarrow import orc
 
 import gpuframe
+from gpuframe.io import device
+from gpuframe.io.device import (
+    COPY_SLACK,
+    copy_batches,
+    fetch_device_copies,
+    fetch_staged,
+)
 from gpuframe.io.errors import (
     CorruptFileError,
     DatasetError,
@@ -43,13 +50,6 @@ from gpuframe.io.read import (
     read_plan,
     read_with_report,
     worker_device_memory,
-)
-from gpuframe.io import device
-from gpuframe.io.device import (
-    COPY_SLACK,
-    copy_batches,
-    fetch_device_copies,
-    fetch_staged,
 )
 from gpuframe.io.storage import open_source
 from gpuframe.io.storage.base import storage_options
@@ -150,7 +150,7 @@ def test_selective_read_fetches_other_columns_only_where_rows_survive(engine, tm
     assert len(frame) == 1
     assert (report.units_kept, report.units_total) == (4, 4)
     metadata = pq.ParquetFile(path).metadata
-    chunk = lambda g, c: metadata.row_group(g).column(c).total_compressed_size  # noqa: E731
+    chunk = lambda g, c: metadata.row_group(g).column(c).total_compressed_size
     expected = sum(chunk(g, 0) for g in range(4)) + chunk(2, 1) + chunk(2, 2)
     assert report.bytes_read == expected < report.planned_bytes
     assert report.result_column_bytes == sum(chunk(g, c) for g in range(4) for c in (1, 2))

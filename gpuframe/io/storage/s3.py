@@ -87,12 +87,12 @@ def s3_error(exc: OSError, url: str, storage: StorageOptions) -> RemoteError:
 
 
 def kvikio_s3_args(url: str, size: int, storage: StorageOptions) -> KvikioOpen | None:
-    """How KvikIO opens an S3 object (:meth:`~.base.RangeSource.kvikio_args`): path-style requests signed
-    with a key that KvikIO is given (the options') or reads itself (``AWS_ACCESS_KEY_ID`` and the
-    rest of the environment's, which Arrow's default chain also takes first), in a known
-    region; None where anonymous (KvikIO wants public objects by their HTTPS URL), virtual-host
-    addressed, or the key or region would come from a profile or the machine's role, which
-    KvikIO does not read."""
+    """How KvikIO opens an S3 object (:meth:`~.base.RangeSource.kvikio_args`): path-style
+    requests signed with a key that KvikIO is given (the options') or reads itself
+    (``AWS_ACCESS_KEY_ID`` and the rest of the environment's, which Arrow's default chain also
+    takes first), in a known region; None where anonymous (KvikIO wants public objects by their
+    HTTPS URL), virtual-host addressed, or the key or region would come from a profile or the
+    machine's role, which KvikIO does not read."""
     region = (storage.region or os.environ.get("AWS_REGION")
               or os.environ.get("AWS_DEFAULT_REGION"))
     if (storage.anonymous or storage.virtual_addressing or region is None

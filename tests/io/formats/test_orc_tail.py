@@ -7,10 +7,10 @@ import datetime
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.orc as orc
 import pytest
+from pyarrow import orc
 
-from gpuframe.io import orc_tail
+from gpuframe.io.formats import orc_tail
 
 
 @pytest.mark.parametrize("compression", ["uncompressed", "zlib", "snappy"])

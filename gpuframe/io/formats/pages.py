@@ -2,10 +2,9 @@
 them, so a selective read fetches only the pages that hold surviving rows.
 
 pyarrow reads whole column chunks, and exposes neither the page index (the OffsetIndex) nor
-where it lies (``ColumnChunkMetaData`` tells only ``has_offset_index``), so this module decodes
-the footer's Thrift itself: a small compact-protocol codec (:func:`decode_struct`,
-:func:`encode_struct`) that keeps every field, known or not, and the field ids of
-parquet-format's ``parquet.thrift``.
+where it lies (``ColumnChunkMetaData`` tells only ``has_offset_index``), so this module reads
+the footer's Thrift itself (:mod:`.thrift`), by the field ids of parquet-format's
+``parquet.thrift``.
 
 A read of surviving ``rows`` of flat leaf column ``i`` in row group ``g``::
 
@@ -25,203 +24,39 @@ from __future__ import annotations
 
 import base64
 import bisect
-import struct
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, NoReturn, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import CorruptFileError, PageReadUnsupportedError
+from ..errors import CorruptFileError, PageReadUnsupportedError
+from .thrift import (
+    BINARY,
+    I32,
+    I64,
+    LIST,
+    STRUCT,
+    ThriftList,
+    ThriftStruct,
+    decode_struct,
+    encode_struct,
+    field_of,
+)
 
 MAGIC = b"PAR1"
-
-# Thrift compact protocol types (a bool field's value is its type: BOOL true, FALSE false)
-BOOL, FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY = 1, 2, 3, 4, 5, 6, 7, 8
-LIST, SET, STRUCT = 9, 10, 12
-_INTEGERS = (I16, I32, I64)
-_MAX_DEPTH = 64
-"""Deepest struct nesting decoded; Parquet's footer nests 6 deep, garbage may claim any."""
 INDEX_GAP = 16 * 2**10
 """Bytes between two wanted OffsetIndexes (those of columns not read) fetched with them rather
-than ending a request there: a request costs its latency, about a millisecond over HTTP, in which
-hundreds of KiB would arrive."""
+than ending a request there: in a request's latency, more than this would arrive
+(benchmarks/results/2026-11-25-figures-from-io-comments.md)."""
 PAGE_GAP_SHARE = 0.1
 """Bytes between wanted pages fetched with them, at most this share of the pages' own bytes: the
-closest pages are fetched as one range. Each request costs its latency and, over loopback HTTP,
-0.5-1 ms of CPU in a Python client and server together, and a read of scattered rows
-wants hundreds of pages whose gaps (64 KiB to 1 MiB) are too wide for :data:`INDEX_GAP`.
-benchmarks/ingest_selective.py, 'key, one value' (8 files, 2-core host): 542 requests -> 406,
-1.00x -> 1.08x the bytes needed; its 4 read tasks run one after another in one process, medians
-of 11: 0.61-0.62 -> 0.54-0.59 s, that process's CPU 0.67-0.68 -> 0.60-0.65 s."""
-
-
-class ThriftStruct(dict):
-    """A Thrift struct: field id -> value, with each field's compact type in :attr:`kinds`,
-    so fields this module does not know are written back as they came."""
-
-    def __init__(self, fields: Iterable[tuple[int, int, Any]] = ()):
-        super().__init__()
-        self.kinds: dict[int, int] = {}
-        for number, kind, value in fields:
-            self.put(number, kind, value)
-
-    def put(self, number: int, kind: int, value: Any) -> None:
-        self[number] = value
-        self.kinds[number] = kind
-
-    def subset(self, numbers: Iterable[int]) -> ThriftStruct:
-        """A copy holding only the fields ``numbers`` (those present)."""
-        return ThriftStruct((n, self.kinds[n], self[n]) for n in numbers if n in self)
-
-
-class ThriftList(list):
-    """A Thrift list (or set), with the compact type of its elements in :attr:`kind`."""
-
-    def __init__(self, kind: int, items: Iterable[Any] = ()):
-        super().__init__(items)
-        self.kind = kind
-
-
-def decode_struct(data: bytes | memoryview, position: int = 0, what: str = "Thrift struct"
-                  ) -> tuple[ThriftStruct, int]:
-    """The compact-protocol struct at ``position`` of ``data`` and the position after it.
-
-    Raises :class:`CorruptFileError` naming ``what`` where the bytes are not a struct."""
-    reader = _Reader(memoryview(data), position, what)
-    return reader.struct(0), reader.position
-
-
-def encode_struct(fields: ThriftStruct) -> bytes:
-    """``fields`` in the compact protocol, in field id order (as Thrift's own writers do, so a
-    decoded struct encodes to the bytes it came from)."""
-    out = bytearray()
-    _write_struct(out, fields)
-    return bytes(out)
-
-
-class _Reader:
-    def __init__(self, data: memoryview, position: int, what: str):
-        self.data, self.position, self.what = data, position, what
-
-    def fail(self, problem: str) -> NoReturn:
-        raise CorruptFileError(f"{self.what} is corrupt: {problem} at byte {self.position}")
-
-    def take(self, count: int) -> memoryview:
-        if count > len(self.data) - self.position:
-            self.fail(f"{count} bytes are claimed but {len(self.data) - self.position} remain")
-        self.position += count
-        return self.data[self.position - count:self.position]
-
-    def byte(self) -> int:
-        try:
-            value = self.data[self.position]
-        except IndexError:
-            self.fail("the data ends")
-        self.position += 1
-        return value
-
-    def varint(self) -> int:
-        result = shift = 0
-        while True:
-            byte = self.byte()
-            result |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                if result >> 64:
-                    self.fail("a varint exceeds 64 bits")
-                return result
-            shift += 7
-            if shift > 63:
-                self.fail("a varint runs past 10 bytes")
-
-    def zigzag(self) -> int:
-        value = self.varint()
-        return (value >> 1) ^ -(value & 1)
-
-    def struct(self, depth: int) -> ThriftStruct:
-        if depth > _MAX_DEPTH:
-            self.fail(f"structs nest deeper than {_MAX_DEPTH}")
-        fields = ThriftStruct()
-        number = 0
-        while header := self.byte():
-            kind, delta = header & 0x0F, header >> 4
-            number = number + delta if delta else self.zigzag()
-            if kind in (BOOL, FALSE):
-                fields.put(number, BOOL, kind == BOOL)
-            else:
-                fields.put(number, kind, self.value(kind, depth))
-        return fields
-
-    def value(self, kind: int, depth: int) -> Any:
-        if kind in _INTEGERS:
-            return self.zigzag()
-        if kind == BINARY:
-            return bytes(self.take(self.varint()))
-        if kind == STRUCT:
-            return self.struct(depth + 1)
-        if kind in (LIST, SET):
-            header = self.byte()
-            size, element = header >> 4, header & 0x0F
-            if size == 15:
-                size = self.varint()
-            if size > len(self.data) - self.position:  # every element takes a byte at least
-                self.fail(f"a list claims {size} elements")
-            return ThriftList(element, [self.value(element, depth) for _ in range(size)])
-        if kind in (BOOL, FALSE):  # a list's element
-            return self.byte() == BOOL
-        if kind == BYTE:
-            return int.from_bytes(self.take(1), "little", signed=True)
-        if kind == DOUBLE:
-            return struct.unpack("<d", self.take(8))[0]
-        self.fail(f"compact type {kind} is not one Parquet uses")
-
-
-def _write_varint(out: bytearray, value: int) -> None:
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _write_struct(out: bytearray, fields: ThriftStruct) -> None:
-    last = 0
-    for number in sorted(fields):
-        kind, value = fields.kinds[number], fields[number]
-        wire = (BOOL if value else FALSE) if kind == BOOL else kind
-        if 0 < number - last <= 15:
-            out.append((number - last) << 4 | wire)
-        else:
-            out.append(wire)
-            _write_varint(out, (number << 1) ^ (number >> 63))
-        if kind != BOOL:
-            _write_value(out, kind, value)
-        last = number
-    out.append(0)
-
-
-def _write_value(out: bytearray, kind: int, value: Any) -> None:
-    if kind in _INTEGERS:
-        _write_varint(out, (value << 1) ^ (value >> 63))
-    elif kind == BINARY:
-        _write_varint(out, len(value))
-        out += value
-    elif kind == STRUCT:
-        _write_struct(out, value)
-    elif kind in (LIST, SET):
-        out.append(min(len(value), 15) << 4 | value.kind)
-        if len(value) >= 15:
-            _write_varint(out, len(value))
-        for item in value:
-            _write_value(out, value.kind, item)
-    elif kind in (BOOL, FALSE):
-        out.append(BOOL if value else FALSE)
-    elif kind == BYTE:
-        out.append(value & 0xFF)
-    elif kind == DOUBLE:
-        out += struct.pack("<d", value)
-    else:
-        raise ValueError(f"compact type {kind} cannot be written")
+closest pages are fetched as one range. Each request costs its latency and the CPU of a client
+and server, and a read of scattered rows wants hundreds of pages whose gaps (64 KiB to 1 MiB)
+are too wide for :data:`INDEX_GAP`: a quarter fewer requests for a few percent more bytes made
+a selective read faster (benchmarks/results/2026-11-25-figures-from-io-comments.md)."""
 
 
 # Field ids of parquet.thrift's structs (apache/parquet-format), those this module reads or writes
@@ -266,23 +101,6 @@ class _KeyValue:
 ARROW_SCHEMA = b"ARROW:schema"
 
 
-_REQUIRED = object()
-
-
-def _field(fields: Any, number: int, kind: type, what: str, default: Any = _REQUIRED) -> Any:
-    """Field ``number`` of a decoded struct (``default`` where it is absent and optional),
-    checked to be a ``kind``: a footer that decodes as Thrift may still be garbage."""
-    if not isinstance(fields, ThriftStruct):
-        raise CorruptFileError(f"{what} is corrupt: a struct was expected")
-    if number not in fields and default is not _REQUIRED:
-        return default
-    value = fields.get(number)
-    if not isinstance(value, kind):
-        raise CorruptFileError(f"{what} is corrupt: its field {number} is "
-                               f"{'missing' if value is None else type(value).__name__}")
-    return value
-
-
 @dataclass(frozen=True)
 class _Leaf:
     path: tuple[str, ...]
@@ -298,9 +116,9 @@ class ParquetFooter:
     def __init__(self, raw: bytes, path: str = "<footer>"):
         self.path = path
         self.fields, _ = decode_struct(raw, what=f"the footer of {path}")
-        schema = _field(self.fields, _FileMetaData.SCHEMA, ThriftList, f"{path}: FileMetaData")
+        schema = field_of(self.fields, _FileMetaData.SCHEMA, ThriftList, f"{path}: FileMetaData")
         self.leaves = _leaves(schema, f"{path}: the schema")
-        self.row_groups = _field(self.fields, _FileMetaData.ROW_GROUPS, ThriftList,
+        self.row_groups = field_of(self.fields, _FileMetaData.ROW_GROUPS, ThriftList,
                                  f"{path}: FileMetaData")
 
     def column_chunk(self, row_group: int, column: int) -> ColumnChunkLayout:
@@ -312,14 +130,14 @@ class ParquetFooter:
         if _ColumnChunk.OFFSET_INDEX_OFFSET not in chunk:
             raise PageReadUnsupportedError(f"{where} has no page index (its writer was not "
                                            "asked for one: write_page_index=True)")
-        data_start = _field(meta, _ColumnMetaData.DATA_PAGE_OFFSET, int, where)
-        dictionary = _field(meta, _ColumnMetaData.DICTIONARY_PAGE_OFFSET, int, where, 0)
+        data_start = field_of(meta, _ColumnMetaData.DATA_PAGE_OFFSET, int, where)
+        dictionary = field_of(meta, _ColumnMetaData.DICTIONARY_PAGE_OFFSET, int, where, 0)
         start = dictionary if 0 < dictionary < data_start else data_start
         return ColumnChunkLayout(
-            where, _field(self.row_groups[row_group], _RowGroup.NUM_ROWS, int, where), start,
-            start + _field(meta, _ColumnMetaData.TOTAL_COMPRESSED_SIZE, int, where),
-            (_field(chunk, _ColumnChunk.OFFSET_INDEX_OFFSET, int, where),
-             _field(chunk, _ColumnChunk.OFFSET_INDEX_LENGTH, int, where)))
+            where, field_of(self.row_groups[row_group], _RowGroup.NUM_ROWS, int, where), start,
+            start + field_of(meta, _ColumnMetaData.TOTAL_COMPRESSED_SIZE, int, where),
+            (field_of(chunk, _ColumnChunk.OFFSET_INDEX_OFFSET, int, where),
+             field_of(chunk, _ColumnChunk.OFFSET_INDEX_LENGTH, int, where)))
 
     def _flat_chunk(self, row_group: int, column: int
                     ) -> tuple[ThriftStruct, ThriftStruct, str]:
@@ -338,7 +156,7 @@ class ParquetFooter:
                                                     _SchemaElement.OPTIONAL):
             raise PageReadUnsupportedError(f"{where} is nested (lists, structs, maps): its "
                                            "pages are read by whole row groups only")
-        columns = _field(self.row_groups[row_group], _RowGroup.COLUMNS, ThriftList, where)
+        columns = field_of(self.row_groups[row_group], _RowGroup.COLUMNS, ThriftList, where)
         if len(columns) != len(self.leaves):
             raise CorruptFileError(f"{where}: the row group has {len(columns)} column chunks "
                                    f"for {len(self.leaves)} leaf columns")
@@ -349,14 +167,14 @@ class ParquetFooter:
                 or _ColumnChunk.CRYPTO_METADATA in chunk
                 or _ColumnChunk.ENCRYPTED_COLUMN_METADATA in chunk):
             raise PageReadUnsupportedError(f"{where} is encrypted: its pages cannot be moved")
-        return chunk, _field(chunk, _ColumnChunk.META_DATA, ThriftStruct, where), name
+        return chunk, field_of(chunk, _ColumnChunk.META_DATA, ThriftStruct, where), name
 
 
 def _leaves(schema: ThriftList, what: str) -> list[_Leaf]:
     """The leaf columns of a flattened (depth-first) schema, in column order."""
     if not schema:
         raise CorruptFileError(f"{what} is corrupt: it has no root")
-    root_children = _field(schema[0], _SchemaElement.NUM_CHILDREN, int, what)
+    root_children = field_of(schema[0], _SchemaElement.NUM_CHILDREN, int, what)
     leaves = []
     groups = [[root_children, ()]]  # per open group: children left, its path
     top = -1
@@ -367,10 +185,10 @@ def _leaves(schema: ThriftList, what: str) -> list[_Leaf]:
             raise CorruptFileError(f"{what} is corrupt: it has elements past its tree")
         groups[-1][0] -= 1
         parent = groups[-1][1]
-        name = _field(element, _SchemaElement.NAME, bytes, what).decode(errors="replace")
+        name = field_of(element, _SchemaElement.NAME, bytes, what).decode(errors="replace")
         path = parent + (name,)
         top += not parent
-        children = _field(element, _SchemaElement.NUM_CHILDREN, int, what, 0)
+        children = field_of(element, _SchemaElement.NUM_CHILDREN, int, what, 0)
         if _SchemaElement.TYPE in element and not children:
             leaves.append(_Leaf(path, element, top))
         else:
@@ -413,11 +231,11 @@ class ColumnChunkLayout:
         read whole), :class:`CorruptFileError` where the bytes are not an OffsetIndex."""
         what = f"{self.where}: the OffsetIndex"
         index, _ = decode_struct(offset_index, what=what)
-        locations = [PageLocation(*(_field(location, n, int, what) for n in (1, 2, 3)))
-                     for location in _field(index, 1, ThriftList, what)]
+        locations = [PageLocation(*(field_of(location, n, int, what) for n in (1, 2, 3)))
+                     for location in field_of(index, 1, ThriftList, what)]
         rows = [location.first_row_index for location in locations]
         if self.num_rows and (not rows or rows[0] != 0 or rows[-1] >= self.num_rows
-                              or any(a >= b for a, b in zip(rows, rows[1:]))):
+                              or any(a >= b for a, b in itertools.pairwise(rows))):
             raise PageReadUnsupportedError(
                 f"{self.where}: its pages do not start at row boundaries of its "
                 f"{self.num_rows} rows (first rows {rows[:8]}...)")
@@ -514,7 +332,7 @@ def single_column_file(footer: ParquetFooter, row_group: int, column: int,
         (_RowGroup.NUM_ROWS, I64, rows),
         (_RowGroup.FILE_OFFSET, I64, len(MAGIC)),
         (_RowGroup.TOTAL_COMPRESSED_SIZE, I64, compressed)])
-    schema = _field(footer.fields, _FileMetaData.SCHEMA, ThriftList, where)
+    schema = field_of(footer.fields, _FileMetaData.SCHEMA, ThriftList, where)
     root = schema[0].subset(schema[0].keys())
     root.put(_SchemaElement.NUM_CHILDREN, I32, 1)
     leaf = footer.leaves[column]
@@ -602,7 +420,7 @@ def coalesce(pieces: Iterable[tuple[int, int]], gap: int = 0, spare: float = 0
             runs[-1][1] = max(runs[-1][1], offset + length)
         else:
             runs.append([offset, offset + length])
-    gaps = np.array([b[0] - a[1] for a, b in zip(runs, runs[1:])], dtype=np.int64)
+    gaps = np.array([b[0] - a[1] for a, b in itertools.pairwise(runs)], dtype=np.int64)
     order = np.argsort(gaps, kind="stable")
     joined = np.zeros(len(gaps), dtype=bool)  # gap i: between runs i and i + 1
     joined[order[np.cumsum(gaps[order]) <= spare]] = True
@@ -621,27 +439,27 @@ def _page_size(page: bytes | memoryview, types: tuple[int, ...], rows: int | Non
     of ``types``, to span the page, and (data pages) to hold ``rows`` rows."""
     what = f"{where}: a page header"
     header, length = decode_struct(page, what=what)
-    kind = _field(header, _PageHeader.TYPE, int, what)
+    kind = field_of(header, _PageHeader.TYPE, int, what)
     if kind not in types:
         raise PageReadUnsupportedError(f"{where}: a page of type {kind} was given where "
                                        f"types {types} go")
-    if length + _field(header, _PageHeader.COMPRESSED_PAGE_SIZE, int, what) != len(page):
+    if length + field_of(header, _PageHeader.COMPRESSED_PAGE_SIZE, int, what) != len(page):
         raise CorruptFileError(f"{what} does not span its {len(page)} bytes")
     if rows is not None:
         if kind == _PageHeader.DATA_PAGE:
-            data = _field(header, _PageHeader.DATA_PAGE_HEADER, ThriftStruct, what)
-            counts = {_field(data, _PageHeader.NUM_VALUES, int, what)}
+            data = field_of(header, _PageHeader.DATA_PAGE_HEADER, ThriftStruct, what)
+            counts = {field_of(data, _PageHeader.NUM_VALUES, int, what)}
         else:
-            data = _field(header, _PageHeader.DATA_PAGE_HEADER_V2, ThriftStruct, what)
-            counts = {_field(data, n, int, what)
+            data = field_of(header, _PageHeader.DATA_PAGE_HEADER_V2, ThriftStruct, what)
+            counts = {field_of(data, n, int, what)
                       for n in (_PageHeader.NUM_VALUES, _PageHeader.V2_NUM_ROWS)}
         if counts != {rows}:
             raise PageReadUnsupportedError(f"{where}: a page's header counts {sorted(counts)} "
                                            f"values or rows where its page index says {rows}")
-    return length + _field(header, _PageHeader.UNCOMPRESSED_PAGE_SIZE, int, what)
+    return length + field_of(header, _PageHeader.UNCOMPRESSED_PAGE_SIZE, int, what)
 
 
-def _arrow_schema_entry(key_values: Any, leaf: _Leaf, where: str) -> ThriftStruct | None:
+def _arrow_schema_entry(key_values: object, leaf: _Leaf, where: str) -> ThriftStruct | None:
     """The ``ARROW:schema`` key-value of a file of ``leaf``'s column alone, where the footer
     has one: readers match its fields to the Parquet schema's by position, so it keeps the
     column's field only (without the schema's metadata, which describes the whole file)."""
@@ -649,7 +467,7 @@ def _arrow_schema_entry(key_values: Any, leaf: _Leaf, where: str) -> ThriftStruc
         if isinstance(entry, ThriftStruct) and entry.get(_KeyValue.KEY) == ARROW_SCHEMA:
             try:
                 schema = pa.ipc.read_schema(pa.py_buffer(
-                    base64.b64decode(_field(entry, _KeyValue.VALUE, bytes, where))))
+                    base64.b64decode(field_of(entry, _KeyValue.VALUE, bytes, where))))
                 field = schema.field(leaf.top)
                 name = field.name  # a str decoded from the bytes, which may not be UTF-8
             except (pa.ArrowException, OSError, ValueError, IndexError) as exc:

@@ -1,10 +1,7 @@
 """Parquet page by page against pyarrow: page locations of files pyarrow writes with a page
-index, files made of chosen pages read back to pyarrow's rows of the original, and the Thrift
-codec on real, extended and corrupt footers."""
+index, and files made of chosen pages read back to pyarrow's rows of the original."""
 
 from __future__ import annotations
-
-import decimal
 
 import numpy as np
 import pyarrow as pa
@@ -12,84 +9,24 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpuframe.io.errors import CorruptFileError, PageReadUnsupportedError
-from gpuframe.io.pages import (
-    BINARY,
-    BOOL,
-    BYTE,
-    DOUBLE,
-    I16,
-    I32,
-    I64,
-    LIST,
+from gpuframe.io.formats.pages import (
     PAGE_GAP_SHARE,
-    SET,
-    STRUCT,
     ParquetFooter,
-    ThriftList,
-    ThriftStruct,
     coalesce,
-    decode_struct,
-    encode_struct,
     read_rows,
     select_pages,
     single_column_file,
 )
+from gpuframe.io.formats.thrift import (
+    STRUCT,
+    ThriftStruct,
+    decode_struct,
+    encode_struct,
+)
 
-ROWS = 6000
-GROUP_ROWS = 2500
 NESTED = ("tags", "point")
 MANY_PAGES = 3
 """Leaf index of ``note``: unique strings, many pages whichever way they are written."""
-WRITES = {  # dictionaries over 16 KiB fall back to plain pages in the same chunk
-    "dictionary-snappy-v1": dict(use_dictionary=True, compression="snappy",
-                                 data_page_version="1.0", dictionary_pagesize_limit=2**14),
-    "plain-none-v2": dict(use_dictionary=False, compression="none", data_page_version="2.0"),
-    "dictionary-none-v2": dict(use_dictionary=True, compression="none", data_page_version="2.0",
-                               dictionary_pagesize_limit=2**14),
-    "plain-snappy-v1-no-arrow-schema": dict(use_dictionary=False, compression="snappy",
-                                            data_page_version="1.0", store_schema=False),
-}
-
-
-def source_table() -> pa.Table:
-    """Every flat type the brief names, with nulls and NaNs, and two nested columns."""
-    rng = np.random.default_rng(7)
-    ids = np.arange(ROWS, dtype=np.int64) * 3
-    x = rng.normal(size=ROWS)
-    x[::7] = np.nan
-    cities = ["ams", "oslo", "rome", "lima", None]
-    return pa.table({
-        "id": ids,
-        "x": pa.array(x, mask=np.arange(ROWS) % 11 == 0),
-        "city": pa.array([cities[i] for i in rng.integers(0, 5, ROWS)]),
-        "note": pa.array([f"note-{v}-{i}" for i, v in enumerate(rng.integers(0, 10**9, ROWS))]),
-        "label": pa.array([f"label-{i % 9}" for i in range(ROWS)], pa.large_string()),
-        "kind": pa.array([f"k{i % 4}" for i in range(ROWS)]).dictionary_encode(),
-        "when": pa.array(1_700_000_000_000_000 + ids * 10**6,
-                         pa.timestamp("us", tz="America/New_York"),
-                         mask=np.arange(ROWS) % 13 == 0),
-        "flag": pa.array([None if i % 17 == 0 else i % 3 == 0 for i in range(ROWS)]),
-        "price": pa.array([decimal.Decimal(int(v)).scaleb(-3) for v in ids * 7919 - 10**6],
-                          pa.decimal128(12, 3)),
-        "tags": pa.array([[i, i + 1] if i % 5 else None for i in range(ROWS)]),
-        "point": pa.array([{"x": float(i), "y": -float(i)} for i in range(ROWS)]),
-    })
-
-
-@pytest.fixture(scope="module", params=sorted(WRITES))
-def written(request, tmp_path_factory):
-    """(path, file bytes, decoded footer, raw footer) of the source table written one way."""
-    path = tmp_path_factory.mktemp("pages") / f"{request.param}.parquet"
-    pq.write_table(source_table(), path, write_page_index=True, data_page_size=4096,
-                   row_group_size=GROUP_ROWS, write_batch_size=256, **WRITES[request.param])
-    data = path.read_bytes()
-    raw = raw_footer(data)
-    return str(path), data, ParquetFooter(raw, str(path)), raw
-
-
-def raw_footer(data: bytes) -> bytes:
-    length = int.from_bytes(data[-8:-4], "little")
-    return data[-8 - length:-8]
 
 
 def flat_columns(footer: ParquetFooter) -> list[tuple[int, str]]:
@@ -216,7 +153,7 @@ def test_coalesce_joins_the_closest_ranges_within_the_spare_bytes():
     assert coalesce([], spare=7) == []
 
 
-def test_rows_of_every_other_page_come_in_fewer_requests_than_pages(tmp_path):
+def test_rows_of_every_other_page_come_in_fewer_requests_than_pages(tmp_path, raw_footer):
     """The closest pages are fetched together, the bytes between them at most
     PAGE_GAP_SHARE of the pages': 20 of 40 pages, a page apart, in 18 requests."""
     path = tmp_path / "every-other-page.parquet"
@@ -250,7 +187,8 @@ def test_single_column_file_footer(written):
     original = pq.read_metadata(path)
     arrow_schema = pq.read_schema(path)
     for column, name in flat_columns(footer):
-        _, file, _ = read_survivors(data, footer, 1, column, np.arange(GROUP_ROWS))
+        _, file, _ = read_survivors(data, footer, 1, column,
+                                    np.arange(original.row_group(1).num_rows))
         metadata = pq.read_metadata(pa.BufferReader(file))
         assert metadata.num_columns == 1 and metadata.num_row_groups == 1
         assert metadata.created_by == original.created_by
@@ -270,7 +208,7 @@ def test_single_column_file_footer(written):
 
 
 def test_nested_columns_are_refused_by_name(written):
-    _, data, footer, _ = written
+    _, _data, footer, _ = written
     nested = [(i, leaf) for i, leaf in enumerate(footer.leaves) if leaf.path[0] in NESTED]
     assert {leaf.path[0] for _, leaf in nested} == set(NESTED)
     for column, leaf in nested:
@@ -305,7 +243,7 @@ def test_pages_off_row_boundaries_are_refused(written):
         single_column_file(footer, 0, MANY_PAGES, page, [(page, rows)])  # data page as dictionary
 
 
-def test_no_page_index_or_encryption_is_refused(tmp_path, written):
+def test_no_page_index_or_encryption_is_refused(tmp_path, written, raw_footer):
     path = tmp_path / "no-index.parquet"
     pq.write_table(pa.table({"id": [1, 2, 3]}), path, write_page_index=False)
     footer = ParquetFooter(raw_footer(path.read_bytes()), str(path))
@@ -332,76 +270,9 @@ def test_select_pages_maps_rows_and_checks_them():
             select_pages(np.array(bad), locations, 50)
 
 
-def test_compact_protocol_bytes_by_hand():
-    """Bytes worked out from the compact protocol's spec, not from this codec."""
-    data = bytes([0x15, 0x01,                    # 1: i32 -1 (zigzag 1)
-                  0x18, 0x02]) + b"ab" + bytes([  # 2: binary "ab"
-                  0x11,                          # 3: bool true
-                  0x06, 0x28, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40,  # 20 (long form): i64 2**40
-                  0x19, 0x2C, 0x22, 0x00, 0x00,  # 21: list of 2 structs {2: bool false}, {}
-                  0x1A, 0xF4, 0x0F]) + bytes(range(15)) + bytes([  # 22: set of 15 i16 0,-1,..
-                  0x13, 0xFF,                    # 23: byte -1
-                  0x17]) + bytes.fromhex("000000000000f83f") + bytes([  # 24: double 1.5
-                  0x00])
-    fields, end = decode_struct(data)
-    assert end == len(data)
-    assert fields == {1: -1, 2: b"ab", 3: True, 20: 2**40, 21: [{2: False}, {}],
-                      22: [0, -1, 1, -2, 2, -3, 3, -4, 4, -5, 5, -6, 6, -7, 7], 23: -1,
-                      24: 1.5}
-    assert fields.kinds == {1: I32, 2: BINARY, 3: BOOL, 20: I64, 21: LIST, 22: SET, 23: BYTE,
-                            24: DOUBLE}
-    assert encode_struct(fields) == data
-
-
-def test_real_footer_round_trips_byte_for_byte(written):
-    _, data, footer, raw = written
-    assert encode_struct(footer.fields) == raw
-    chunk = footer.column_chunk(0, 2)
-    offset, length = chunk.offset_index
-    index, end = decode_struct(data[offset:offset + length])
-    assert end == length and encode_struct(index) == data[offset:offset + length]
-    header, end = decode_struct(data, chunk.start)  # the first page's header
-    assert header[1] in (0, 2, 3) and encode_struct(header) == data[chunk.start:end]
-
-
-def test_unknown_fields_survive(written):
-    path, _, _, raw = written
-    fields, _ = decode_struct(raw)
-    unknown = ThriftList(STRUCT, [ThriftStruct([(1, BOOL, False), (2, DOUBLE, -0.25),
-                                                (3, BYTE, -7), (40, SET, ThriftList(I16, [3, -3])),
-                                                (41, LIST, ThriftList(BOOL, [True, False]))])])
-    fields.put(100, LIST, unknown)
-    fields.put(101, BINARY, b"\x00future\xff")
-    fields[4][0][1][0][3].put(99, I64, -(2**62))  # in the first ColumnMetaData
-    extended = encode_struct(fields)
-    again, _ = decode_struct(extended)
-    assert again[100] == unknown and again[101] == b"\x00future\xff"
-    assert again[4][0][1][0][3][99] == -(2**62)
-    assert encode_struct(again) == extended
-    read = pq.read_metadata(pa.BufferReader(
-        b"PAR1" + extended + len(extended).to_bytes(4, "little") + b"PAR1"))
-    ours, theirs = read.to_dict(), pq.read_metadata(path).to_dict()
-    assert ours.pop("serialized_size") == len(extended)
-    theirs.pop("serialized_size")
-    assert ours == theirs
-
-
-def test_corrupt_thrift_raises_corrupt_file_error(written):
-    _, data, _, raw = written
-    for end in [0, 1, 2, 10, len(raw) // 3, len(raw) // 2, len(raw) - 1]:
-        with pytest.raises(CorruptFileError, match="footer of cut is corrupt"):
-            ParquetFooter(raw[:end], "cut")
-    for garbage, problem in [(bytes([0x19, 0xFC, 0xFF, 0xFF, 0xFF, 0x0F]), "claims"),
-                             (bytes([0x1C]) * 100, "nest deeper"),
-                             (bytes([0x1D, 0x00]), "compact type 13"),
-                             (bytes([0x16]) + b"\xff" * 11, "past 10 bytes")]:
-        with pytest.raises(CorruptFileError, match=problem):
-            decode_struct(garbage)
-
-
 def test_mangled_footers_fail_only_as_corrupt_or_unsupported(written):
     """Flipped bytes that still decode as Thrift must not escape as IndexError or TypeError."""
-    _, data, _, raw = written
+    _, _data, _, raw = written
     rng = np.random.default_rng(3)
     for _ in range(300):
         mangled = bytearray(raw)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import datetime
 import struct
 import zlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
-from .filters import Statistics
+from ..statistics import Statistics
 
 EPOCH = datetime.date(1970, 1, 1)
 """Day 0 of ORC's date statistics."""
