@@ -28,7 +28,7 @@ from .read import (
     read_with_report,
 )
 from .storage.base import StorageOptions, storage_options
-from .tuning import Concurrency
+from .tuning.model import Concurrency
 
 __all__ = [
     "Concurrency",

@@ -43,7 +43,8 @@ from .statistics import hive_values_may_match
 from .storage import open_source
 from .storage.base import RemoteVersion, StorageOptions, scheme_of, storage_options
 from .storage.s3 import list_s3
-from .tuning import Concurrency, fit_to_ranges, measure_storage, unmeasured_concurrency
+from .tuning.model import Concurrency, fit_to_ranges
+from .tuning.stores import measure_storage, unmeasured_concurrency
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 CPU_PARTITION_BYTES = 128 * 2**20

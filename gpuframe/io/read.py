@@ -73,14 +73,9 @@ from .plan import (
 from .storage import open_source
 from .storage.base import RemoteVersion, StorageOptions, scheme_of, storage_options
 from .storage.ranges import read_ranges, read_ranges_into
-from .tuning import (
-    DEFAULT_REQUEST_SIZE,
-    Concurrency,
-    StoreProbe,
-    fit_to_ranges,
-    probe_store,
-    remembered_concurrency,
-)
+from .tuning.model import DEFAULT_REQUEST_SIZE, Concurrency, StoreProbe, fit_to_ranges
+from .tuning.probe import probe_store
+from .tuning.stores import remembered_concurrency
 
 logger = logging.getLogger("gpuframe")
 

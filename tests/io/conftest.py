@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyarrow import orc
 
-from gpuframe.io import tuning
+from gpuframe.io.tuning import stores
 from gpuframe.io.plan import PLANNED_METADATA
 from gpuframe.io.read import READERS, fragment_tasks
 
@@ -402,10 +402,10 @@ def closed_port() -> int:
 def _fresh_measurements():
     """Little's-law measurements and planned metadata are kept per process; each test starts
     without them."""
-    tuning.forget_measurements()
+    stores.forget_measurements()
     PLANNED_METADATA.clear()
     yield
-    tuning.forget_measurements()
+    stores.forget_measurements()
     PLANNED_METADATA.clear()
 
 

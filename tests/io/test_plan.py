@@ -370,7 +370,8 @@ def test_planning_layers_import_no_cluster_code(module):
             imported.append("." * node.level + (node.module or ""))
         elif isinstance(node, ast.Import):
             imported.extend(alias.name for alias in node.names)
-    assert imported and not [m for m in imported if "cluster" in m or "frame" == m.strip(".")]
+    assert imported or module.endswith("__init__.py")
+    assert not [m for m in imported if "cluster" in m or "frame" == m.strip(".")]
 
 
 def test_hive_values_drop_files_before_their_footers_are_read(dataset_dir, monkeypatch):

@@ -53,7 +53,7 @@ from gpuframe.io.read import (
 )
 from gpuframe.io.storage import open_source
 from gpuframe.io.storage.base import storage_options
-from gpuframe.io.tuning import Concurrency
+from gpuframe.io.tuning.model import Concurrency
 
 
 def plain(frame: pd.DataFrame) -> pd.DataFrame:
