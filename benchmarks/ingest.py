@@ -175,7 +175,7 @@ def main() -> None:
     from distributed import wait
 
     import gpuframe
-    from gpuframe.io.plan import plan_fragments
+    from gpuframe.io.planning.plan import plan_fragments
     from gpuframe.io.read import worker_device_memory
 
     root = Path(args.dir or os.path.join(tempfile.gettempdir(), "gpuframe-ingest"))

@@ -255,7 +255,8 @@ def main() -> None:
 
     import gpuframe
     from gpuframe.io.formats.parquet import column_chunk_ranges
-    from gpuframe.io.plan import PLANNED_METADATA, plan_fragments
+    from gpuframe.io.planning.metadata import PLANNED_METADATA
+    from gpuframe.io.planning.plan import plan_fragments
     from gpuframe.io.read import measure_on_workers, worker_device_memory
 
     root = Path(args.dir or os.path.join(tempfile.gettempdir(), "gpuframe-ingest-remote"))

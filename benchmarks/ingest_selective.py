@@ -183,7 +183,7 @@ def pyarrow_read(paths: list[Path], filters: list[tuple]) -> tuple[int, int, flo
 def main() -> None:
     args = parse_args()
     import gpuframe
-    from gpuframe.io.plan import plan_fragments
+    from gpuframe.io.planning.plan import plan_fragments
     from gpuframe.io.read import read_parquet_with_report
 
     root = args.dir or Path(tempfile.gettempdir()) / "gpuframe-selective"

@@ -18,7 +18,7 @@ Nothing here imports the cluster or the frame until a read runs.
 """
 
 from .formats import CsvFormat, FileFormat, OrcFormat, ParquetFormat
-from .plan import Fragment, ReadPlan, plan_fragments
+from .planning.plan import Fragment, ReadPlan, plan_fragments
 from .read import (
     ReadReport,
     read_csv,

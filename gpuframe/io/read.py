@@ -63,13 +63,9 @@ from .errors import (
     UnreachableError,
 )
 from .formats import FileFormat, format_for
-from .plan import (
-    PLANNED_METADATA,
-    ReadPlan,
-    measure_here,
-    plan_fragments,
-    read_metadata_each,
-)
+from .planning.metadata import PLANNED_METADATA, read_metadata_each
+from .planning.plan import ReadPlan, measure_here, plan_fragments
+from .tasks import FragmentTask, fragment_tasks
 from .storage import open_source
 from .storage.base import RemoteVersion, StorageOptions, scheme_of, storage_options
 from .storage.ranges import read_ranges, read_ranges_into
@@ -104,29 +100,6 @@ them into the engine's errors naming the file; ``MemoryError`` is never one of t
 _ROW = "__gpuframe_row__"
 
 
-@dataclass(frozen=True)
-class FragmentTask:
-    """Everything reading one fragment needs; the file's metadata travels with it."""
-
-    path: str
-    format: FileFormat
-    units: tuple[int, ...]
-    metadata: Any
-    file_columns: tuple[str, ...]
-    read_schema: pa.Schema
-    """Types of :attr:`file_columns`, as the plan agreed them across files."""
-    schema: pa.Schema
-    partition: tuple[tuple[str, Any], ...]
-    partition_schema: pa.Schema
-    filters: list | None
-    storage: StorageOptions
-    concurrency: Concurrency
-    """Requests in flight and their size for one read task: the plan's (measured and fitted to
-    its ranges) or configured."""
-    version: RemoteVersion | None = None
-    """A remote file's version as planning saw it (:attr:`~gpuframe.io.plan.ReadPlan.versions`):
-    its size needs no request, and an answer from a changed file raises
-    :class:`~gpuframe.io.errors.FileChangedError`."""
 
 
 @dataclass(frozen=True)
@@ -249,11 +222,11 @@ class CudfReader:
                 frame, rows = read_device_copies(tasks, fetchers)
             fetched = sum(fetcher.bytes_read for fetcher in fetchers)
             requests = sum(fetcher.requests for fetcher in fetchers)
-        for name in first.partition_schema.names:
+        for name in first.hive_schema.names:
             column = pa.chunked_array(
-                [_constant(dict(task.partition)[name], first.partition_schema.field(name).type,
+                [_constant(dict(task.hive_values)[name], first.hive_schema.field(name).type,
                            n) for task, n in zip(tasks, rows)],
-                first.partition_schema.field(name).type)
+                first.hive_schema.field(name).type)
             frame[name] = cudf.Series.from_arrow(column.combine_chunks())
         if first.filters:
             table = frame.to_arrow().filter(pq.filters_to_expression(first.filters))
@@ -572,8 +545,8 @@ def _read_selective(task: FragmentTask, fetcher: Fetcher) -> pa.Table:
 
 
 def _with_partition(table: pa.Table, task: FragmentTask) -> pa.Table:
-    for name, value in task.partition:
-        kind = task.partition_schema.field(name).type
+    for name, value in task.hive_values:
+        kind = task.hive_schema.field(name).type
         table = table.append_column(pa.field(name, kind), _constant(value, kind, table.num_rows))
     return table
 
@@ -808,16 +781,6 @@ def _device_memory() -> int:
     return int(cupy.cuda.Device().mem_info[1])
 
 
-def fragment_tasks(plan: ReadPlan) -> list[FragmentTask]:
-    """What reading each fragment of ``plan`` needs, in the plan's order."""
-    concurrency = plan.concurrency or Concurrency(
-        0.0, 0.0, 1, plan.storage.task_size or DEFAULT_REQUEST_SIZE, "configured")
-    read_schema = pa.schema([plan.file_schema.field(c) for c in plan.columns_read])
-    return [FragmentTask(f.path, plan.format, f.units, plan.footers[f.path],
-                         tuple(plan.columns_read), read_schema, plan.schema, f.partition,
-                         plan.partition_schema, plan.filters, plan.storage, concurrency,
-                         plan.versions.get(f.path))
-            for f in plan.fragments]
 
 
 def read_plan(plan: ReadPlan, engine: Any = None, workers: Sequence[str] | None = None, *,
@@ -837,7 +800,7 @@ def read_plan(plan: ReadPlan, engine: Any = None, workers: Sequence[str] | None 
     prefix = f"gpuframe-read-{plan.format.name}-{token}"
     tasks = fragment_tasks(plan)
     reporting = with_report or logger.isEnabledFor(logging.INFO)
-    for i, group in enumerate(plan.partitions()):
+    for i, group in enumerate(plan.read_groups()):
         owner = plan.fragments[group[0]].owner
         owner = owner if owner in workers else sorted(workers)[i % len(workers)]
         key = f"{prefix}-{i}"

@@ -37,9 +37,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyarrow import orc
 
+from gpuframe.io.planning.metadata import PLANNED_METADATA
+from gpuframe.io.read import READERS
+from gpuframe.io.tasks import fragment_tasks
 from gpuframe.io.tuning import stores
-from gpuframe.io.plan import PLANNED_METADATA
-from gpuframe.io.read import READERS, fragment_tasks
 
 ROWS_PER_GROUP = 1000
 GROUPS_PER_FILE = 4
@@ -430,3 +431,20 @@ def _expected():
         return table.select(columns or table.column_names).to_pandas()
 
     return expected
+
+
+@pytest.fixture(name="compressed")
+def _compressed():
+    """Compressed bytes of a Parquet file's ``columns`` in ``row_groups``, counted independently
+    of the planner."""
+    def compressed(path, columns=None, row_groups=None) -> int:
+        metadata = pq.ParquetFile(path).metadata
+        total = 0
+        for g in row_groups if row_groups is not None else range(metadata.num_row_groups):
+            group = metadata.row_group(g)
+            for i in range(group.num_columns):
+                if columns is None or group.column(i).path_in_schema in columns:
+                    total += group.column(i).total_compressed_size
+        return total
+
+    return compressed

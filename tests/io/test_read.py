@@ -34,7 +34,7 @@ from gpuframe.io.errors import (
     SourceNotFoundError,
     TruncatedFileError,
 )
-from gpuframe.io.plan import plan_fragments
+from gpuframe.io.planning.plan import plan_fragments
 from gpuframe.io.read import (
     READERS,
     Fetcher,
@@ -431,7 +431,7 @@ def test_cudf_reader_names_the_corrupt_file_among_those_read_in_one_call(tmp_pat
     _write_rows(bad, kind)
     with gpuframe.start_cluster(backend="cudf", protocol="tcp", n_workers=1) as gpu_engine:
         plan = plan_fragments([str(good), str(bad)], format=kind, workers=gpu_engine.workers)
-        assert len(plan.partitions()) == 1  # one cuDF call for both files
+        assert len(plan.read_groups()) == 1  # one cuDF call for both files
         _zero(bad, 100, 400)
         with pytest.raises(CorruptFileError,
                            match=f"{bad} \\({unit}s? [0-9].*cannot be decoded"):

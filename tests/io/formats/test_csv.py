@@ -20,7 +20,7 @@ from gpuframe.io.errors import (
 )
 from gpuframe.io.formats import format_for
 from gpuframe.io.formats.csv import CSV_PROBE, CSV_SAMPLE, CsvFormat
-from gpuframe.io.plan import plan_fragments
+from gpuframe.io.planning.plan import plan_fragments
 
 FIXED = {"requests_in_flight": 3}
 

@@ -19,7 +19,7 @@ from gpuframe.io.errors import (
     SourceNotFoundError,
     TruncatedFileError,
 )
-from gpuframe.io.plan import plan_fragments
+from gpuframe.io.planning.plan import plan_fragments
 
 FIXED = {"requests_in_flight": 3}
 

@@ -9,7 +9,7 @@ import pytest
 from gpuframe.io.errors import (
     UnreachableError,
 )
-from gpuframe.io.plan import plan_fragments
+from gpuframe.io.planning.plan import plan_fragments
 
 FIXED = {"requests_in_flight": 3}
 
