@@ -38,7 +38,7 @@ import pytest
 from pyarrow import orc
 
 from gpuframe.io.planning.metadata import PLANNED_METADATA
-from gpuframe.io.read import READERS
+from gpuframe.io.readers.task import READERS
 from gpuframe.io.tasks import fragment_tasks
 from gpuframe.io.tuning import stores
 
@@ -448,3 +448,21 @@ def _compressed():
         return total
 
     return compressed
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Categorical hive columns (as pandas reads them) as their categories' dtype; fresh index."""
+    frame = frame.reset_index(drop=True)
+    for name, dtype in frame.dtypes.items():
+        if isinstance(dtype, pd.CategoricalDtype):
+            frame[name] = frame[name].astype(dtype.categories.dtype)
+    return frame
+
+
+@pytest.fixture(name="check_same")
+def _check_same():
+    """Assert that a read's frame holds pandas' rows of the same files."""
+    def check_same(ours, expected: pd.DataFrame) -> None:
+        pd.testing.assert_frame_equal(_plain(ours.to_pandas()), _plain(expected))
+
+    return check_same

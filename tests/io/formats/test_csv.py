@@ -21,6 +21,7 @@ from gpuframe.io.errors import (
 from gpuframe.io.formats import format_for
 from gpuframe.io.formats.csv import CSV_PROBE, CSV_SAMPLE, CsvFormat
 from gpuframe.io.planning.plan import plan_fragments
+from gpuframe.io.submit import read_csv
 
 FIXED = {"requests_in_flight": 3}
 
@@ -141,3 +142,14 @@ def test_csv_with_newlines_in_values_reads_each_file_whole_like_pandas(tmp_path,
         plan_fragments(str(path), format="csv", storage=FIXED)
     with pytest.raises(OptionError, match="newlines_in_values='yes' must be True or False"):
         format_for("csv", newlines_in_values="yes")
+
+
+def test_csv_split_inside_a_quoted_newline_names_the_option_that_reads_it(engine, tmp_path,
+                                                                          check_same):
+    path = tmp_path / "quoted.csv"
+    path.write_text("a,b,c\n" + "".join(f'{i},"note {i}\nx,y",{i}\n' for i in range(2000)))
+    with pytest.raises(CorruptFileError, match=r"(?s)quoted.csv bytes .*newlines_in_values=True"):
+        read_csv(str(path), partition_bytes=4096)
+    frame = read_csv(str(path), partition_bytes=4096, newlines_in_values=True)
+    assert frame.npartitions == 1
+    check_same(frame, pd.read_csv(path))

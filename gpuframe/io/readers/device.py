@@ -1,39 +1,42 @@
 """Remote files copied into device memory, for cuDF to decode where they land.
 
 The GPU reader hands cuDF one copy per remote file holding only the planned ranges
-(:func:`~gpuframe.io.read.read_device_copies`). Copies in host memory cost twice over: a fresh
-buffer per read pays a page fault per page the fetch writes, and cuDF then moves pageable
-bytes to the device itself. On an H200 host, 1.78 GiB of column chunks over loopback HTTP:
-fetched into fresh host copies 1.01 s, into reused buffers 0.16 s; decoded by cuDF from the
-pageable copies 0.25 s, from the same bytes once pinned 0.056 s. So each request lands in a
-pinned staging buffer that is reused (CuPy's pinned pool keeps them for the next read) and is
-copied from there to its offset in the file's device buffer; cuDF reads device buffers as
-sources (``rmm.DeviceBuffer`` is a pylibcudf span) without another copy: fetched in 0.19 s,
-decoded in 0.019 s.
+(:func:`~.cudf.read_device_copies`). Copies in host memory cost twice over: a fresh buffer per
+read pays a page fault per page the fetch writes, and cuDF then moves pageable bytes to the
+device itself (benchmarks/results/2026-11-23-remote-device-copies-h200.md; pinned bytes:
+benchmarks/results/2026-11-25-figures-from-io-comments.md). So each request lands in a pinned
+staging buffer that is reused (CuPy's pinned pool keeps them for the next read) and is copied
+from there to its offset in the file's device buffer; cuDF reads device buffers as sources
+(``rmm.DeviceBuffer`` is a pylibcudf span) without another copy.
 
 The ranges themselves are read by KvikIO (``kvikio.RemoteFile.pread``: C++ threads over
 libcurl, into device memory through its own pinned bounce buffers) wherever it can open the
-files with the read's options (:func:`fetch_by_kvikio`); the staging above is the way for the
-rest (custom headers, proxies) and the fallback where KvikIO fails. Same H200 host and files,
-into device memory: KvikIO 0.165 s at 16 x 16 MiB, 0.207 s at 17 x 8 MiB, 0.251 s at 64 x
-4 MiB; the staged fetch 0.188, 0.238 and 0.419 s (moto's S3, 454 MiB: 0.220 s against 0.224).
+files with the read's options (:func:`fetch_by_kvikio`), faster than the staging, most of all
+for short requests (benchmarks/results/2026-11-24-kvikio-remote-h200.md); the staging is the
+way for the rest (custom headers, proxies) and the fallback where KvikIO fails.
 
 A copy is as long as the file (the planned ranges sit at their own offsets), so where the read
 skips columns its device buffer holds gaps: :func:`copy_batches` bounds what the copies of one
-cuDF call take together.
+cuDF call take together. :func:`device_memory` says how large this worker's GPU is, for the
+partition budget.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import RemoteError
-from .storage.base import RangeSource as Source
-from .storage.ranges import cut_requests, read_exactly_into, run_requests
+from ..errors import RemoteError
+from ..storage.base import RangeSource
+from ..storage.ranges import cut_requests, read_exactly_into, run_requests
+
+if TYPE_CHECKING:
+    import kvikio
+    import rmm
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ STAGING_BYTES = 2**30
 """Pinned staging that one fetch may take (fewer requests at once where the plan's would need
 more: 64 of 64 MiB would pin 4 GiB). CuPy's pinned pool keeps it for the next read."""
 
-CopyJob = tuple[Source, Sequence[tuple[int, int]], int, Mapping[int, bytes]]
+CopyJob = tuple[RangeSource, Sequence[tuple[int, int]], int, Mapping[int, bytes]]
 """One file's copy: (its source, the ranges to fetch at their own offsets, the copy's length,
 bytes already known by offset: magic numbers, footer)."""
 
@@ -66,7 +69,7 @@ def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size:
     in flight hold the requests to their number), then ``place(job, offset, bytes)`` them; the
     known bytes are placed first. A short answer raises a
     :class:`~gpuframe.io.errors.RemoteError` naming the file and range
-    (:func:`~gpuframe.io.remote.read_exactly_into`)."""
+    (:func:`~gpuframe.io.storage.ranges.read_exactly_into`)."""
     place_known(jobs, place)
     pieces = [(job, start, length) for job, (_, ranges, _, _) in enumerate(jobs)
               for _, start, length in cut_requests(ranges, requests_in_flight, request_size)]
@@ -106,17 +109,18 @@ def copy_batches(jobs: Sequence[CopyJob]) -> list[list[int]]:
     return batches
 
 
-def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[Any], requests_in_flight: int,
-                    request_size: int | None) -> bool:
+def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[rmm.DeviceBuffer],
+                    requests_in_flight: int, request_size: int | None) -> bool:
     """Every job's ranges read by KvikIO straight into its device copy (``copies``, in the jobs'
     order), with ``requests_in_flight`` threads and tasks of ``request_size`` bytes (KvikIO's
     ``num_threads`` and ``task_size``): True. False, nothing read, where KvikIO is missing or
-    cannot open some job's file with the read's options (:meth:`Source.kvikio_args`); False too,
-    after a warning, where KvikIO fails, whatever it raises (an older KvikIO's missing setting
-    as well as a store's error): the caller's own requests then fetch the bytes, or raise the
-    error that names the file and range. KvikIO checks no answer's version, so once
-    the bytes are in, each file's is asked again (:meth:`Source.confirm_version`), and a file
-    changed since planning raises :class:`~gpuframe.io.errors.FileChangedError`."""
+    cannot open some job's file with the read's options
+    (:meth:`~gpuframe.io.storage.base.RangeSource.kvikio_args`); False too, after a warning,
+    where KvikIO fails, whatever it raises (an older KvikIO's missing setting as well as a
+    store's error): the caller's own requests then fetch the bytes, or raise the error that
+    names the file and range. KvikIO checks no answer's version, so once the bytes are in, each
+    file's is asked again (:meth:`~gpuframe.io.storage.base.RangeSource.confirm_version`), and a
+    file changed since planning raises :class:`~gpuframe.io.errors.FileChangedError`."""
     opens = [source.kvikio_args() for source, _, _, _ in jobs]
     if not jobs or any(how is None for how in opens):
         return False
@@ -128,12 +132,12 @@ def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[Any], requests_in_
         return False
     if not kvikio.is_remote_file_available():  # a KvikIO built without libcurl
         return False
-    files: list[Any] = []
-    reads: list[tuple[Source, int, int, Any]] = []
+    files: list[kvikio.RemoteFile] = []
+    reads: list[tuple[RangeSource, int, int, kvikio.IOFuture]] = []
     failure: BaseException | None = None
     try:  # (KvikIO before 26.10, which this was built on, lacks some of these settings)
-        # KvikIO streams each task through a bounce buffer (16 MiB): longer tasks ran slower
-        # (HTTP, 16 threads, H200 host: 64 MiB tasks 7.5 GiB/s, 16 MiB 10.5)
+        # KvikIO streams each task through a bounce buffer (16 MiB): longer tasks run slower
+        # (benchmarks/results/2026-11-25-figures-from-io-comments.md)
         task_size = max(1, min(request_size or max(n for _, ranges, _, _ in jobs
                                                    for _, n in ranges),
                                kvikio.defaults.get("bounce_buffer_size")))
@@ -147,12 +151,12 @@ def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[Any], requests_in_
             view = cupy.asarray(copy)
             reads.extend((source, offset, length, files[-1].pread(
                 view[offset:offset + length], length, offset)) for offset, length in ranges)
-    except BaseException as exc:  # raised below, once nothing is in flight
+    except BaseException as exc:  # noqa: BLE001 (raised below, once nothing is in flight)
         failure = exc
     for source, offset, length, future in reads:  # all of them: they write into the copies
         try:
             got = future.get()
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 (the first failure is raised below)
             failure = failure or exc
             continue
         if got != length and failure is None:
@@ -175,7 +179,7 @@ def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[Any], requests_in_
 
 
 def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
-                        request_size: int | None) -> list[Any]:
+                        request_size: int | None) -> list[rmm.DeviceBuffer]:
     """An ``rmm.DeviceBuffer`` per job, ``length`` bytes holding the job's ranges and known
     bytes at their offsets: the ranges read by KvikIO (:func:`fetch_by_kvikio`), or else by
     :func:`fetch_staged` through pinned buffers (at most :data:`STAGING_BYTES` of them); the
@@ -201,3 +205,10 @@ def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
 
     fetch_staged(jobs, requests_in_flight, request_size, staging, place)
     return copies
+
+
+def device_memory() -> int:
+    """Bytes of this process's GPU: run on each worker for the partition budget."""
+    import cupy
+
+    return int(cupy.cuda.Device().mem_info[1])
