@@ -257,7 +257,7 @@ def main() -> None:
     from gpuframe.io.formats.parquet import column_chunk_ranges
     from gpuframe.io.planning.metadata import PLANNED_METADATA
     from gpuframe.io.planning.plan import plan_fragments
-    from gpuframe.io.read import measure_on_workers, worker_device_memory
+    from gpuframe.io.submit import measure_on_workers, worker_device_memory
 
     root = Path(args.dir or os.path.join(tempfile.gettempdir(), "gpuframe-ingest-remote"))
     backend = "cudf" if args.device == "gpu" else "pandas"
