@@ -105,7 +105,7 @@ def read_orc(source: DatasetSource, columns: Sequence[str] | None = None,
              **storage_overrides: Any) -> DistributedFrame:
     """An ORC dataset as a :class:`gpuframe.DistributedFrame`: :func:`read_parquet`'s sources
     and options, with stripes for row groups: filters skip the stripes whose statistics prove
-    no row matches (:func:`~gpuframe.io.orc_tail.stripe_statistics`), then apply to rows."""
+    no row matches (:func:`~gpuframe.io.formats.orc_tail.stripe_statistics`), then apply to rows."""
     return _read(source, "orc", columns, filters, partition_bytes, storage, engine,
                  storage_overrides, with_report=False)[0]
 
@@ -147,7 +147,7 @@ def read_with_report(source: DatasetSource, format: str | FileFormat = "parquet"
                      storage: StorageOptions | dict | None = None, engine: Engine | None = None,
                      **storage_overrides: Any) -> tuple[DistributedFrame, ReadReport]:
     """Plan and read a dataset of ``format`` ('parquet', 'orc', 'csv' or a
-    :class:`~gpuframe.io.formats.FileFormat`); the frame and the :class:`ReadReport`."""
+    :class:`~gpuframe.io.formats.base.FileFormat`); the frame and the :class:`ReadReport`."""
     return _read(source, format, columns, filters, partition_bytes, storage, engine,
                  storage_overrides, with_report=True)
 

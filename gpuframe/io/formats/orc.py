@@ -41,17 +41,17 @@ class OrcMetadata:
     read tasks open the file without fetching its tail again."""
     statistics: tuple[Mapping[str, Statistics], ...] = ()
     """Each stripe's min, max and nulls by top-level column, where the tail holds them in a
-    form read here (:func:`~gpuframe.io.orc_tail.stripe_statistics`); () where not."""
+    form read here (:func:`~gpuframe.io.formats.orc_tail.stripe_statistics`); () where not."""
 
 
 class OrcFormat(FileFormat[OrcMetadata]):
     """ORC: units are stripes, read with ``pyarrow.orc.ORCFile.read_stripe``.
 
     The stripes' places come from the file tail (``serialized_file_tail``, decoded by
-    :mod:`~gpuframe.io.orc_tail`: Arrow gives no accessor for them), and so do their
+    :mod:`~gpuframe.io.formats.orc_tail`: Arrow gives no accessor for them), and so do their
     statistics (pyarrow 26 exposes only their count): filters skip the stripes whose min/max
     prove no row matches, as Parquet's skip row groups, then apply to rows
-    (:func:`~gpuframe.io.orc_tail.stripe_statistics` says which columns and compressions give
+    (:func:`~gpuframe.io.formats.orc_tail.stripe_statistics` says which columns and compressions give
     statistics). A stripe's bytes are counted and fetched whole: its own footer, not the
     file's, says how they split between columns. So a filter-columns-first read would fetch a
     surviving stripe twice, and is not done.

@@ -10,7 +10,6 @@ import datetime
 import struct
 import zlib
 from collections.abc import Sequence
-from typing import Any
 
 import pyarrow as pa
 
@@ -40,7 +39,7 @@ def _varints(data: bytes) -> list[int]:
     return values
 
 
-def _proto_fields(data: bytes) -> list[tuple[int, Any]]:
+def _proto_fields(data: bytes) -> list[tuple[int, int | bytes]]:
     """(field number, value) of a serialized protobuf message: ints, or bytes for the
     length-delimited fields (nested messages, strings)."""
     fields, position = [], 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, Union
 
 from ..errors import CorruptFileError
 
@@ -22,19 +22,21 @@ _INTEGERS = (I16, I32, I64)
 _MAX_DEPTH = 64
 """Deepest struct nesting decoded; Parquet's footer nests 6 deep, garbage may claim any."""
 FieldValue = TypeVar("FieldValue")
+ThriftValue = Union[int, float, bool, bytes, "ThriftStruct", "ThriftList"]
+"""A decoded value: integers of every width, doubles, bools, binary, structs and lists."""
 
 
-class ThriftStruct(dict):
+class ThriftStruct(dict[int, ThriftValue]):
     """A Thrift struct: field id -> value, with each field's compact type in :attr:`kinds`,
     so fields this module does not know are written back as they came."""
 
-    def __init__(self, fields: Iterable[tuple[int, int, Any]] = ()):
+    def __init__(self, fields: Iterable[tuple[int, int, ThriftValue]] = ()):
         super().__init__()
         self.kinds: dict[int, int] = {}
         for number, kind, value in fields:
             self.put(number, kind, value)
 
-    def put(self, number: int, kind: int, value: Any) -> None:
+    def put(self, number: int, kind: int, value: ThriftValue) -> None:
         self[number] = value
         self.kinds[number] = kind
 
@@ -43,10 +45,10 @@ class ThriftStruct(dict):
         return ThriftStruct((n, self.kinds[n], self[n]) for n in numbers if n in self)
 
 
-class ThriftList(list):
+class ThriftList(list[ThriftValue]):
     """A Thrift list (or set), with the compact type of its elements in :attr:`kind`."""
 
-    def __init__(self, kind: int, items: Iterable[Any] = ()):
+    def __init__(self, kind: int, items: Iterable[ThriftValue] = ()):
         super().__init__(items)
         self.kind = kind
 
@@ -120,7 +122,7 @@ class _Reader:
                 fields.put(number, kind, self.value(kind, depth))
         return fields
 
-    def value(self, kind: int, depth: int) -> Any:
+    def value(self, kind: int, depth: int) -> ThriftValue:
         if kind in _INTEGERS:
             return self.zigzag()
         if kind == BINARY:
@@ -167,7 +169,7 @@ def _write_struct(out: bytearray, fields: ThriftStruct) -> None:
     out.append(0)
 
 
-def _write_value(out: bytearray, kind: int, value: Any) -> None:
+def _write_value(out: bytearray, kind: int, value: ThriftValue) -> None:
     if kind in _INTEGERS:
         _write_varint(out, (value << 1) ^ (value >> 63))
     elif kind == BINARY:

@@ -102,7 +102,7 @@ def copy_layouts(tasks: Sequence[FragmentTask], fetchers: Sequence[FileFetcher]
                  ) -> list[CopyJob]:
     """How each task's remote file is copied for cuDF: its source, the planned ranges (at
     their own offsets), and the copy's length and known bytes (magic numbers, footer) as the
-    format lays them out (:meth:`~gpuframe.io.formats.FileFormat.sparse_layout`). The layout
+    format lays them out (:meth:`~gpuframe.io.formats.base.FileFormat.sparse_layout`). The layout
     needs each file's size: the one planning saw (:attr:`FragmentTask.version`), no request
     (a HEAD per file: benchmarks/results/2026-11-24-remote-versions-h200.md, and
     benchmarks/results/2026-11-25-figures-from-io-comments.md for an object store)."""

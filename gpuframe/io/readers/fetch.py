@@ -58,7 +58,7 @@ class FileFetcher:
         """This fragment's share of the task's requests in flight for ``ranges``: Little's law
         asks for more where they are shorter than the plan's requests (a selective read's pages,
         from KiBs to a MiB against requests of 16 MiB), so that as many bytes stay in flight
-        (:func:`~gpuframe.io.tuning.fit_to_ranges`)."""
+        (:func:`~gpuframe.io.tuning.model.fit_to_ranges`)."""
         fitted = fit_to_ranges(self.task.concurrency, [n for _, n in ranges],
                                self.task.storage.max_requests_in_flight)
         return max(1, fitted.requests_in_flight // self.sharing)
@@ -104,7 +104,7 @@ class FileFetcher:
 
     def read_rows(self, rows: Mapping[int, np.ndarray], columns: Sequence[str]) -> pa.Table:
         """``columns`` at ``rows`` (unit -> row indices in it), fetching what the format
-        needs for them alone (:meth:`~gpuframe.io.formats.FileFormat.read_rows`)."""
+        needs for them alone (:meth:`~gpuframe.io.formats.base.FileFormat.read_rows`)."""
         self.units_read = max(self.units_read, len(rows))
         with self.naming_failures(list(rows)):
             return self.task.format.read_rows(self.task, self, rows, columns)

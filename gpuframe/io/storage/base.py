@@ -231,7 +231,7 @@ class KvikioOpen(NamedTuple):
     constructor's name and keywords, and the read's timeout in seconds."""
 
     method: str
-    kwargs: dict[str, Any]
+    kwargs: dict[str, str | int | None]
     timeout: float
 
 

@@ -37,7 +37,7 @@ would have its requests cut to 1 MiB, which on a small CPU host cost more than t
 
 @dataclass(frozen=True)
 class StoreProbe:
-    """What one process measured of a store (:func:`probe_storage`), rates in bytes/s.
+    """What one process measured of a store (:func:`~.probe.probe_storage`), rates in bytes/s.
 
     ``latency_s``: the time to first byte of a small read; ``stream_bandwidth``: one request's
     transfer rate when it is the only one; ``bandwidth``: what ``requests_at_once`` reads of
