@@ -34,13 +34,13 @@ if TYPE_CHECKING:
 
     from ..filters import Dnf
     from ..storage.base import RangeSource
-    from ..tasks import FragmentTask
 
 FOOTER_PROBE = 64 * 2**10
 """Bytes of a file's end read in one request for its footer or tail."""
 
 Metadata = TypeVar("Metadata")
 """What a format's :meth:`FileFormat.read_metadata` reads of one file."""
+Metadata_co = TypeVar("Metadata_co", covariant=True)
 CudfReader = Callable[["list[str] | list[rmm.DeviceBuffer]", list[str], list[list[int]]],
                       "cudf.DataFrame"]
 """cuDF's reader of a format: (paths or device copies, columns, units per file) -> frame."""
@@ -57,6 +57,30 @@ class Unit:
     """Bytes a read of the planned columns fetches."""
     result_bytes: int
     """Bytes of the result's columns alone."""
+
+
+class FileUnits(Protocol[Metadata_co]):
+    """The units of one file a format's readers are asked for, and what planning knew of it: a
+    :class:`~gpuframe.io.tasks.FragmentTask` offers it."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def metadata(self) -> Metadata_co: ...
+
+    @property
+    def units(self) -> tuple[int, ...]: ...
+
+    @property
+    def file_columns(self) -> tuple[str, ...]:
+        """The columns read of the file: the result's, then those only the filters need."""
+        ...
+
+    @property
+    def read_schema(self) -> pa.Schema:
+        """Types of :attr:`file_columns`, as the plan agreed them across files."""
+        ...
 
 
 class Fetcher(Protocol):
@@ -132,7 +156,7 @@ class FileFormat(Generic[Metadata]):
         """(offset, length) of the bytes reading ``columns`` of ``units`` fetches."""
         raise NotImplementedError
 
-    def read_units(self, task: FragmentTask, fetcher: Fetcher, units: Sequence[int],
+    def read_units(self, task: FileUnits[Metadata], fetcher: Fetcher, units: Sequence[int],
                    columns: Sequence[str]) -> pa.Table:
         """``columns`` of ``units`` of the task's file as an Arrow table (the pandas backend).
 
@@ -140,7 +164,7 @@ class FileFormat(Generic[Metadata]):
         the unit at fault where a format can tell."""
         raise NotImplementedError
 
-    def read_rows(self, task: FragmentTask, fetcher: Fetcher, rows: Mapping[int, np.ndarray],
+    def read_rows(self, task: FileUnits[Metadata], fetcher: Fetcher, rows: Mapping[int, np.ndarray],
                   columns: Sequence[str]) -> pa.Table:
         """``columns`` at ``rows`` (unit -> sorted row indices in it, units in order), in
         order: here the whole units are read, then the rows taken."""
@@ -151,7 +175,7 @@ class FileFormat(Generic[Metadata]):
         return table.take(pa.array(np.concatenate(
             [start + np.asarray(r, dtype=np.int64) for start, r in zip(starts, rows.values())])))
 
-    def read_cudf(self, tasks: Sequence[FragmentTask],
+    def read_cudf(self, tasks: Sequence[FileUnits[Metadata]],
                   copies: Sequence[rmm.DeviceBuffer] | None = None
                   ) -> tuple[cudf.DataFrame, list[int]]:
         """The file columns of the tasks' units as one cuDF frame, read by cuDF in as few calls

@@ -13,14 +13,13 @@ from pyarrow import csv
 
 from ...errors import OptionError
 from ..errors import CorruptFileError
-from .base import Fetcher, FileFormat, Unit
+from .base import Fetcher, FileFormat, FileUnits, Unit
 
 if TYPE_CHECKING:
     import cudf
     import rmm
 
     from ..storage.base import RangeSource
-    from ..tasks import FragmentTask
 
 CSV_SAMPLE = 2**20
 """Bytes of a CSV file's head whose rows give the column types."""
@@ -123,7 +122,7 @@ class CsvFormat(FileFormat[CsvMetadata]):
         return [(metadata.ranges[i][0], metadata.ranges[i][1] - metadata.ranges[i][0])
                 for i in units]
 
-    def read_units(self, task: FragmentTask, fetcher: Fetcher, units: Sequence[int],
+    def read_units(self, task: FileUnits[CsvMetadata], fetcher: Fetcher, units: Sequence[int],
                    columns: Sequence[str]) -> pa.Table:
         types = {c: task.read_schema.field(c).type for c in columns}
         if not units:
@@ -141,7 +140,7 @@ class CsvFormat(FileFormat[CsvMetadata]):
                 f"{task.path} bytes {first}-{last}: {exc} (the types were inferred from the "
                 f"file's first MiB; give them with schema=){self._hint}") from exc
 
-    def read_cudf(self, tasks: Sequence[FragmentTask],
+    def read_cudf(self, tasks: Sequence[FileUnits[CsvMetadata]],
                   copies: Sequence[rmm.DeviceBuffer] | None = None
                   ) -> tuple[cudf.DataFrame, list[int]]:
         """One cuDF call per byte range of a local file: cuDF's CSV reader takes one range of

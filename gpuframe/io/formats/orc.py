@@ -14,12 +14,11 @@ from ..errors import CorruptFileError, TruncatedFileError
 from ..statistics import HiveValue, Statistics, statistics_may_match
 from ..storage.ranges import RangeFile
 from . import orc_tail
-from .base import FOOTER_PROBE, CudfReader, Fetcher, FileFormat, Unit
+from .base import FOOTER_PROBE, CudfReader, Fetcher, FileFormat, FileUnits, Unit
 
 if TYPE_CHECKING:
     from ..filters import Dnf
     from ..storage.base import RangeSource
-    from ..tasks import FragmentTask
 
 ORC_MAGIC = b"ORC"
 ORC_TAIL_GUESS = 16 * 2**10
@@ -41,20 +40,19 @@ class OrcMetadata:
     read tasks open the file without fetching its tail again."""
     statistics: tuple[Mapping[str, Statistics], ...] = ()
     """Each stripe's min, max and nulls by top-level column, where the tail holds them in a
-    form read here (:func:`~gpuframe.io.formats.orc_tail.stripe_statistics`); () where not."""
+    form read here (:func:`.orc_tail.stripe_statistics`); () where not."""
 
 
 class OrcFormat(FileFormat[OrcMetadata]):
     """ORC: units are stripes, read with ``pyarrow.orc.ORCFile.read_stripe``.
 
     The stripes' places come from the file tail (``serialized_file_tail``, decoded by
-    :mod:`~gpuframe.io.formats.orc_tail`: Arrow gives no accessor for them), and so do their
-    statistics (pyarrow 26 exposes only their count): filters skip the stripes whose min/max
-    prove no row matches, as Parquet's skip row groups, then apply to rows
-    (:func:`~gpuframe.io.formats.orc_tail.stripe_statistics` says which columns and compressions give
-    statistics). A stripe's bytes are counted and fetched whole: its own footer, not the
-    file's, says how they split between columns. So a filter-columns-first read would fetch a
-    surviving stripe twice, and is not done.
+    :mod:`.orc_tail`: Arrow gives no accessor for them), and so do their statistics (pyarrow 26
+    exposes only their count): filters skip the stripes whose min/max prove no row matches, as
+    Parquet's skip row groups, then apply to rows (:func:`.orc_tail.stripe_statistics` says
+    which columns and compressions give statistics). A stripe's bytes are counted and fetched
+    whole: its own footer, not the file's, says how they split between columns. So a
+    filter-columns-first read would fetch a surviving stripe twice, and is not done.
     """
 
     name = "orc"
@@ -124,7 +122,7 @@ class OrcFormat(FileFormat[OrcMetadata]):
                columns: Sequence[str]) -> list[tuple[int, int]]:
         return [metadata.stripes[i][:2] for i in units]
 
-    def read_units(self, task: FragmentTask, fetcher: Fetcher, units: Sequence[int],
+    def read_units(self, task: FileUnits[OrcMetadata], fetcher: Fetcher, units: Sequence[int],
                    columns: Sequence[str]) -> pa.Table:
         metadata = task.metadata
         handle = fetcher.file(self.ranges(metadata, units, columns),

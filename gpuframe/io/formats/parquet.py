@@ -14,13 +14,12 @@ import pyarrow.parquet as pq
 
 from ..errors import CorruptFileError, PageReadUnsupportedError, TruncatedFileError
 from ..statistics import HiveValue, Statistics, chunk_statistics, statistics_may_match
-from .base import FOOTER_PROBE, CudfReader, Fetcher, FileFormat, Unit
+from .base import FOOTER_PROBE, CudfReader, Fetcher, FileFormat, FileUnits, Unit
 from .pages import MAGIC, ParquetFooter, coalesce, read_rows
 
 if TYPE_CHECKING:
     from ..filters import Dnf
     from ..storage.base import RangeSource
-    from ..tasks import FragmentTask
 
 
 class ParquetFormat(FileFormat[pq.FileMetaData]):
@@ -75,7 +74,7 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
                columns: Sequence[str]) -> list[tuple[int, int]]:
         return column_chunk_ranges(metadata, units, columns)
 
-    def read_units(self, task: FragmentTask, fetcher: Fetcher, units: Sequence[int],
+    def read_units(self, task: FileUnits[pq.FileMetaData], fetcher: Fetcher, units: Sequence[int],
                    columns: Sequence[str]) -> pa.Table:
         handle = fetcher.file(self.ranges(task.metadata, units, columns))
         parquet = pq.ParquetFile(handle, metadata=task.metadata)
@@ -88,7 +87,8 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
                     parquet.read_row_group(group, columns=list(columns), use_threads=False)
             raise
 
-    def read_rows(self, task: FragmentTask, fetcher: Fetcher, rows: Mapping[int, np.ndarray],
+    def read_rows(self, task: FileUnits[pq.FileMetaData], fetcher: Fetcher, rows: Mapping[int,
+                  np.ndarray],
                   columns: Sequence[str]) -> pa.Table:
         """Only the pages holding ``rows`` where the file has a page index and the columns
         are flat (:func:`.pages.read_rows`); else whole row groups."""
