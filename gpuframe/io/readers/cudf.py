@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 KVIKIO_TASK_SIZE = 16 * 2**20
 """The least task size KvikIO gets for local files, whatever requests a local disk's latency
 asks for (1 MiB): each task is a bounce-buffer copy of its own, and a disk reads long requests
-faster (benchmarks/results/2026-11-24-ingest-h200.md, cold reads; shorter tasks were slower warm
-too: benchmarks/results/2026-11-23-remote-device-copies-h200.md)."""
+faster; cold reads gain more than warm ones lose (benchmarks/results/2026-11-24-ingest-h200.md;
+1 MiB tasks: benchmarks/results/2026-11-23-remote-device-copies-h200.md)."""
 
 
 class CudfReader:
