@@ -15,8 +15,8 @@
   the workers' readers (pyarrow for the pandas backend, cuDF for the cudf one);
 - :mod:`~gpuframe.io.submit`: :func:`read_parquet`, :func:`read_orc` and :func:`read_csv` plan
   and run one task per read group on its owner and return a :class:`gpuframe.DistributedFrame`;
-  :func:`read_with_report` also returns the :class:`ReadReport` of bytes read against bytes of
-  the result's columns;
+  :func:`read_with_report` also returns the :class:`ReadReport` (:mod:`~gpuframe.io.report`)
+  of bytes read against bytes of the result's columns;
 - :mod:`~gpuframe.io.errors`: the specific errors, each naming the file, URL, column or option.
 
 Nothing here imports the cluster or the frame until a read runs.
@@ -25,9 +25,9 @@ Nothing here imports the cluster or the frame until a read runs.
 from .formats import CsvFormat, OrcFormat, ParquetFormat
 from .formats.base import FileFormat
 from .planning.plan import Fragment, ReadPlan, plan_fragments
+from .report import ReadReport
 from .storage.base import StorageOptions, storage_options
 from .submit import (
-    ReadReport,
     read_csv,
     read_orc,
     read_parquet,

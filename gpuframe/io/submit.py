@@ -14,7 +14,8 @@ know where each partition lives.
 The first failed task's error reaches the caller as itself (:func:`raise_dataset_error`), and a
 plan made with metadata kept from an earlier read is made again where a file changed since.
 :func:`read_with_report` also returns the :class:`ReadReport` of bytes read against bytes of
-the result's columns, from the stats the read tasks kept on their workers.
+the result's columns (:mod:`~gpuframe.io.report`), from the stats the read tasks kept on their
+workers.
 
 The cluster and the frame are imported when a read runs, not with gpuframe.io.
 """
@@ -25,7 +26,6 @@ import logging
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -39,6 +39,7 @@ from .planning.plan import ReadPlan, measure_here, plan_fragments
 from .planning.sources import DatasetSource
 from .readers.device import device_memory
 from .readers.task import read_group, take_kept_stats
+from .report import ReadReport
 from .storage.base import StorageOptions, scheme_of, storage_options
 from .tasks import fragment_tasks
 from .tuning.model import Concurrency, StoreProbe
@@ -52,30 +53,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("gpuframe")
 
 STAGE_EVENT_TOPIC = "gpuframe-stage"  # client-side stages: {"stage": ..., "seconds": ...}
-
-
-@dataclass(frozen=True)
-class ReadReport:
-    """What a whole read fetched, against what the plan expected and the result holds."""
-
-    format: str
-    fragments: int
-    bytes_read: int
-    planned_bytes: int
-    result_column_bytes: int
-    requests: int
-    rows: int
-    units_kept: int
-    units_total: int
-    seconds: float
-
-    def __repr__(self) -> str:
-        return (f"<ReadReport {self.format}: {self.fragments} fragments, {self.rows} rows: read "
-                f"{self.bytes_read / 2**20:.2f} MiB in {self.requests} requests (planned "
-                f"{self.planned_bytes / 2**20:.2f} MiB) for "
-                f"{self.result_column_bytes / 2**20:.2f} MiB of result columns; units "
-                f"{self.units_kept}/{self.units_total} after statistics; "
-                f"{self.seconds:.2f} s>")
 
 
 def read_parquet(source: DatasetSource, columns: Sequence[str] | None = None,
@@ -350,17 +327,4 @@ def _report(plan: ReadPlan, engine: Engine, keys: set[str], seconds: float) -> R
     if len(latest) < len(keys):  # a worker restarted since its task ran, its stats with it
         logger.warning("the report of read %s counts %d of its %d tasks: the others' workers "
                        "no longer hold their stats", plan.format.name, len(latest), len(keys))
-    return ReadReport(
-        format=plan.format.name,
-        fragments=len(plan.fragments),
-        bytes_read=sum(s["bytes_read"] for s in latest.values()),
-        planned_bytes=plan.total_bytes,
-        result_column_bytes=plan.result_bytes,
-        requests=sum(s["requests"] for s in latest.values()),
-        rows=sum(s["rows"] for s in latest.values()),
-        units_kept=plan.units_kept,
-        units_total=plan.units_total,
-        seconds=seconds,
-    )
-
-
+    return ReadReport.from_stats(plan, latest.values(), seconds)

@@ -1,7 +1,7 @@
 """The read task: one read group's fragments read on a worker into one partition of the frame
 (:func:`read_group`), with what it fetched reported as a Dask event (topic
 :data:`EVENT_TOPIC`, for the dashboard's figures) and kept for the client's
-:class:`~gpuframe.io.submit.ReadReport` (:func:`take_kept_stats`).
+:class:`~gpuframe.io.report.ReadReport` (:func:`take_kept_stats`).
 """
 
 from __future__ import annotations
