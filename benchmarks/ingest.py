@@ -175,8 +175,8 @@ def main() -> None:
     from distributed import wait
 
     import gpuframe
-    from gpuframe.io.plan import plan_fragments
-    from gpuframe.io.read import worker_device_memory
+    from gpuframe.io.planning.plan import plan_fragments
+    from gpuframe.io.submit import worker_device_memory
 
     root = Path(args.dir or os.path.join(tempfile.gettempdir(), "gpuframe-ingest"))
     engines = [e for e in args.engines.split(",") if e != "dask_cudf" or args.device == "gpu"]

@@ -160,7 +160,8 @@ def raw_ranges(urls: list[str], ranges: dict[str, list[tuple[int, int]]], storag
     decoded."""
     import threading
 
-    from gpuframe.io.remote import open_source, storage_options
+    from gpuframe.io.storage import open_source
+    from gpuframe.io.storage.base import storage_options
 
     options = storage_options(storage)
     sources = {url: open_source(url, options) for url in urls}
@@ -254,9 +255,10 @@ def main() -> None:
     args = parser.parse_args()
 
     import gpuframe
-    from gpuframe.io.formats import column_chunk_ranges
-    from gpuframe.io.plan import PLANNED_METADATA, plan_fragments
-    from gpuframe.io.read import measure_on_workers, worker_device_memory
+    from gpuframe.io.formats.parquet import column_chunk_ranges
+    from gpuframe.io.planning.metadata import PLANNED_METADATA
+    from gpuframe.io.planning.plan import plan_fragments
+    from gpuframe.io.submit import measure_on_workers, worker_device_memory
 
     root = Path(args.dir or os.path.join(tempfile.gettempdir(), "gpuframe-ingest-remote"))
     backend = "cudf" if args.device == "gpu" else "pandas"

@@ -103,8 +103,8 @@ def write_dataset(folder: Path, args: argparse.Namespace) -> list[Path]:
 def needed_bytes(paths: list[Path], filters: list[tuple], plan) -> int:
     """Filter columns of the row groups the plan keeps, plus the dictionary and data pages of
     the other columns that hold surviving rows (found with the files' page indexes)."""
-    from gpuframe.io.formats import column_indices, footer_bytes
-    from gpuframe.io.pages import ParquetFooter, select_pages
+    from gpuframe.io.formats.pages import ParquetFooter, select_pages
+    from gpuframe.io.formats.parquet import column_indices, footer_bytes
 
     filter_names = sorted({name for name, _, _ in filters})
     kept: dict[str, list[int]] = {}
@@ -183,8 +183,8 @@ def pyarrow_read(paths: list[Path], filters: list[tuple]) -> tuple[int, int, flo
 def main() -> None:
     args = parse_args()
     import gpuframe
-    from gpuframe.io.plan import plan_fragments
-    from gpuframe.io.read import read_parquet_with_report
+    from gpuframe.io.planning.plan import plan_fragments
+    from gpuframe.io.submit import read_parquet_with_report
 
     root = args.dir or Path(tempfile.gettempdir()) / "gpuframe-selective"
     paths = write_dataset(root, args)

@@ -1,15 +1,15 @@
-"""``filters=`` in pandas/pyarrow's DNF form: checked against a schema, and tested against what
-is known of a file or unit without reading rows (hive values, min/max statistics).
+"""``filters=`` in pandas/pyarrow's DNF form, checked against a schema and normalized.
 
-Every format uses the same terms: Parquet prunes row groups and ORC stripes by statistics,
-every format drops files by hive values, and the read step applies the filters to rows with
+Every format uses the same terms: planning prunes files and units by them
+(:mod:`~gpuframe.io.statistics`), and the read step applies them to rows with
 ``pyarrow.parquet.filters_to_expression``.
 """
 
 from __future__ import annotations
 
 import numbers
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -18,12 +18,13 @@ from .errors import FilterError
 OPERATORS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 
 Term = tuple[str, str, Any]
-Statistics = tuple[Any, Any, "int | None"]
-"""(min, max, nulls) of a column in one unit; min and max None where unknown."""
+"""(column, operator, value), the value of the column's type."""
+Dnf = list[list[Term]]
+"""Conjunctions of terms, any of which may hold."""
 
 
 def normalize_filters(filters: Sequence[Any] | None, schema: pa.Schema,
-                      path: str) -> list[list[Term]] | None:
+                      path: str) -> Dnf | None:
     """Filters as a list of conjunctions of ``(column, op, value)`` with ``=`` spelled ``==``
     and values of the column's type; :class:`FilterError` names the bad term."""
     if filters is None:
@@ -75,43 +76,3 @@ def _typed(value: Any, kind: pa.DataType, term: Any, column: str) -> Any:
     except (pa.ArrowException, TypeError, ValueError) as exc:
         raise FilterError(f"filter term {term!r}: value {value!r} does not fit column "
                           f"{column!r} of type {kind} ({exc})") from exc
-
-
-
-def partition_may_match(values: Mapping[str, Any], dnf: list[list[Term]] | None) -> bool:
-    """False only when a file's hive values alone prove no row can satisfy ``dnf``."""
-    if dnf is None or not values:
-        return True
-    return any(all(column not in values
-                   or range_may_match(op, value, values[column], values[column],
-                                       1 if values[column] is None else 0, 1)
-                   for column, op, value in conj)
-               for conj in dnf)
-
-
-
-def range_may_match(op: str, value: Any, low: Any, high: Any, nulls: int | None,
-                     rows: int) -> bool:
-    """Can a value in [low, high] satisfy ``op value``? Nulls satisfy no comparison."""
-    if nulls is not None and nulls >= rows:
-        return False
-    try:
-        if low != low or high != high:  # NaN statistics order nothing
-            return True
-        if op == "==":
-            return low <= value <= high
-        if op == "!=":
-            return not (low == high == value)
-        if op == "<":
-            return low < value
-        if op == "<=":
-            return low <= value
-        if op == ">":
-            return high > value
-        if op == ">=":
-            return high >= value
-        if op == "in":
-            return any(low <= v <= high for v in value if v is not None)
-        return not (low == high and low in value)
-    except TypeError:
-        return True

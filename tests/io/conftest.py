@@ -22,22 +22,25 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlsplit
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
+from pyarrow import orc
 
-from gpuframe.io import tuning
-from gpuframe.io.plan import PLANNED_METADATA
+from gpuframe.io.planning.metadata import PLANNED_METADATA
+from gpuframe.io.readers.task import READERS
+from gpuframe.io.tasks import fragment_tasks
+from gpuframe.io.tuning import stores
 
 ROWS_PER_GROUP = 1000
 GROUPS_PER_FILE = 4
@@ -400,8 +403,66 @@ def closed_port() -> int:
 def _fresh_measurements():
     """Little's-law measurements and planned metadata are kept per process; each test starts
     without them."""
-    tuning.forget_measurements()
+    stores.forget_measurements()
     PLANNED_METADATA.clear()
     yield
-    tuning.forget_measurements()
+    stores.forget_measurements()
     PLANNED_METADATA.clear()
+
+
+@pytest.fixture(name="read_all")
+def _read_all():
+    """Every fragment of a plan read by the pandas backend's reader, in plan order: (the rows,
+    each task's stats)."""
+    def read_all(plan) -> tuple[pd.DataFrame, list]:
+        results = [READERS["pandas"]().read("test", [task]) for task in fragment_tasks(plan)]
+        tables = [table for table, _ in results] or [plan.schema.empty_table()]
+        return pa.concat_tables(tables).to_pandas(), [stats for _, stats in results]
+
+    return read_all
+
+
+@pytest.fixture(name="expected")
+def _expected():
+    """A table's rows that pass ``filters``, of ``columns``, as pandas."""
+    def expected(table: pa.Table, columns=None, filters=None) -> pd.DataFrame:
+        if filters is not None:
+            table = table.filter(pq.filters_to_expression(filters))
+        return table.select(columns or table.column_names).to_pandas()
+
+    return expected
+
+
+@pytest.fixture(name="compressed")
+def _compressed():
+    """Compressed bytes of a Parquet file's ``columns`` in ``row_groups``, counted independently
+    of the planner."""
+    def compressed(path, columns=None, row_groups=None) -> int:
+        metadata = pq.ParquetFile(path).metadata
+        total = 0
+        for g in row_groups if row_groups is not None else range(metadata.num_row_groups):
+            group = metadata.row_group(g)
+            for i in range(group.num_columns):
+                if columns is None or group.column(i).path_in_schema in columns:
+                    total += group.column(i).total_compressed_size
+        return total
+
+    return compressed
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Categorical hive columns (as pandas reads them) as their categories' dtype; fresh index."""
+    frame = frame.reset_index(drop=True)
+    for name, dtype in frame.dtypes.items():
+        if isinstance(dtype, pd.CategoricalDtype):
+            frame[name] = frame[name].astype(dtype.categories.dtype)
+    return frame
+
+
+@pytest.fixture(name="check_same")
+def _check_same():
+    """Assert that a read's frame holds pandas' rows of the same files."""
+    def check_same(ours, expected: pd.DataFrame) -> None:
+        pd.testing.assert_frame_equal(_plain(ours.to_pandas()), _plain(expected))
+
+    return check_same

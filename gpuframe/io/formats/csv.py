@@ -1,0 +1,242 @@
+"""CSV: units are byte ranges that start and end on line boundaries, found at planning; no
+statistics, so filters apply to rows only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyarrow import csv
+
+from ...errors import OptionError
+from ..errors import CorruptFileError
+from .base import Fetcher, FileFormat, FileUnits, Unit
+
+if TYPE_CHECKING:
+    import cudf
+    import rmm
+
+    from ..storage.base import RangeSource
+
+CSV_SAMPLE = 2**20
+"""Bytes of a CSV file's head whose rows give the column types."""
+CSV_PROBE = 64 * 2**10
+"""Bytes read at a split point to find the next line's start (more if the line is longer)."""
+
+
+@dataclass(frozen=True)
+class CsvMetadata:
+    """A CSV file's size, column names, sampled types, and line-aligned byte ranges."""
+
+    size: int
+    names: tuple[str, ...]
+    schema: pa.Schema
+    """Types as read from the file's first :data:`CSV_SAMPLE` bytes (nulls where all empty)."""
+    ranges: tuple[tuple[int, int], ...]
+    """(start, end) of each range; each starts where a line starts, after the header."""
+
+
+class CsvFormat(FileFormat[CsvMetadata]):
+    """CSV: units are byte ranges of about ``partition_bytes`` that start and end on line
+    boundaries, found at planning by a small read at each split point.
+
+    Types are inferred from the first MiB of each file (``schema=`` gives some or all of them);
+    empty fields are nulls, as in pandas. CSV has no statistics: filters apply to rows after
+    parsing, and every range is read whole.
+
+    A split point can fall inside a quoted field that holds a newline, which no small read
+    can tell from a line's end: such files need ``newlines_in_values=True``, which reads each
+    file whole, as one unit (Arrow's ``ParseOptions.newlines_in_values``), whatever
+    ``partition_bytes`` says.
+    """
+
+    name = "csv"
+    unit_name = "byte ranges"
+    selective = False
+
+    def __init__(self, delimiter: str = ",", header: bool = True,
+                 schema: pa.Schema | Mapping[str, pa.DataType | str] | None = None,
+                 newlines_in_values: bool = False):
+        if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in "\r\n\"":
+            raise OptionError(f"delimiter={delimiter!r} must be one character, not a quote or "
+                              "newline")
+        if not isinstance(header, bool):
+            raise OptionError(f"header={header!r} must be True or False")
+        if not isinstance(newlines_in_values, bool):
+            raise OptionError(f"newlines_in_values={newlines_in_values!r} must be True or False")
+        self.delimiter = delimiter
+        self.header = header
+        self.newlines_in_values = newlines_in_values
+        self.types = _csv_types(schema)
+
+    def read_metadata(self, source: RangeSource, partition_bytes: int) -> CsvMetadata:
+        path = source.path
+        size = source.size()
+        if size == 0:
+            raise CorruptFileError(f"{path} is empty, not a CSV file")
+        head = source.read_range(0, min(size, CSV_SAMPLE))
+        complete = head if len(head) == size else head[:self._record_end(head, last=True)]
+        if not complete:
+            raise CorruptFileError(f"{path}: its first line is longer than {CSV_SAMPLE} bytes")
+        data_start = 0
+        if self.header:
+            newline = self._record_end(head, last=False)
+            data_start = size if newline == 0 else newline
+        try:
+            sample = csv.read_csv(pa.BufferReader(complete), self._read_options(None),
+                                  self._parse_options(), self._convert_options(self.types))
+        except pa.ArrowException as exc:
+            raise CorruptFileError(f"{path} cannot be read as CSV: {exc}{self._hint}") from exc
+        if b"\x00" in complete:
+            raise CorruptFileError(f"{path} is not a CSV file (it holds NUL bytes)")
+        starts = [data_start]
+        point = data_start + partition_bytes
+        while point < size and not self.newlines_in_values:
+            start = _next_line_start(source, point, size)
+            if start >= size:
+                break
+            starts.append(start)
+            point = start + partition_bytes
+        ranges = tuple((a, b) for a, b in zip(starts, starts[1:] + [size]) if b > a)
+        return CsvMetadata(size, tuple(sample.schema.names), sample.schema, ranges)
+
+    def arrow_schema(self, path: str, metadata: CsvMetadata) -> pa.Schema:
+        return metadata.schema
+
+    def describe_units(self, metadata: CsvMetadata, units: Sequence[int]) -> str:
+        return f"bytes {metadata.ranges[units[0]][0]}-{metadata.ranges[units[-1]][1]}"
+
+    def file_size(self, metadata: CsvMetadata) -> int:
+        return metadata.size
+
+    def units(self, metadata: CsvMetadata, columns: Sequence[str],
+              result_columns: Sequence[str]) -> list[Unit]:
+        return [Unit(i, None, end - start, end - start)
+                for i, (start, end) in enumerate(metadata.ranges)]
+
+    def ranges(self, metadata: CsvMetadata, units: Sequence[int],
+               columns: Sequence[str]) -> list[tuple[int, int]]:
+        return [(metadata.ranges[i][0], metadata.ranges[i][1] - metadata.ranges[i][0])
+                for i in units]
+
+    def read_units(self, task: FileUnits[CsvMetadata], fetcher: Fetcher, units: Sequence[int],
+                   columns: Sequence[str]) -> pa.Table:
+        types = {c: task.read_schema.field(c).type for c in columns}
+        if not units:
+            return pa.schema(list(types.items())).empty_table()
+        ranges = self.ranges(task.metadata, units, columns)
+        data = b"".join(fetcher.bytes(ranges))
+        convert = self._convert_options(types)
+        convert.include_columns = list(columns)
+        try:
+            return csv.read_csv(pa.BufferReader(data), self._read_options(task.metadata.names),
+                                self._parse_options(), convert)
+        except pa.ArrowException as exc:
+            first, last = ranges[0][0], ranges[-1][0] + ranges[-1][1]
+            raise CorruptFileError(
+                f"{task.path} bytes {first}-{last}: {exc} (the types were inferred from the "
+                f"file's first MiB; give them with schema=){self._hint}") from exc
+
+    def read_cudf(self, tasks: Sequence[FileUnits[CsvMetadata]],
+                  copies: Sequence[rmm.DeviceBuffer] | None = None
+                  ) -> tuple[cudf.DataFrame, list[int]]:
+        """One cuDF call per byte range of a local file: cuDF's CSV reader takes one range of
+        one file (remote CSV has no sparse layout: its ranges need the bytes around them)."""
+        import cudf
+
+        columns = list(tasks[0].file_columns)
+        dtypes = {c: _cudf_dtype(tasks[0].read_schema.field(c).type) for c in columns}
+        frames, rows = [], []
+        for task in tasks:
+            rows.append(0)
+            for start, end in (task.metadata.ranges[i] for i in task.units):
+                # cuDF reads the rows that start inside the range; from the newline that ends
+                # the previous line, the first of them is the line at ``start``.
+                offset = start - 1 if start > 0 else 0
+                frames.append(cudf.read_csv(
+                    task.path, names=list(task.metadata.names), header=None, usecols=columns,
+                    dtype=dtypes, sep=self.delimiter,
+                    byte_range=(offset, end - offset - (start > 0))))
+                rows[-1] += len(frames[-1])
+        frame = cudf.concat(frames, ignore_index=True) if frames else cudf.DataFrame(
+            {c: cudf.Series([], dtype=d) for c, d in dtypes.items()})
+        return frame, rows
+
+    def _read_options(self, names: Sequence[str] | None) -> csv.ReadOptions:
+        if names is not None:
+            return csv.ReadOptions(column_names=list(names), use_threads=False)
+        return csv.ReadOptions(use_threads=False, autogenerate_column_names=not self.header)
+
+    def _parse_options(self) -> csv.ParseOptions:
+        return csv.ParseOptions(delimiter=self.delimiter,
+                                newlines_in_values=self.newlines_in_values)
+
+    @property
+    def _hint(self) -> str:
+        """What a parse error adds: the option that reads quoted newlines, where it is off."""
+        if self.newlines_in_values:
+            return ""
+        return ("; if a quoted field holds a newline, read the file with "
+                "newlines_in_values=True")
+
+    def _record_end(self, data: bytes, last: bool) -> int:
+        """Where the first (``last``: the last) record of ``data`` that ends in it ends: after
+        a newline, which with ``newlines_in_values`` must have an even count of quotes before
+        it (a doubled quote inside a field counts twice); 0 where none."""
+        if not last:
+            end = data.find(b"\n")
+            while self.newlines_in_values and end >= 0 and data.count(b'"', 0, end) % 2:
+                end = data.find(b"\n", end + 1)
+            return end + 1
+        end = data.rfind(b"\n")
+        while self.newlines_in_values and end >= 0 and data.count(b'"', 0, end) % 2:
+            end = data.rfind(b"\n", 0, end)
+        return end + 1
+
+    def _convert_options(self, types: Mapping[str, pa.DataType]) -> csv.ConvertOptions:
+        return csv.ConvertOptions(column_types=dict(types), strings_can_be_null=True)
+
+    def resolve_schema(self, schema: pa.Schema) -> pa.Schema:
+        """Columns that were empty in every sampled row are read as strings."""
+        return pa.schema([pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f
+                          for f in schema], schema.metadata)
+
+    def __repr__(self) -> str:
+        return (f"<CsvFormat delimiter={self.delimiter!r} header={self.header} "
+                f"newlines_in_values={self.newlines_in_values}>")
+
+
+def _csv_types(schema: pa.Schema | Mapping[str, pa.DataType | str] | None
+               ) -> dict[str, pa.DataType]:
+    if schema is None:
+        return {}
+    items = schema.items() if isinstance(schema, Mapping) else ((f.name, f.type) for f in schema)
+    types = {}
+    for name, kind in items:
+        try:
+            types[name] = kind if isinstance(kind, pa.DataType) else pa.type_for_alias(str(kind))
+        except (ValueError, pa.ArrowException) as exc:
+            raise OptionError(f"schema= gives column {name!r} the unknown type {kind!r}") from exc
+    return types
+
+
+def _next_line_start(source: RangeSource, position: int, size: int) -> int:
+    """The first line start at or after ``position`` (the byte after a newline), or ``size``."""
+    offset = position - 1
+    while offset < size:
+        chunk = source.read_range(offset, CSV_PROBE)
+        if not chunk:
+            break
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            return offset + newline + 1
+        offset += len(chunk)
+    return size
+
+
+def _cudf_dtype(kind: pa.DataType) -> str:
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind):
+        return "str"

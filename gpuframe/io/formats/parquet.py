@@ -1,0 +1,199 @@
+"""Parquet: units are row groups, pruned by the footer's statistics, fetched column chunk by
+column chunk; a selective read fetches only the pages holding surviving rows (:mod:`.pages`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import CorruptFileError, PageReadUnsupportedError, TruncatedFileError
+from ..statistics import HiveValue, Statistics, chunk_statistics, statistics_may_match
+from .base import FOOTER_PROBE, CudfReader, Fetcher, FileFormat, FileUnits, Unit
+from .pages import MAGIC, ParquetFooter, coalesce, read_rows
+
+if TYPE_CHECKING:
+    from ..filters import Dnf
+    from ..storage.base import RangeSource
+
+
+class ParquetFormat(FileFormat[pq.FileMetaData]):
+    """Parquet: units are row groups; the footer's statistics prune them; chunks are fetched
+    column by column."""
+
+    name = "parquet"
+    unit_name = "row groups"
+    selective = True
+    sparse_copies = True
+    reusable_metadata = True
+
+    def read_metadata(self, source: RangeSource, partition_bytes: int) -> pq.FileMetaData:
+        return read_footer(source)
+
+    def metadata_bytes(self, metadata: pq.FileMetaData) -> int:
+        return metadata.serialized_size
+
+    def arrow_schema(self, path: str, metadata: pq.FileMetaData) -> pa.Schema:
+        try:
+            return metadata.schema.to_arrow_schema()
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptFileError(f"{path}: its schema has no arrow equivalent: {exc}") from exc
+
+    def units(self, metadata: pq.FileMetaData, columns: Sequence[str],
+              result_columns: Sequence[str]) -> list[Unit]:
+        indices = column_indices(metadata, columns)
+        result_indices = column_indices(metadata, result_columns)
+        units = []
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            units.append(Unit(
+                group, row_group.num_rows,
+                sum(row_group.column(i).total_compressed_size for i in indices),
+                sum(row_group.column(i).total_compressed_size for i in result_indices)))
+        return units
+
+    def unit_may_match(self, metadata: pq.FileMetaData, unit: Unit,
+                       hive_values: Mapping[str, HiveValue], dnf: Dnf | None) -> bool:
+        row_group = metadata.row_group(unit.index)
+
+        def known(column: str) -> Statistics | None:
+            leaves = column_indices(metadata, [column])
+            return chunk_statistics(row_group.column(leaves[0])) if len(leaves) == 1 else None
+
+        return statistics_may_match(dnf, hive_values, row_group.num_rows, known)
+
+    def unit_rows(self, metadata: pq.FileMetaData, index: int) -> int:
+        return metadata.row_group(index).num_rows
+
+    def ranges(self, metadata: pq.FileMetaData, units: Sequence[int],
+               columns: Sequence[str]) -> list[tuple[int, int]]:
+        return column_chunk_ranges(metadata, units, columns)
+
+    def read_units(self, task: FileUnits[pq.FileMetaData], fetcher: Fetcher, units: Sequence[int],
+                   columns: Sequence[str]) -> pa.Table:
+        handle = fetcher.file(self.ranges(task.metadata, units, columns))
+        parquet = pq.ParquetFile(handle, metadata=task.metadata)
+        try:
+            return parquet.read_row_groups(list(units), columns=list(columns),
+                                           use_threads=False)
+        except (OSError, pa.ArrowException):
+            for group in units if len(units) > 1 else ():  # which one is at fault
+                with fetcher.naming_failures([group]):
+                    parquet.read_row_group(group, columns=list(columns), use_threads=False)
+            raise
+
+    def read_rows(self, task: FileUnits[pq.FileMetaData], fetcher: Fetcher, rows: Mapping[int,
+                  np.ndarray],
+                  columns: Sequence[str]) -> pa.Table:
+        """Only the pages holding ``rows`` where the file has a page index and the columns
+        are flat (:func:`.pages.read_rows`); else whole row groups."""
+        leaves = [column_indices(task.metadata, [name]) for name in columns]
+        try:
+            if any(len(found) != 1 for found in leaves):
+                raise PageReadUnsupportedError(f"{task.path}: nested columns are read by "
+                                               "whole row groups")
+            footer = page_footer(footer_bytes(task.metadata), task.path)
+            arrays = read_rows(footer, fetcher.bytes, rows, [found[0] for found in leaves])
+        except PageReadUnsupportedError:
+            return super().read_rows(task, fetcher, rows, columns)
+        return pa.table(dict(zip(columns, arrays)))
+
+    def sparse_layout(self, metadata: pq.FileMetaData, size: int
+                      ) -> tuple[int, dict[int, bytes]]:
+        # The footer, serialized again, goes after the file's bytes: a reader finds it by the
+        # last 8 bytes, and it cannot overlap the data however long it serializes.
+        footer = footer_bytes(metadata)
+        tail = footer + len(footer).to_bytes(4, "little") + MAGIC
+        return size + len(tail), {0: MAGIC, size: tail}
+
+    def _cudf_reader(self) -> CudfReader:
+        import cudf
+
+        return lambda sources, columns, units: cudf.read_parquet(
+            sources, columns=columns, row_groups=units)
+
+
+@functools.lru_cache(maxsize=8)
+def page_footer(raw: bytes, path: str) -> ParquetFooter:
+    """The footer ``raw`` of ``path`` decoded for page reads, once per process for all the
+    file's fragments (a file larger than the partition budget is several): Python decodes a
+    wide footer slowly (benchmarks/results/2026-11-25-figures-from-io-comments.md)."""
+    return ParquetFooter(raw, path)
+
+
+def footer_bytes(metadata: pq.FileMetaData) -> bytes:
+    """The Thrift FileMetaData of a footer, serialized again (what sits before its length and
+    the closing magic)."""
+    sink = pa.BufferOutputStream()
+    metadata.write_metadata_file(sink)  # b"PAR1", footer, its length, b"PAR1"
+    return sink.getvalue().to_pybytes()[len(MAGIC):-8]
+
+
+def read_footer(source: RangeSource) -> pq.FileMetaData:
+    """The footer of one Parquet file: the last 64 KiB in one request, more only if needed.
+
+    Raises :class:`TruncatedFileError` when the file starts like Parquet but its end (footer or
+    data) is missing, :class:`CorruptFileError` when it is not Parquet or the footer is garbage.
+    """
+    path = source.path
+    size, tail = source.read_tail(FOOTER_PROBE)
+    if size == 0:
+        raise CorruptFileError(f"{path} is empty, not a Parquet file")
+    if size < 12 or tail[-4:] != MAGIC:
+        head = tail[:4] if len(tail) == size else source.read_range(0, 4)
+        if head == MAGIC:
+            raise TruncatedFileError(f"{path} is truncated: it starts like Parquet but its "
+                                     f"{size} bytes end without a footer")
+        raise CorruptFileError(f"{path} is not a Parquet file (no PAR1 magic at either end)")
+    length = int.from_bytes(tail[-8:-4], "little")
+    if length + 12 > size:
+        raise CorruptFileError(f"corrupt footer in {path}: it claims {length} bytes of a "
+                               f"{size}-byte file")
+    if length + 8 > len(tail):
+        missing = length + 8 - len(tail)
+        tail = source.read_range(size - len(tail) - missing, missing) + tail
+    try:
+        metadata = pq.read_metadata(pa.BufferReader(tail[-(length + 8):]))
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptFileError(f"corrupt footer in {path}: {exc}") from exc
+    data_end = size - length - 8
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for i in range(row_group.num_columns):
+            chunk = row_group.column(i)
+            start, length_ = chunk_range(chunk)
+            if start < 0 or start + length_ > data_end:
+                raise TruncatedFileError(
+                    f"{path} is truncated or corrupt: row group {group} column "
+                    f"{chunk.path_in_schema!r} lies at bytes {start}-{start + length_}, past "
+                    f"the data's end at {data_end}")
+    return metadata
+
+
+
+def column_indices(metadata: pq.FileMetaData, names: Sequence[str]) -> list[int]:
+    """Leaf column indices (in the footer) of the top-level columns ``names``."""
+    wanted = set(names)
+    return [i for i in range(metadata.num_columns)
+            if metadata.schema.column(i).path.split(".", 1)[0] in wanted]
+
+
+def chunk_range(chunk: pq.ColumnChunkMetaData) -> tuple[int, int]:
+    """(offset, length) of a column chunk in its file, dictionary page included."""
+    start = chunk.data_page_offset
+    if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+        start = chunk.dictionary_page_offset
+    return start, chunk.total_compressed_size
+
+
+def column_chunk_ranges(metadata: pq.FileMetaData, row_groups: Sequence[int],
+                        names: Sequence[str]) -> list[tuple[int, int]]:
+    """Byte ranges of the chunks of columns ``names`` in ``row_groups``, adjacent ones merged."""
+    indices = column_indices(metadata, names)
+    spans = [chunk_range(metadata.row_group(g).column(i)) for g in row_groups for i in indices]
+    return [(start, end - start) for start, end in coalesce(spans)]

@@ -1,0 +1,191 @@
+"""S3 objects, read with ranged GETs through Arrow's S3 client, and listed by prefix.
+
+One ``pyarrow.fs.S3FileSystem`` per set of options and process (:func:`s3_filesystem`); Arrow's
+failures become the specific errors (:func:`s3_error`), and KvikIO's remote reads are given the
+same key where they can sign with it (:func:`kvikio_s3_args`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from urllib.parse import urlparse
+
+import pyarrow as pa
+from pyarrow import fs
+
+from ...errors import OptionError
+from ..errors import (
+    AccessDeniedError,
+    FileChangedError,
+    RemoteError,
+    SourceNotFoundError,
+    UnreachableError,
+)
+from .base import KvikioOpen, RemoteVersion, Source, StorageOptions
+
+_filesystems: dict[StorageOptions, fs.S3FileSystem] = {}
+_filesystems_lock = threading.Lock()
+
+
+def s3_filesystem(storage: StorageOptions) -> fs.S3FileSystem:
+    """The ``pyarrow.fs.S3FileSystem`` for these options, made once per process."""
+    with _filesystems_lock:
+        if storage not in _filesystems:
+            kwargs: dict[str, object] = {
+                "anonymous": storage.anonymous,
+                "connect_timeout": storage.timeout,
+                "request_timeout": storage.timeout,
+                "retry_strategy": fs.AwsStandardS3RetryStrategy(max_attempts=2),
+            }
+            if storage.endpoint:
+                endpoint = urlparse(storage.endpoint if "://" in storage.endpoint
+                                    else "https://" + storage.endpoint)
+                kwargs["endpoint_override"] = endpoint.netloc
+                kwargs["scheme"] = endpoint.scheme
+            if storage.region:
+                kwargs["region"] = storage.region
+            if storage.virtual_addressing:
+                kwargs["force_virtual_addressing"] = True
+            if storage.key is not None or storage.secret is not None:
+                if storage.key is None or storage.secret is None:
+                    raise OptionError("S3 credentials need both key= and secret=")
+                kwargs["access_key"], kwargs["secret_key"] = storage.key, storage.secret
+                kwargs["session_token"] = storage.session_token
+            elif storage.session_token is not None:
+                raise OptionError("session_token= needs the key= and secret= it was issued "
+                                  "with (the AWS default chain takes AWS_SESSION_TOKEN with "
+                                  "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
+            _filesystems[storage] = fs.S3FileSystem(**kwargs)
+        return _filesystems[storage]
+
+
+def s3_error(exc: OSError, url: str, storage: StorageOptions) -> RemoteError:
+    """The specific gpuframe error for an S3 failure reported by Arrow."""
+    text = str(exc)
+    lowered = text.lower()
+    where = f" at endpoint {storage.endpoint}" if storage.endpoint else ""
+    if any(mark in lowered for mark in ("access_denied", "accessdenied", "invalidaccesskeyid",
+                                        "signaturedoesnotmatch", "http response code: 403",
+                                        "forbidden")):
+        return AccessDeniedError(f"access denied to {url}{where}: check key=/secret="
+                                 f"/session_token= ({text})")
+    if storage.session_token is not None and "http status 400" in lowered:
+        # S3 refuses an expired or wrong token with 400 ExpiredToken or InvalidToken, and the
+        # answer to a HEAD (every open) has no body to name it.
+        return AccessDeniedError(f"access denied to {url}{where}: HTTP 400, most often an "
+                                 f"expired or wrong session_token= ({text})")
+    if any(mark in lowered for mark in ("path does not exist", "nosuchkey", "nosuchbucket",
+                                        "http response code: 404", "resource_not_found")):
+        return SourceNotFoundError(f"no such object: {url}{where} ({text})")
+    if any(mark in lowered for mark in ("couldn't connect", "curlcode: 7", "connection refused",
+                                        "network_connection", "unable to connect",
+                                        "timeout", "timed out")):
+        return UnreachableError(f"cannot reach the S3 endpoint{where or ' (AWS)'} for {url}: "
+                                f"{text}")
+    return RemoteError(f"S3 request for {url}{where} failed: {text}")
+
+
+def kvikio_s3_args(url: str, size: int, storage: StorageOptions) -> KvikioOpen | None:
+    """How KvikIO opens an S3 object (:meth:`~.base.RangeSource.kvikio_args`): path-style
+    requests signed with a key that KvikIO is given (the options') or reads itself
+    (``AWS_ACCESS_KEY_ID`` and the rest of the environment's, which Arrow's default chain also
+    takes first), in a known region; None where anonymous (KvikIO wants public objects by their
+    HTTPS URL), virtual-host addressed, or the key or region would come from a profile or the
+    machine's role, which KvikIO does not read."""
+    region = (storage.region or os.environ.get("AWS_REGION")
+              or os.environ.get("AWS_DEFAULT_REGION"))
+    if (storage.anonymous or storage.virtual_addressing or region is None
+            or storage.key is None and not os.environ.get("AWS_ACCESS_KEY_ID")):
+        return None
+    kwargs = {"url": url, "nbytes": size, "aws_region_name": region,
+              "aws_access_key_id": storage.key, "aws_secret_access_key": storage.secret,
+              "aws_session_token": storage.session_token}
+    if storage.endpoint:
+        kwargs["aws_endpoint_url"] = (storage.endpoint if "://" in storage.endpoint
+                                      else "https://" + storage.endpoint)
+    return KvikioOpen("open_s3_url", kwargs, storage.timeout)
+
+
+class S3Source(Source):
+    """An S3 object read by ranged GETs through Arrow's S3 client (``read_at``). Its version is
+    its size and LastModified, asked by a HEAD (Arrow's ``get_file_info``). Arrow's file is
+    opened (another HEAD) at the first read, which a GPU read that KvikIO fetches never makes:
+    opening the objects one after another took a large share of such a read
+    (benchmarks/results/2026-11-25-figures-from-io-comments.md); KvikIO's reads confirm the
+    version once done instead."""
+
+    def __init__(self, url: str, storage: StorageOptions, version: RemoteVersion | None = None):
+        super().__init__(url, version, storage.check_version)
+        self._storage = storage
+        self._file: pa.NativeFile | None = None
+        self._open_lock = threading.Lock()
+        self._planned = version is not None
+        if version is None:
+            self._size = self._fetch_size()
+
+    def _opened(self) -> pa.NativeFile:
+        """Arrow's file, opened by the first call; a planned version is first asked again (the
+        answers to Arrow's reads say nothing of it: a rewrite of the same size since planning
+        would go unseen), and the file's size checked against it."""
+        with self._open_lock:
+            if self._file is None:
+                if self._planned:
+                    self._fetch_size()
+                try:
+                    file = s3_filesystem(self._storage).open_input_file(self.path[len("s3://"):])
+                except OSError as exc:
+                    raise s3_error(exc, self.path, self._storage) from exc
+                try:
+                    self._seen(RemoteVersion(file.size()))
+                except FileChangedError:
+                    file.close()
+                    raise
+                self._file = file
+            return self._file
+
+    def kvikio_args(self) -> KvikioOpen | None:
+        return kvikio_s3_args(self.path, self.size(), self._storage)
+
+    def _fetch_size(self) -> int:
+        """The object's size and LastModified (a HEAD), checked against its version."""
+        try:
+            info = s3_filesystem(self._storage).get_file_info(self.path[len("s3://"):])
+        except OSError as exc:
+            raise s3_error(exc, self.path, self._storage) from exc
+        if info.size is None:  # Arrow's answer to a 404 (or to a prefix: a "directory")
+            where = f" at endpoint {self._storage.endpoint}" if self._storage.endpoint else ""
+            raise SourceNotFoundError(f"no such object: {self.path}{where}")
+        self._seen(RemoteVersion(info.size, None,
+                                 info.mtime.isoformat() if info.mtime is not None else None))
+        return info.size
+
+    def _read(self, offset: int, length: int) -> bytes:
+        file = self._opened()
+        try:
+            return bytes(file.read_at(length, offset))
+        except OSError as exc:
+            raise s3_error(exc, self.path, self._storage) from exc
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+
+def list_s3(url: str, storage: StorageOptions) -> list[str]:
+    """Every object under an ``s3://bucket/prefix`` (recursively), as sorted URLs."""
+    filesystem = s3_filesystem(storage)
+    base = url[len("s3://"):].rstrip("/")
+    try:
+        info = filesystem.get_file_info(base)
+        if info.type == fs.FileType.File:
+            return [url]
+        if info.type == fs.FileType.NotFound:
+            raise SourceNotFoundError(f"no such object or prefix: {url}")
+        found = filesystem.get_file_info(fs.FileSelector(base, recursive=True))
+    except SourceNotFoundError:
+        raise
+    except OSError as exc:
+        raise s3_error(exc, url, storage) from exc
+    return sorted("s3://" + f.path for f in found if f.type == fs.FileType.File)

@@ -1,0 +1,155 @@
+"""CSV behind the format seam: line-aligned byte ranges planned and read from real files,
+against pandas and pyarrow reading the same files."""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pytest
+
+from gpuframe.errors import OptionError
+from gpuframe.io.errors import (
+    ColumnNotFoundError,
+    CorruptFileError,
+    FilterError,
+    SchemaMismatchError,
+    SourceNotFoundError,
+)
+from gpuframe.io.formats import format_for
+from gpuframe.io.formats.csv import CSV_PROBE, CSV_SAMPLE, CsvFormat
+from gpuframe.io.planning.plan import plan_fragments
+from gpuframe.io.submit import read_csv
+
+FIXED = {"requests_in_flight": 3}
+
+
+def test_csv_ranges_start_on_lines_and_cover_the_file(dataset_dir, read_all):
+    path = dataset_dir / "csv" / "part-0.csv"
+    data = path.read_bytes()
+    plan = plan_fragments(str(path), format="csv", partition_bytes=20_000, storage=FIXED)
+    ranges = plan.footers[str(path)].ranges
+    header_end = data.index(b"\n") + 1
+    assert ranges[0][0] == header_end and ranges[-1][1] == len(data)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+    assert all(data[start - 1:start] == b"\n" for start, _ in ranges)
+    assert all(end - start < 20_000 + 100 for start, end in ranges)  # budget plus one line
+    assert len(plan.fragments) == len(ranges) > 3 and plan.rows is None
+    assert plan.total_bytes == len(data) - header_end
+    got, _ = read_all(plan)
+    pd.testing.assert_frame_equal(got, pd.read_csv(path))
+    assert "byte ranges" in repr(plan)
+
+
+@pytest.mark.parametrize("columns, filters", [
+    (["name", "id"], [("id", ">=", 2500), ("id", "<", 5200)]),
+    (["x"], [[("name", "==", "name-3")], [("id", "<", 10)]]),
+    (None, [("name", "in", ["name-1", "name-2"])]),
+])
+def test_csv_columns_and_filters_match_pandas(dataset_dir, columns, filters, read_all, expected):
+    plan = plan_fragments(str(dataset_dir / "csv"), columns, filters, partition_bytes=30_000,
+                          format="csv", storage=FIXED)
+    got, _ = read_all(plan)
+    both = pd.concat([pd.read_csv(dataset_dir / "csv" / f"part-{i}.csv") for i in range(2)])
+    table = pa.Table.from_pandas(both, preserve_index=False)
+    pd.testing.assert_frame_equal(got, expected(table, columns, filters))
+
+
+def test_csv_long_lines_no_trailing_newline_and_options(tmp_path, read_all):
+    long = "y" * (3 * CSV_PROBE)  # a line longer than one probe at a split point
+    lines = [f"{i};{long if i % 5 == 0 else 'v'};{i * 0.25}" for i in range(40)]
+    path = tmp_path / "long.csv"
+    path.write_text("\n".join(lines))  # no header, no final newline
+    fmt = CsvFormat(delimiter=";", header=False, schema={"f2": "float32"})
+    plan = plan_fragments(str(path), format=fmt, partition_bytes=CSV_PROBE, storage=FIXED)
+    assert plan.schema.names == ["f0", "f1", "f2"]
+    assert plan.schema.field("f2").type == pa.float32()
+    assert len(plan.fragments) > 2
+    got, _ = read_all(plan)
+    want = pacsv.read_csv(path, pacsv.ReadOptions(autogenerate_column_names=True),
+                          pacsv.ParseOptions(delimiter=";"),
+                          pacsv.ConvertOptions(column_types={"f2": pa.float32()}))
+    pd.testing.assert_frame_equal(got, want.to_pandas())
+    with pytest.raises(OptionError, match="delimiter='ab'"):
+        format_for("csv", delimiter="ab")
+    with pytest.raises(OptionError, match="unknown type 'int99'"):
+        CsvFormat(schema={"f0": "int99"})
+
+
+def test_csv_hive_folders_become_columns(tmp_path, sample_table, read_all):
+    for year in (2023, 2024):
+        folder = tmp_path / f"year={year}"
+        folder.mkdir()
+        pacsv.write_csv(sample_table(year, 50), folder / "part.csv")
+    plan = plan_fragments(str(tmp_path), format="csv", filters=[("year", "==", 2024)],
+                          storage=FIXED)
+    assert (plan.files_total, len(plan.files)) == (2, 1)
+    got, _ = read_all(plan)
+    want = pd.read_csv(tmp_path / "year=2024" / "part.csv")
+    want["year"] = pd.Series([2024] * 50, dtype="int32")
+    pd.testing.assert_frame_equal(got, want)
+
+
+def test_csv_errors_name_the_file_or_option(dataset_dir):
+    good, bad = str(dataset_dir / "csv" / "part-0.csv"), dataset_dir / "bad_csv"
+    with pytest.raises(SchemaMismatchError,
+                       match=f"{good} and {bad}/renamed.csv disagree on column 'x'"):
+        plan_fragments([good, str(bad / "renamed.csv")], format="csv")
+    with pytest.raises(SchemaMismatchError, match="disagree on column 'x': double vs string"):
+        plan_fragments([good, str(bad / "typed.csv")], format="csv")
+    with pytest.raises(CorruptFileError, match=f"{bad}/empty.csv is empty"):
+        plan_fragments(str(bad / "empty.csv"), format="csv")
+    with pytest.raises(CorruptFileError, match=f"{bad}/binary.csv"):
+        plan_fragments(str(bad / "binary.csv"), format="csv")
+    with pytest.raises(ColumnNotFoundError, match=f"'nope' is not in {good}"):
+        plan_fragments(good, columns=["id", "nope"], format="csv")
+    with pytest.raises(FilterError, match="value 'abc' does not fit column 'id' of type int64"):
+        plan_fragments(good, filters=[("id", ">", "abc")], format="csv")
+    with pytest.raises(SourceNotFoundError, match="no such file: .*nothere.csv"):
+        plan_fragments(str(bad / "nothere.csv"), format="csv")
+    with pytest.raises(OptionError, match="format='json'"):
+        plan_fragments(good, format="json")
+
+
+def test_csv_values_that_break_the_sampled_types_name_the_bytes(tmp_path, read_all):
+    path = tmp_path / "late.csv"
+    path.write_text("a,b\n" + "1,x\n" * 300_000 + "oops,x\n")  # past the 1 MiB sample
+    plan = plan_fragments(str(path), format="csv", storage=FIXED)
+    with pytest.raises(CorruptFileError, match=r"late.csv bytes 4-\d+: .*give them with schema="):
+        read_all(plan)
+    fixed = plan_fragments(str(path), format=CsvFormat(schema={"a": pa.string()}), storage=FIXED)
+    got, _ = read_all(fixed)
+    assert len(got) == 300_001 and got["a"].iloc[-1] == "oops"
+
+
+def test_csv_with_newlines_in_values_reads_each_file_whole_like_pandas(tmp_path, read_all):
+    # Most newlines are inside quoted fields, the last one of the sampled MiB among them.
+    more = "more\n" * 40
+    text = "id,note,n\n" + "".join(f'{i},"say ""{i}""\n{more}end",{i}\n' for i in range(10_000))
+    path = tmp_path / "notes.csv"
+    path.write_text(text)
+    head = text.encode()[:CSV_SAMPLE]
+    assert len(text) > 2 * CSV_SAMPLE and head.count(b'"', 0, head.rfind(b"\n")) % 2
+    fmt = format_for("csv", newlines_in_values=True)
+    plan = plan_fragments(str(path), format=fmt, partition_bytes=4096, storage=FIXED)
+    assert len(plan.fragments) == 1 and plan.units_total == 1
+    got, _ = read_all(plan)
+    pd.testing.assert_frame_equal(got, pd.read_csv(path))
+    with pytest.raises(CorruptFileError, match="(?s)notes.csv cannot be read as CSV: .*"
+                                               "newlines_in_values=True"):
+        plan_fragments(str(path), format="csv", storage=FIXED)
+    with pytest.raises(OptionError, match="newlines_in_values='yes' must be True or False"):
+        format_for("csv", newlines_in_values="yes")
+
+
+def test_csv_split_inside_a_quoted_newline_names_the_option_that_reads_it(engine, tmp_path,
+                                                                          check_same):
+    path = tmp_path / "quoted.csv"
+    path.write_text("a,b,c\n" + "".join(f'{i},"note {i}\nx,y",{i}\n' for i in range(2000)))
+    with pytest.raises(CorruptFileError, match=r"(?s)quoted.csv bytes .*newlines_in_values=True"):
+        read_csv(str(path), partition_bytes=4096)
+    frame = read_csv(str(path), partition_bytes=4096, newlines_in_values=True)
+    assert frame.npartitions == 1
+    check_same(frame, pd.read_csv(path))

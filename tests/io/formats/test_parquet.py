@@ -1,0 +1,96 @@
+"""Parquet behind the format seam: footers, row groups and page reads of real files."""
+
+from __future__ import annotations
+
+import pickle
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpuframe.errors import GpuframeError
+from gpuframe.io.errors import CorruptFileError, SchemaMismatchError, TruncatedFileError
+from gpuframe.io.formats import parquet
+from gpuframe.io.formats.base import FOOTER_PROBE
+from gpuframe.io.formats.parquet import column_chunk_ranges
+from gpuframe.io.planning.plan import plan_fragments
+
+FIXED = {"requests_in_flight": 3}
+WORKERS = ["tcp://w0", "tcp://w1"]
+
+
+def test_parquet_page_reads_decode_a_file_s_footer_once(tmp_path, sample_table, monkeypatch,
+                                                        read_all, expected):
+    """The fragments of one file share its decoded footer, and read pandas' rows."""
+    path = tmp_path / "paged.parquet"
+    table = sample_table(0, 8000)
+    pq.write_table(table, path, row_group_size=1000, data_page_size=1024, write_page_index=True)
+    decoded = []
+
+    class CountedFooter(parquet.ParquetFooter):
+        def __init__(self, raw: bytes, path: str):
+            decoded.append(path)
+            super().__init__(raw, path)
+
+    monkeypatch.setattr(parquet, "ParquetFooter", CountedFooter)
+    parquet.page_footer.cache_clear()
+    filters = [("id", "in", [5, 2500, 7999])]
+    plan = plan_fragments(str(path), ["x", "name"], filters, partition_bytes=1, storage=FIXED)
+    result, _ = read_all(plan)
+    assert len(plan.fragments) == 3 and decoded == [str(path)]  # row groups 0, 2 and 7
+    pd.testing.assert_frame_equal(result, expected(table, ["x", "name"], filters))
+
+
+def test_bad_files_raise_specific_errors(dataset_dir):
+    bad = dataset_dir / "bad"
+    cases = [("truncated", TruncatedFileError, "is truncated"),
+             ("corrupt_footer", CorruptFileError, "corrupt footer in"),
+             ("not_parquet", CorruptFileError, "is not a Parquet file"),
+             ("empty", CorruptFileError, "is empty")]
+    for name, error, text in cases:
+        path = str(bad / f"{name}.parquet")
+        with pytest.raises(error, match=f"{text}.*|.*{name}.parquet") as info:
+            plan_fragments(path)
+        assert path in str(info.value) and isinstance(info.value, GpuframeError)
+    mismatch = bad / "mismatch"
+    with pytest.raises(SchemaMismatchError,
+                       match=f"{mismatch}/a.parquet and {mismatch}/b.parquet disagree on column "
+                             "'x': double vs string"):
+        plan_fragments(str(mismatch))
+
+
+def test_footers_are_cached_and_picklable(dataset_dir, compressed):
+    plan = plan_fragments(str(dataset_dir / "flat"), columns=["id"], storage=FIXED)
+    assert set(plan.footers) == set(plan.files)
+    restored = pickle.loads(pickle.dumps(plan.footers[plan.files[0]]))
+    assert restored.equals(pq.ParquetFile(plan.files[0]).metadata)
+    ranges = column_chunk_ranges(restored, [0, 1], ["id"])
+    assert sum(n for _, n in ranges) == compressed(plan.files[0], {"id"}, [0, 1])
+
+
+def test_http_footers_one_suffix_request_per_file(dataset_dir, http_server):
+    names = ["flat/part-0.parquet", "flat/part-1.parquet"]
+    http_server.reset()
+    plan = plan_fragments([f"{http_server.url}/{n}" for n in names], storage=FIXED,
+                          workers=WORKERS)
+    local = plan_fragments(str(dataset_dir / "flat"), storage=FIXED, workers=WORKERS)
+    assert [(f.units, f.bytes, f.owner) for f in plan.fragments] == [
+        (f.units, f.bytes, f.owner) for f in local.fragments]
+    assert sorted((r.method, r.range) for r in http_server.log) == [
+        ("GET", f"bytes=-{FOOTER_PROBE}")] * 2
+    assert http_server.whole_file_gets() == 0
+    assert str(plan.concurrency).startswith("<Concurrency configured: ")
+
+
+def test_http_large_footer_takes_a_second_request(tmp_path, http_server):
+    wide = pa.table({f"column_with_a_long_name_{i:04d}": pa.array(range(4)) for i in range(400)})
+    path = http_server.root / "wide.parquet"
+    pq.write_table(wide, path, row_group_size=2)
+    footer = int.from_bytes(path.read_bytes()[-8:-4], "little")
+    assert footer + 8 > FOOTER_PROBE
+    http_server.reset()
+    plan = plan_fragments(f"{http_server.url}/wide.parquet", storage=FIXED)
+    assert plan.units_total == 2 and len(plan.schema) == 400
+    assert len(http_server.log) == 2
+    assert http_server.bytes_served() == footer + 8

@@ -1,0 +1,111 @@
+"""The cudf backend's reader against the pandas backend's on the same files, local and remote."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from gpuframe.io.planning.plan import plan_fragments
+from gpuframe.io.readers import device
+from gpuframe.io.readers.device import (
+    copy_batches,
+)
+from gpuframe.io.readers.task import READERS
+from gpuframe.io.tasks import fragment_tasks
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["orc", "csv"])
+def test_cudf_reader_matches_arrow_reader_for_orc_and_csv(dataset_dir, kind):
+    plan = plan_fragments(str(dataset_dir / kind), columns=["id", "name"],
+                          filters=[("id", ">", 1500)], format=kind, partition_bytes=30_000)
+    tasks = fragment_tasks(plan)
+    assert len(tasks) > 2
+    for group in ([tasks[0]], tasks):  # one fragment; every file's fragments in one read
+        expected, _ = READERS["pandas"]().read("k", group)
+        got, stats = READERS["cudf"]().read("k", group)
+        pd.testing.assert_frame_equal(got.to_pandas().reset_index(drop=True),
+                                      expected.to_pandas(), check_dtype=False)
+        assert stats.rows == expected.num_rows
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("filters", [None, [("year", "==", 2023), ("id", ">", 1500)]])
+def test_cudf_reader_matches_arrow_reader(dataset_dir, filters):
+    plan = plan_fragments(str(dataset_dir / "hive"), filters=filters)
+    tasks = fragment_tasks(plan)
+    for group in ([tasks[0]], tasks):  # every file in one read: hive values per file
+        expected, _ = READERS["pandas"]().read("k", group)
+        got, stats = READERS["cudf"]().read("k", group)
+        pd.testing.assert_frame_equal(got.to_pandas().reset_index(drop=True),
+                                      expected.to_pandas())
+        assert stats.rows == expected.num_rows
+
+
+@pytest.mark.gpu
+def test_cudf_reader_reads_remote_files_by_ranges(dataset_dir, http_server):
+    name = "flat/part-0.parquet"
+    local = plan_fragments(str(dataset_dir / name), storage={"requests_in_flight": 2})
+    http_server.reset()
+    remote = plan_fragments(f"{http_server.url}/{name}", storage={"requests_in_flight": 2})
+    for task, remote_task in zip(fragment_tasks(local), fragment_tasks(remote)):
+        expected, _ = READERS["pandas"]().read("k", [task])
+        got, _ = READERS["cudf"]().read("k", [remote_task])
+        pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
+    assert http_server.whole_file_gets() == 0
+    # the planned size: no HEAD before the reads; one after KvikIO's, for the file's version
+    assert [r.method for r in http_server.log if r.method != "GET"] == ["HEAD"] * len(
+        fragment_tasks(remote))
+    assert http_server.bytes_served() < 2 * (dataset_dir / name).stat().st_size
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("store", ["http", "s3"])
+def test_cudf_reader_fetches_plain_http_and_signed_s3_through_kvikio(
+        dataset_dir, http_server, store, request, monkeypatch):
+    """KvikIO's range reads alone (gpuframe's staged fetch would fail), in requests of the
+    plan's size; the frame is the one the Arrow reader gives of the local files."""
+    def no_staging(*args: object) -> None:
+        raise AssertionError("fetched by gpuframe's staged requests, not KvikIO")
+
+    monkeypatch.setattr(device, "fetch_staged", no_staging)
+    names = [f"flat/part-{i}.parquet" for i in range(2)]
+    options = {"requests_in_flight": 3, "task_size": 3000}
+    expected, _ = READERS["pandas"]().read("k", fragment_tasks(plan_fragments(
+        [str(dataset_dir / name) for name in names], storage=options)))
+    if store == "http":
+        urls, storage = [f"{http_server.url}/{name}" for name in names], {}
+    else:
+        s3_server = request.getfixturevalue("s3_server")
+        urls, storage = [s3_server.url(name) for name in names], s3_server.options()
+    tasks = fragment_tasks(plan_fragments(urls, storage={**storage, **options}))
+    http_server.reset()
+    got, stats = READERS["cudf"]().read("k", tasks)
+    pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
+    planned = sum(n for task in tasks
+                  for _, n in task.format.ranges(task.metadata, task.units, task.file_columns))
+    assert stats.bytes_read == planned and stats.requests >= planned / 3000
+    if store == "http":  # the server's log: ranges of the plan's size, then a HEAD per file
+        gets = [r for r in http_server.log if r.method == "GET"]
+        assert all(r.status == 206 and r.nbytes <= 3000 for r in gets)
+        assert sum(r.nbytes for r in gets) == planned
+        assert [r.method for r in http_server.log].count("HEAD") == len(urls)
+
+
+@pytest.mark.gpu
+def test_cudf_reader_decodes_remote_files_in_batches_when_gaps_would_take_memory(
+        dataset_dir, http_server, monkeypatch):
+    """One column of several files, with no slack: the copies' gaps exceed the budget, so the
+    files are decoded in several cuDF calls, and the frame is the one a single call gives."""
+    monkeypatch.setattr(device, "COPY_SLACK", 1)
+    urls = [f"{http_server.url}/flat/part-{i}.parquet" for i in range(2)]
+    plan = plan_fragments(urls, ["id"], storage={"requests_in_flight": 2})
+    tasks = fragment_tasks(plan)
+    jobs = [(None, task.format.ranges(task.metadata, task.units, task.file_columns),
+             len((dataset_dir / "flat" / f"part-{i}.parquet").read_bytes()), {})
+            for i, task in enumerate(tasks)]
+    assert len(copy_batches(jobs)) == len(tasks) > 1
+    expected, _ = READERS["pandas"]().read("k", tasks)
+    got, stats = READERS["cudf"]().read("k", tasks)
+    pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
+    assert stats.rows == expected.num_rows
