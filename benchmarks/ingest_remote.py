@@ -258,7 +258,8 @@ def main() -> None:
     from gpuframe.io.formats.parquet import column_chunk_ranges
     from gpuframe.io.planning.metadata import PLANNED_METADATA
     from gpuframe.io.planning.plan import plan_fragments
-    from gpuframe.io.submit import measure_on_workers, worker_device_memory
+    from gpuframe.operators.scan import measure_on_workers, worker_device_memory
+    from gpuframe.runtime.runner import Job
 
     root = Path(args.dir or os.path.join(tempfile.gettempdir(), "gpuframe-ingest-remote"))
     backend = "cudf" if args.device == "gpu" else "pandas"
@@ -285,10 +286,12 @@ def main() -> None:
                 processes.append(process)
                 # planned as read_parquet plans (the workers' GPUs set the partitions'
                 # size, which the request size depends on), so "untuned chose" is its choice
-                plan = plan_fragments(urls, storage=storage, workers=engine.workers,
-                                      device_memory=worker_device_memory(engine),
-                                      measure=lambda path, options, fragment_bytes:
-                                      measure_on_workers(engine, path, options, fragment_bytes))
+                with Job(engine, "plan") as job:
+                    plan = plan_fragments(
+                        urls, storage=storage, workers=engine.workers,
+                        device_memory=worker_device_memory(engine, engine.workers),
+                        measure=lambda path, options, fragment_bytes: measure_on_workers(
+                            job, path, options, fragment_bytes))
                 ranges = {url: [] for url in urls}
                 for fragment in plan.fragments:
                     ranges[fragment.path].extend(column_chunk_ranges(

@@ -184,7 +184,7 @@ def main() -> None:
     args = parse_args()
     import gpuframe
     from gpuframe.io.planning.plan import plan_fragments
-    from gpuframe.io.submit import read_parquet_with_report
+    from gpuframe.readers import read_parquet_with_report
 
     root = args.dir or Path(tempfile.gettempdir()) / "gpuframe-selective"
     paths = write_dataset(root, args)

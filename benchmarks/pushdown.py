@@ -54,7 +54,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 import gpuframe
-from gpuframe.io.plan import PLANNED_METADATA, plan_fragments
+from gpuframe.io.planning.metadata import PLANNED_METADATA
+from gpuframe.io.planning.plan import plan_fragments
 from gpuframe.readers import read_parquet_with_report
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

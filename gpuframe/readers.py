@@ -16,15 +16,17 @@ import pyarrow as pa
 
 from .cluster.engine import Engine, current_engine
 from .frame import DistributedFrame
-from .io.formats import FileFormat, format_for
-from .io.read import ReadReport
-from .io.remote import StorageOptions, storage_options
+from .io.formats import format_for
+from .io.formats.base import FileFormat
+from .io.planning.sources import DatasetSource
+from .io.report import ReadReport
+from .io.storage.base import StorageOptions, storage_options
 from .operators.scan import frame_meta, plan_scan, read_report
 from .plan.nodes import ReadSource, Scan
 from .runtime.runner import Job
 
 
-def read_parquet(source: Any, columns: Sequence[str] | None = None,
+def read_parquet(source: DatasetSource, columns: Sequence[str] | None = None,
                  filters: Sequence[Any] | None = None, *, partition_bytes: int | None = None,
                  storage: StorageOptions | dict | None = None, engine: Engine | None = None,
                  **storage_overrides: Any) -> DistributedFrame:
@@ -47,7 +49,7 @@ def read_parquet(source: Any, columns: Sequence[str] | None = None,
                        storage_overrides)
 
 
-def read_orc(source: Any, columns: Sequence[str] | None = None,
+def read_orc(source: DatasetSource, columns: Sequence[str] | None = None,
              filters: Sequence[Any] | None = None, *, partition_bytes: int | None = None,
              storage: StorageOptions | dict | None = None, engine: Engine | None = None,
              **storage_overrides: Any) -> DistributedFrame:
@@ -58,7 +60,7 @@ def read_orc(source: Any, columns: Sequence[str] | None = None,
                        storage_overrides)
 
 
-def read_csv(source: Any, columns: Sequence[str] | None = None,
+def read_csv(source: DatasetSource, columns: Sequence[str] | None = None,
              filters: Sequence[Any] | None = None, *, delimiter: str = ",", header: bool = True,
              schema: pa.Schema | dict | None = None, newlines_in_values: bool = False,
              partition_bytes: int | None = None,
@@ -81,15 +83,15 @@ def read_csv(source: Any, columns: Sequence[str] | None = None,
                        storage_overrides)
 
 
-def read_parquet_with_report(source: Any, columns: Sequence[str] | None = None,
+def read_parquet_with_report(source: DatasetSource, columns: Sequence[str] | None = None,
                              filters: Sequence[Any] | None = None, **options: Any,
                              ) -> tuple[DistributedFrame, ReadReport]:
-    """:func:`read_parquet`, run at once, with the :class:`~gpuframe.io.read.ReadReport` of
+    """:func:`read_parquet`, run at once, with the :class:`~gpuframe.io.report.ReadReport` of
     what it fetched."""
     return read_with_report(source, "parquet", columns, filters, **options)
 
 
-def read_with_report(source: Any, format: str | FileFormat = "parquet",
+def read_with_report(source: DatasetSource, format: str | FileFormat = "parquet",
                      columns: Sequence[str] | None = None,
                      filters: Sequence[Any] | None = None, *,
                      partition_bytes: int | None = None,
@@ -97,7 +99,7 @@ def read_with_report(source: Any, format: str | FileFormat = "parquet",
                      **storage_overrides: Any) -> tuple[DistributedFrame, ReadReport]:
     """Read a dataset of ``format`` ('parquet', 'orc', 'csv' or a
     :class:`~gpuframe.io.formats.FileFormat`) at once; the frame and the
-    :class:`~gpuframe.io.read.ReadReport` of bytes fetched against bytes of its columns."""
+    :class:`~gpuframe.io.report.ReadReport` of bytes fetched against bytes of its columns."""
     frame = _scan_frame(source, format, columns, filters, partition_bytes, storage, engine,
                         storage_overrides)
     return frame, report_of_run(frame)
@@ -110,7 +112,7 @@ def report_of_run(frame: DistributedFrame) -> ReadReport:
         return read_report(job, execution.scans[0])
 
 
-def _scan_frame(source: Any, format: str | FileFormat, columns: Sequence[str] | None,
+def _scan_frame(source: DatasetSource, format: str | FileFormat, columns: Sequence[str] | None,
                 filters: Sequence[Any] | None, partition_bytes: int | None,
                 storage: StorageOptions | dict | None, engine: Engine | None,
                 storage_overrides: dict[str, Any]) -> DistributedFrame:

@@ -136,7 +136,7 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     ("gpuframe.diagnostics.stages", "gpuframe.cluster"),
     ("gpuframe.cluster.engine", "gpuframe.frame"),
     ("gpuframe.diagnostics.jobs", "gpuframe.operators"),
-    ("gpuframe.io.plan", "gpuframe.cluster"),
+    ("gpuframe.io.planning.plan", "gpuframe.cluster"),
     ("gpuframe.runtime.runner", "gpuframe.plan"),
     ("gpuframe.exchange.splitters", "gpuframe.runtime"),
     ("gpuframe.plan.optimize", "gpuframe.operators.join"),
@@ -144,3 +144,16 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 ])
 def test_layers_stay_in_order(lower, higher):
     assert higher not in reachable(import_graph(), lower)
+
+
+BELOW_IO = {"gpuframe.errors", "gpuframe.config", "gpuframe.backend"}
+
+
+def test_io_imports_only_itself_and_what_lies_below_it():
+    """Reading knows nothing of the cluster, the runner, the plan or the frame: the read
+    operator drives it."""
+    graph = import_graph()
+    above = {module: sorted(t for t in reachable(graph, module)
+                            if not t.startswith("gpuframe.io") and t not in BELOW_IO)
+             for module in graph if module.startswith("gpuframe.io")}
+    assert {m: a for m, a in above.items() if a} == {}

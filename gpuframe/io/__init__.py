@@ -13,13 +13,13 @@
   read groups;
 - :mod:`~gpuframe.io.tasks` and :mod:`~gpuframe.io.readers`: what each read task is sent, and
   the workers' readers (pyarrow for the pandas backend, cuDF for the cudf one);
-- :mod:`~gpuframe.io.submit`: :func:`read_parquet`, :func:`read_orc` and :func:`read_csv` plan
-  and run one task per read group on its owner and return a :class:`gpuframe.DistributedFrame`;
-  :func:`read_with_report` also returns the :class:`ReadReport` (:mod:`~gpuframe.io.report`)
-  of bytes read against bytes of the result's columns;
+- :mod:`~gpuframe.io.report`: :class:`ReadReport`, what a read fetched against what its result
+  holds;
 - :mod:`~gpuframe.io.errors`: the specific errors, each naming the file, URL, column or option.
 
-Nothing here imports the cluster or the frame until a read runs.
+Nothing here imports the cluster, the engine's runner or the frame: the read operator
+(:mod:`gpuframe.operators.scan`) plans with these modules and runs their read tasks, and the
+readers users call (``gpuframe.read_parquet``, ...) live in :mod:`gpuframe.readers`.
 """
 
 from .formats import CsvFormat, OrcFormat, ParquetFormat
@@ -27,13 +27,6 @@ from .formats.base import FileFormat
 from .planning.plan import Fragment, ReadPlan, plan_fragments
 from .report import ReadReport
 from .storage.base import StorageOptions, storage_options
-from .submit import (
-    read_csv,
-    read_orc,
-    read_parquet,
-    read_parquet_with_report,
-    read_with_report,
-)
 from .tuning.model import Concurrency
 
 __all__ = [
@@ -47,10 +40,5 @@ __all__ = [
     "ReadReport",
     "StorageOptions",
     "plan_fragments",
-    "read_csv",
-    "read_orc",
-    "read_parquet",
-    "read_parquet_with_report",
-    "read_with_report",
     "storage_options",
 ]

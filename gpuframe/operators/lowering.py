@@ -19,13 +19,13 @@ from ..plan.nodes import Node
 from ..runtime.runner import Job, Partitions
 
 if TYPE_CHECKING:
-    from ..io.plan import ReadPlan
+    from ..io.planning.plan import ReadPlan
 
 
 @dataclass
 class ScanRecord:
     """What one read of a run fetched: its plan, its tasks' keys and its seconds, for a
-    :class:`~gpuframe.io.read.ReadReport`."""
+    :class:`~gpuframe.io.report.ReadReport`."""
 
     plan: ReadPlan
     keys: list[str]

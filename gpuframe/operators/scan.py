@@ -1,7 +1,7 @@
 """The read operator: plan a scan with the columns and filters the optimizer pushed into it, then
 read each worker's fragments where they will stay.
 
-Planning runs on the client (:func:`~gpuframe.io.plan.plan_fragments`) and asks the workers what
+Planning runs on the client (:func:`~gpuframe.io.planning.plan.plan_fragments`) and asks the workers what
 only they can see: the files' metadata (``gpuframe-plan-metadata`` tasks, files dealt round
 robin) and, for a large remote read, the store's latency and bandwidth
 (``gpuframe-plan-measure`` tasks, one per worker at once, each sharing the store as the reads
@@ -15,6 +15,7 @@ learn the schema, rows and bytes it shows before anything runs.
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -24,26 +25,29 @@ import pandas as pd
 
 from ..backend import get_backend
 from ..io.errors import FileChangedError
-from ..io.plan import PLANNED_METADATA, ReadPlan, measure_here, plan_fragments, read_metadata_each
-from ..io.read import ReadReport, fragment_tasks, read_fragments, take_kept_stats
-from ..io.remote import StorageOptions, scheme_of
-from ..io.tuning import (
-    Concurrency,
-    StoreProbe,
-    probe_store,
-    remembered_concurrency,
-    unmeasured_concurrency,
-)
+from ..io.planning.metadata import PLANNED_METADATA, MetadataResult, read_metadata_each
+from ..io.planning.plan import ReadPlan, measure_here, plan_fragments
+from ..io.readers.device import device_memory
+from ..io.readers.task import read_group, take_kept_stats
+from ..io.report import ReadReport
+from ..io.storage.base import StorageOptions, scheme_of
+from ..io.tasks import fragment_tasks
+from ..io.tuning.model import Concurrency, StoreProbe
+from ..io.tuning.probe import probe_store
+from ..io.tuning.stores import remembered_concurrency, unmeasured_concurrency
 from ..plan.nodes import Scan
 from ..runtime.runner import Job, Partitions
 from .lowering import Lowering, ScanRecord, lower
 
+logger = logging.getLogger("gpuframe")
+
 if TYPE_CHECKING:
     from ..cluster.engine import Engine
-    from ..io.formats import FileFormat
+    from ..io.formats.base import FileFormat
+    from ..io.planning.sources import DatasetSource
 
 
-def plan_scan(job: Job, source: Any, fmt: FileFormat,
+def plan_scan(job: Job, source: DatasetSource, fmt: FileFormat,
               storage: StorageOptions, partition_bytes: int | None,
               columns: Sequence[str] | None, filters: Any, measure: bool = True) -> ReadPlan:
     """Plan a read as part of ``job``: metadata read by the workers, the store measured by
@@ -85,30 +89,36 @@ def _(node: Scan, lowering: Lowering) -> Partitions:
 
 
 def _read(node: Scan, lowering: Lowering, plan: ReadPlan) -> Partitions:
-    """Submit ``plan``'s read tasks; a scan waits for them (a file changed since its metadata
-    was cached must be planned again before anything reads the frame)."""
-    job = lowering.job
+    parts, record = read_planned(lowering.job, plan, node.meta, lowering.number(node),
+                                 lowering.keep_read_stats)
+    lowering.scans.append(record)
+    lowering.note(node, f"{len(plan.fragments)} fragments in {len(parts)} partitions, "
+                        f"{plan.units_kept}/{plan.units_total} {plan.format.unit_name} kept, "
+                        f"{plan.total_bytes / 2**20:.2f} MiB planned")
+    return parts
+
+
+def read_planned(job: Job, plan: ReadPlan, meta: pd.DataFrame | None = None,
+                 node: int | None = None, keep_stats: bool = False
+                 ) -> tuple[Partitions, ScanRecord]:
+    """Run ``plan``'s read tasks, one per read group on its owner, as a stage of ``job``, and
+    wait for them: a file changed since its metadata was cached must be planned again before
+    anything reads the frame. ``node``: the plan node whose output this is."""
     stage = job.stage(f"read-{plan.format.name}")
     tasks = fragment_tasks(plan)
     workers = set(job.workers)
     started = time.perf_counter()
-    futures, owners, keys = [], [], []
-    for i, group in enumerate(plan.partitions()):
+    futures, owners = [], []
+    for i, group in enumerate(plan.read_groups()):
         owner = plan.fragments[group[0]].owner
         owner = owner if owner in workers else job.workers[i % len(job.workers)]
-        future = stage.submit(read_fragments, stage.key(i), [tasks[j] for j in group],
-                              job.backend,
-                              lowering.keep_read_stats, index=(i,), owner=owner,
-                              node=lowering.number(node))
-        futures.append(future)
+        futures.append(stage.submit(read_group, stage.key(i), [tasks[j] for j in group],
+                                    job.backend, keep_stats, index=(i,), owner=owner,
+                                    node=node))
         owners.append(owner)
-        keys.append(future.key)
     job.wait(futures)
-    lowering.scans.append(ScanRecord(plan, keys, time.perf_counter() - started))
-    lowering.note(node, f"{len(plan.fragments)} fragments in {len(futures)} partitions, "
-                        f"{plan.units_kept}/{plan.units_total} {plan.format.unit_name} kept, "
-                        f"{plan.total_bytes / 2**20:.2f} MiB planned")
-    return Partitions(futures, owners, node.meta)
+    record = ScanRecord(plan, [f.key for f in futures], time.perf_counter() - started)
+    return Partitions(futures, owners, frame_meta(plan) if meta is None else meta), record
 
 
 def read_report(job: Job, record: ScanRecord) -> ReadReport:
@@ -116,19 +126,11 @@ def read_report(job: Job, record: ScanRecord) -> ReadReport:
     plan expected and its result holds."""
     kept = job.engine.client.run(take_kept_stats, sorted(record.keys))
     latest = {s["key"]: s for stats in kept.values() for s in stats}
-    plan = record.plan
-    return ReadReport(
-        format=plan.format.name,
-        fragments=len(plan.fragments),
-        bytes_read=sum(s["bytes_read"] for s in latest.values()),
-        planned_bytes=plan.total_bytes,
-        result_column_bytes=plan.result_bytes,
-        requests=sum(s["requests"] for s in latest.values()),
-        rows=sum(s["rows"] for s in latest.values()),
-        units_kept=plan.units_kept,
-        units_total=plan.units_total,
-        seconds=record.seconds,
-    )
+    if len(latest) < len(record.keys):  # a worker restarted since its task ran, its stats too
+        logger.warning("the report of a %s read counts %d of its %d tasks: the others' workers "
+                       "no longer hold their stats", record.plan.format.name, len(latest),
+                       len(record.keys))
+    return ReadReport.from_stats(record.plan, latest.values(), record.seconds)
 
 
 def measure_on_workers(job: Job, path: str, storage: StorageOptions,
@@ -153,7 +155,7 @@ def measure_on_workers(job: Job, path: str, storage: StorageOptions,
 
 
 def metadata_on_workers(job: Job, paths: Sequence[str], storage: StorageOptions,
-                        fmt: FileFormat, partition_bytes: int) -> list[Any]:
+                        fmt: FileFormat, partition_bytes: int) -> list[MetadataResult]:
     """Each file's metadata or error, read on the workers (the files dealt round robin), so
     planning shows on the task stream and a worker reads the files where it will read their
     data (on several hosts, paths the client may not see)."""
@@ -163,10 +165,10 @@ def metadata_on_workers(job: Job, paths: Sequence[str], storage: StorageOptions,
     futures = [stage.submit(read_metadata_each, share, storage, fmt, partition_bytes,
                             index=(i,), owner=worker)
                for i, (share, worker) in enumerate(zip(shares, workers)) if share]
-    results: list[Any] = [None] * len(paths)
+    results: list[MetadataResult | None] = [None] * len(paths)
     for i, share_results in enumerate(job.gather(futures)):
         results[i::len(workers)] = share_results
-    return results
+    return results  # type: ignore[return-value]  # every file's slot is filled
 
 
 def worker_device_memory(engine: Engine, workers: Sequence[str]) -> list[int]:
@@ -177,17 +179,12 @@ def worker_device_memory(engine: Engine, workers: Sequence[str]) -> list[int]:
     known = _device_memory_of.setdefault(engine, {})
     missing = [worker for worker in workers if worker not in known]
     if missing:
-        known.update(engine.client.run(_device_memory, workers=missing))
+        known.update(engine.client.run(device_memory, workers=missing))
     return sorted(known[worker] for worker in workers)
 
 
-_device_memory_of: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
-
-
-def _device_memory() -> int:
-    import cupy
-
-    return int(cupy.cuda.Device().mem_info[1])
+_device_memory_of: weakref.WeakKeyDictionary[Engine, dict[str, int]] = (
+    weakref.WeakKeyDictionary())
 
 
 def frame_meta(plan: ReadPlan) -> pd.DataFrame:

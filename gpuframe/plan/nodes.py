@@ -28,8 +28,9 @@ from ..operators.join_schema import HOWS, KeyTypes, join_keys, key_types, restor
 from .expr import Expr, evaluate_mask
 
 if TYPE_CHECKING:
-    from ..io.formats import FileFormat
-    from ..io.remote import StorageOptions
+    from ..io.formats.base import FileFormat
+    from ..io.planning.sources import DatasetSource
+    from ..io.storage.base import StorageOptions
     from ..runtime.runner import Partitions
 
 
@@ -70,7 +71,7 @@ class ReadSource:
     """What a read needs to plan again at run time with the columns and filters pushed into
     it: the source, its format and options; ``full_meta`` is the schema of every column."""
 
-    source: Any
+    source: DatasetSource
     format: FileFormat
     storage: StorageOptions
     partition_bytes: int | None

@@ -55,7 +55,7 @@ def test_join_metrics_hold_its_stages_and_worker_pairs(shuffle_join, cpu_engine)
 
 
 def test_ingest_per_worker_is_the_bytes_the_reads_fetched(engine, tmp_path):
-    from gpuframe.io.read import read_parquet_with_report
+    from gpuframe.readers import read_parquet_with_report
 
     for i in range(4):
         table = pa.table({"id": np.arange(i * 50_000, (i + 1) * 50_000),

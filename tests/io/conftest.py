@@ -466,3 +466,20 @@ def _check_same():
         pd.testing.assert_frame_equal(_plain(ours.to_pandas()), _plain(expected))
 
     return check_same
+
+
+@pytest.fixture
+def read_plan():
+    """``read_plan(plan, engine)``: a frame of exactly ``plan``'s read (no planning again), to
+    read files changed after they were planned."""
+    from gpuframe.frame import DistributedFrame
+    from gpuframe.operators.scan import read_planned
+    from gpuframe.plan.nodes import Persisted
+    from gpuframe.runtime.runner import Job
+
+    def read(plan, engine):
+        with Job(engine, "read") as job:
+            parts, _ = read_planned(job, plan)
+        return DistributedFrame(engine, Persisted(parts))
+
+    return read

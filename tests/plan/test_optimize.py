@@ -7,7 +7,7 @@ import pytest
 
 from gpuframe.config import JoinOptions
 from gpuframe.io.formats import format_for
-from gpuframe.io.remote import storage_options
+from gpuframe.io.storage.base import storage_options
 from gpuframe.plan.expr import col
 from gpuframe.plan.nodes import (
     Assign,

@@ -1,11 +1,14 @@
 """The stage runner: task names, pinning, one failure failing (and cancelling) the whole job."""
 
+import os
 import time
 
 import pandas as pd
 import pytest
 
+import gpuframe
 from gpuframe.diagnostics.stages import task_key
+from gpuframe.io.errors import CorruptFileError
 from gpuframe.errors import PartitionError, UnknownColumnError
 from gpuframe.runtime.runner import Job, Partitions
 
@@ -62,3 +65,24 @@ def test_stage_names_must_be_words(engine):
 def test_partitions_need_one_owner_each():
     with pytest.raises(ValueError, match="2 partitions but 1 owners"):
         Partitions([None, None], ["w"], pd.DataFrame())  # type: ignore[list-item]
+
+
+def lose_the_context():
+    error = CorruptFileError("data.parquet (row group 0) cannot be decoded")
+    error.gpu_context_lost = True
+    raise error
+
+
+def test_a_worker_whose_task_lost_its_gpu_is_restarted():
+    """An error marked ``gpu_context_lost`` (which only cuDF's kernels cause) has the job
+    restart the worker that raised it: a new process, which runs tasks again."""
+    with gpuframe.start_cluster(backend="pandas", protocol="tcp", n_workers=1,
+                                dashboard_address="127.0.0.1:0") as own:
+        [worker] = own.workers
+        before = own.client.run(os.getpid)
+        with pytest.raises(CorruptFileError, match="data.parquet") as caught:
+            with Job(own, "test") as job:
+                job.wait([job.stage("read").submit(lose_the_context, index=(0,),
+                                                   owner=worker)])
+        assert any(f"{worker} was restarted" in note for note in caught.value.__notes__)
+        assert own.client.submit(os.getpid, pure=False).result() not in before.values()

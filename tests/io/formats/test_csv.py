@@ -21,7 +21,7 @@ from gpuframe.io.errors import (
 from gpuframe.io.formats import format_for
 from gpuframe.io.formats.csv import CSV_PROBE, CSV_SAMPLE, CsvFormat
 from gpuframe.io.planning.plan import plan_fragments
-from gpuframe.io.submit import read_csv
+from gpuframe.readers import read_csv
 
 FIXED = {"requests_in_flight": 3}
 

@@ -13,10 +13,7 @@ from gpuframe.io.errors import (
     UnreachableError,
 )
 from gpuframe.io.planning.plan import plan_fragments
-from gpuframe.io.submit import (
-    read_parquet,
-    read_parquet_with_report,
-)
+from gpuframe.readers import read_parquet, read_parquet_with_report
 
 FIXED = {"requests_in_flight": 3}
 

@@ -22,11 +22,8 @@ from gpuframe.io.errors import (
 from gpuframe.io.planning.plan import plan_fragments
 from gpuframe.io.readers.arrow import read_fragment
 from gpuframe.io.readers.failures import _file_at_fault
-from gpuframe.io.submit import (
-    read_csv,
-    read_plan,
-)
 from gpuframe.io.tasks import fragment_tasks
+from gpuframe.readers import read_csv
 
 
 def _write_rows(path, kind: str, rows: int = 20_000) -> None:
@@ -69,7 +66,8 @@ CHANGED = "{source} changed since it was planned \\({what}"
     pytest.param(os.unlink, dict.fromkeys(["local", "http", "http-bare"], (
         FileNotFoundError, "no such file: {source}")), id="deleted"),
 ])
-def test_a_file_changed_after_planning_fails_the_read_naming_it(engine, http_server, tmp_path,
+def test_a_file_changed_after_planning_fails_the_read_naming_it(read_plan, engine,
+                                                                  http_server, tmp_path,
                                                                  store, kind, unit, change,
                                                                  errors):
     """A remote file's store that says its version (ETag, Last-Modified) has any change named as
@@ -93,7 +91,8 @@ def test_a_file_changed_after_planning_fails_the_read_naming_it(engine, http_ser
 
 
 @pytest.mark.parametrize("kind, unit", [("parquet", "row group 1"), ("orc", "stripe 1")])
-def test_a_corrupt_unit_among_many_read_together_is_named(engine, tmp_path, kind, unit):
+def test_a_corrupt_unit_among_many_read_together_is_named(read_plan, engine, tmp_path, kind,
+                                                            unit):
     path = tmp_path / f"late.{kind}"
     _write_rows(path, kind)
     plan = plan_fragments(str(path), format=kind, workers=engine.workers)
@@ -124,7 +123,8 @@ def test_files_read_together_are_all_named_when_reading_one_alone_runs_out_of_me
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind, unit", [("parquet", "row group"), ("orc", "stripe")])
-def test_cudf_reader_names_the_corrupt_file_among_those_read_in_one_call(tmp_path, kind, unit,
+def test_cudf_reader_names_the_corrupt_file_among_those_read_in_one_call(read_plan, tmp_path,
+                                                                         kind, unit,
                                                                          check_same):
     """Zeroed pages made cuDF touch memory out of bounds, which lost the worker's CUDA context
     (benchmarks/results/2026-11-24-ingest-h200.md): the file at fault is still named, and the
@@ -141,12 +141,12 @@ def test_cudf_reader_names_the_corrupt_file_among_those_read_in_one_call(tmp_pat
                            match=f"{bad} \\({unit}s? [0-9].*cannot be decoded"):
             read_plan(plan, gpu_engine)
         again = read_plan(plan_fragments(str(good), format=kind, workers=gpu_engine.workers),
-                          gpu_engine)[0]
+                          gpu_engine)
         check_same(again, pd.read_parquet(good) if kind == "parquet"
                    else orc.read_table(good).to_pandas())
 
 
-def test_a_csv_file_cut_after_planning_fails_the_read(engine, tmp_path):
+def test_a_csv_file_cut_after_planning_fails_the_read(read_plan, engine, tmp_path):
     path = tmp_path / "cut.csv"
     path.write_text("a,b\n" + "1,x\n" * 1000)
     plan = plan_fragments(str(path), format="csv", workers=engine.workers)
@@ -160,4 +160,4 @@ def test_failed_csv_fragment_fails_the_read(engine, tmp_path):
     path = tmp_path / "late.csv"
     path.write_text("a,b\n" + "1,x\n" * 300_000 + "oops,x\n")
     with pytest.raises(CorruptFileError, match=r"late.csv bytes"):
-        read_csv(str(path), partition_bytes=2**19)
+        read_csv(str(path), partition_bytes=2**19).persist()

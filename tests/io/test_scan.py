@@ -1,9 +1,9 @@
-"""Reads on a real two-worker CPU cluster, against pandas reading the same files: tasks on
-their owners, reports, errors reaching the caller as themselves, plans made again."""
+"""The readers (gpuframe.readers) and the read operator (gpuframe.operators.scan) on a real
+two-worker CPU cluster, against pandas reading the same files: tasks on their owners, reports,
+errors reaching the caller as themselves, plans made again."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import time
@@ -14,11 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from dask.utils import key_split
-from distributed import get_task_stream, wait
+from distributed import get_task_stream
 
 import gpuframe
 from gpuframe.io.errors import (
-    CorruptFileError,
     FileChangedError,
     SchemaMismatchError,
     SourceNotFoundError,
@@ -26,17 +25,16 @@ from gpuframe.io.errors import (
 )
 from gpuframe.io.planning.plan import plan_fragments
 from gpuframe.io.storage.base import storage_options
-from gpuframe.io.submit import (
-    measure_on_workers,
-    raise_dataset_error,
+from gpuframe.operators import scan
+from gpuframe.operators.scan import measure_on_workers, worker_device_memory
+from gpuframe.readers import (
     read_csv,
     read_orc,
     read_parquet,
     read_parquet_with_report,
-    read_plan,
     read_with_report,
-    worker_device_memory,
 )
+from gpuframe.runtime.runner import Job
 
 
 def _rewritable(dataset_dir, http_server, name: str) -> tuple:
@@ -128,14 +126,33 @@ def test_a_remote_file_rewritten_after_its_metadata_was_kept_is_planned_again(en
     assert len(footers) == 1  # planned again once, the footer read anew
 
 
+def rewritten_before_each_read(monkeypatch, change):
+    """Have every run of a scan call ``change()`` between planning and reading."""
+    read = scan._read
+
+    def changed_then_read(*args):
+        change()
+        return read(*args)
+
+    monkeypatch.setattr(scan, "_read", changed_then_read)
+
+
 def test_a_remote_file_changed_between_planning_and_reading_is_named(engine, dataset_dir,
-                                                                        http_server):
+                                                                        http_server,
+                                                                        monkeypatch):
     path, url = _rewritable(dataset_dir, http_server, "changed")
-    plan = plan_fragments(url, workers=engine.workers)
-    pq.write_table(pa.table({"id": list(range(1000, 1100))}), path, row_group_size=25)
+    frame = read_parquet(url)
+    versions = iter(range(1, 10))
+
+    def rewrite():
+        start = 1000 * next(versions)
+        pq.write_table(pa.table({"id": list(range(start, start + 100))}), path,
+                       row_group_size=25)
+
+    rewritten_before_each_read(monkeypatch, rewrite)
     with pytest.raises(FileChangedError, match=r"changed/one\.parquet changed since it was "
                                                r"planned \(.*etag"):
-        read_plan(plan, engine)
+        frame.persist()
 
 
 def test_check_version_off_reads_a_server_whose_etag_moves(engine, dataset_dir, http_server,
@@ -165,36 +182,15 @@ def test_empty_result_keeps_the_schema(engine, dataset_dir):
     assert list(result.columns) == ["id", "name"] and len(result) == 0
 
 
-def test_failed_fragment_fails_the_read(engine, dataset_dir, tmp_path):
+def test_failed_fragment_fails_the_read(engine, dataset_dir, tmp_path, monkeypatch):
     copy = shutil.copytree(dataset_dir / "flat", tmp_path / "flat")
-    plan = plan_fragments(str(copy), workers=engine.workers, storage={"requests_in_flight": 1})
-    (copy / "part-1.parquet").unlink()
+    frame = read_parquet(str(copy), requests_in_flight=1)
+    rewritten_before_each_read(monkeypatch, (copy / "part-1.parquet").unlink)
     with pytest.raises(FileNotFoundError, match="no such file: .*part-1.parquet") as caught:
-        read_plan(plan, engine)
+        frame.to_pandas()
     assert isinstance(caught.value, SourceNotFoundError)
-    assert any("raised by read task gpuframe-read-parquet-" in note
+    assert any("raised by the read-parquet task gpuframe-read-parquet-" in note
                for note in caught.value.__notes__)
-
-
-def test_a_worker_whose_read_lost_its_gpu_is_restarted():
-    """A read error marked ``gpu_context_lost`` (which only cuDF's kernels cause) has the client
-    restart the worker that raised it: a new process, which runs tasks again."""
-    with gpuframe.start_cluster(backend="pandas", protocol="tcp", n_workers=1,
-                                dashboard_address="127.0.0.1:0") as own:
-        [worker] = own.workers
-        before = own.client.run(os.getpid)
-
-        def lose_the_context():
-            error = CorruptFileError("data.parquet (row group 0) cannot be decoded")
-            error.gpu_context_lost = True
-            raise error
-
-        failed = own.client.submit(lose_the_context, workers=[worker], pure=False)
-        wait([failed])
-        with pytest.raises(CorruptFileError, match="data.parquet") as caught:
-            raise_dataset_error(own.client, [failed], [worker])
-        assert any(note.startswith(f"{worker} was restarted") for note in caught.value.__notes__)
-        assert own.client.submit(os.getpid, pure=False).result() not in before.values()
 
 
 def test_orc_and_csv_reads_on_the_cluster(engine, dataset_dir, check_same):
@@ -217,7 +213,7 @@ def test_orc_and_csv_reads_on_the_cluster(engine, dataset_dir, check_same):
 
 
 def test_budget_comes_from_the_workers_device_memory(engine, dataset_dir):
-    assert worker_device_memory(engine) == []  # a CPU cluster: the 128 MiB default
+    assert worker_device_memory(engine, engine.workers) == []  # CPU: the 128 MiB default
     frame = read_orc(str(dataset_dir / "orc"))
     assert frame.npartitions == 2  # one fragment per file under the default budget
 
@@ -225,7 +221,7 @@ def test_budget_comes_from_the_workers_device_memory(engine, dataset_dir):
 @pytest.mark.gpu
 def test_gpu_workers_report_their_device_memory_for_the_budget(dataset_dir):
     with gpuframe.start_cluster(backend="cudf", protocol="tcp") as gpu_engine:
-        memory = worker_device_memory(gpu_engine)
+        memory = worker_device_memory(gpu_engine, gpu_engine.workers)
         assert len(memory) == len(gpu_engine.workers) and min(memory) > 2**30
         plan = plan_fragments(str(dataset_dir / "flat"), workers=gpu_engine.workers,
                               device_memory=memory)
@@ -259,23 +255,23 @@ def test_each_workers_gpu_memory_is_asked_once_per_engine():
         workers = ("tcp://a:1", "tcp://b:2")
 
     engine = Engine()
-    assert worker_device_memory(engine) == [80 * 2**30] * 2
-    assert worker_device_memory(engine) == [80 * 2**30] * 2
+    assert worker_device_memory(engine, engine.workers) == [80 * 2**30] * 2
+    assert worker_device_memory(engine, engine.workers) == [80 * 2**30] * 2
     assert worker_device_memory(engine, ["tcp://b:2", "tcp://c:3"]) == [80 * 2**30] * 2
     assert asked == [["tcp://a:1", "tcp://b:2"], ["tcp://c:3"]]
 
 
 def test_read_measures_on_every_worker_at_once(engine, http_server):
     url = f"{http_server.url}/blob/2mib.bin"
-    with get_task_stream(engine.client) as stream:
-        chosen = measure_on_workers(engine, url, storage_options())
+    with get_task_stream(engine.client) as stream, Job(engine, "test") as job:
+        chosen = measure_on_workers(job, url, storage_options())
     keys = [task["key"] for task in stream.data]
     assert len([k for k in keys if k.startswith("gpuframe-plan-measure-")]) == len(engine.workers)
     readers = sum(engine.client.nthreads().values())
     assert chosen.readers == readers and chosen.source == "measured"
     assert (readers == 1) or f"over {readers} readers" in repr(chosen)
-    with get_task_stream(engine.client) as stream:
-        again = measure_on_workers(engine, url, storage_options())
+    with get_task_stream(engine.client) as stream, Job(engine, "test") as job:
+        again = measure_on_workers(job, url, storage_options())
     assert again == chosen and not stream.data, "the store's probes are remembered"
 
 
