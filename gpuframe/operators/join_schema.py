@@ -19,6 +19,7 @@ from ..errors import JoinError
 
 HOWS = ("inner", "left", "right", "outer", "leftsemi", "leftanti")
 
+
 def join_keys(left: pd.DataFrame, right: pd.DataFrame, on: Any, left_on: Any,
               right_on: Any) -> tuple[list[str], list[str]]:
     """The key columns of each side, checked to exist; the error names the side and column."""
@@ -43,7 +44,6 @@ def join_keys(left: pd.DataFrame, right: pd.DataFrame, on: Any, left_on: Any,
     return left_keys, right_keys
 
 
-
 @dataclass(frozen=True)
 class KeyTypes:
     """The dtypes a join gives its key columns.
@@ -60,7 +60,6 @@ class KeyTypes:
     right: dict[str, Any]
     result: dict[str, Any]
     fillable: frozenset[str] = frozenset()
-
 
 
 def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
@@ -97,7 +96,6 @@ def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
             if how in ("left", "outer"):
                 fillable.add(rname)
     return KeyTypes(left_casts, right_casts, result, frozenset(fillable))
-
 
 
 def hash_type(a: Any, b: Any) -> Any:
@@ -137,7 +135,6 @@ def hash_type(a: Any, b: Any) -> Any:
     return None
 
 
-
 def _why_not(a: Any, b: Any) -> str:
     """What to tell the user whose key pair :func:`hash_type` refused."""
     if {_kind(a), _kind(b)} == {"int"}:
@@ -147,22 +144,18 @@ def _why_not(a: Any, b: Any) -> str:
     return "incompatible key types"
 
 
-
 def _values_type(dtype: Any) -> Any:
     """A categorical's values' dtype: keys are hashed and compared by value, not by code."""
     return dtype.categories.dtype if isinstance(dtype, pd.CategoricalDtype) else dtype
-
 
 
 def _numpy_type(dtype: Any) -> np.dtype:
     return np.dtype(getattr(dtype, "numpy_dtype", dtype))
 
 
-
 def _nullable(dtype: np.dtype) -> Any:
     return pd.api.types.pandas_dtype(
         {"i": "Int", "u": "UInt", "f": "Float"}[dtype.kind] + str(dtype.itemsize * 8))
-
 
 
 def _kind(dtype: Any) -> str:
@@ -183,7 +176,6 @@ def _kind(dtype: Any) -> str:
     return str(dtype)
 
 
-
 def _coerced(own: Any, other: Any) -> Any:
     """The dtype ``pandas.merge`` gives one side's key column before joining it with a key of
     dtype ``other``: a categorical whose categories differ from the other's becomes its values'
@@ -199,7 +191,6 @@ def _coerced(own: Any, other: Any) -> Any:
     if own == other or numeric or own.kind == other.kind == "M":
         return own
     return np.dtype(object)
-
 
 
 def _merged_key_type(left: Any, right: Any, how: str, empty: frozenset[str]) -> Any:
@@ -220,7 +211,6 @@ def _merged_key_type(left: Any, right: Any, how: str, empty: frozenset[str]) -> 
     return coerced
 
 
-
 def _filled(dtype: Any) -> Any:
     """``dtype`` as pandas holds it once missing values fill unmatched rows."""
     if not isinstance(dtype, np.dtype):
@@ -229,13 +219,11 @@ def _filled(dtype: Any) -> Any:
             "b": np.dtype(object)}.get(dtype.kind, dtype)
 
 
-
 def _output_name(key: str, other_columns: pd.Index, shared: set[str], suffix: Any) -> str:
     """The result's name of a key column that the other side joins under another name."""
     if key in other_columns and key not in shared:
         return f"{key}{suffix or ''}"
     return key
-
 
 
 def restore_key_types(frame: Any, types: KeyTypes) -> Any:
@@ -246,7 +234,6 @@ def restore_key_types(frame: Any, types: KeyTypes) -> Any:
               for c, t in types.result.items() if c in frame.columns}
     casts = {c: t for c, t in dtypes.items() if frame[c].dtype != t}
     return frame.astype(casts) if casts else frame
-
 
 
 def _as_list(keys: Any) -> list[str]:
