@@ -33,7 +33,7 @@ from ..errors import JoinError
 from ..frame import DistributedFrame, new_token
 from ..exchange.bucket import arrived
 from ..exchange.exchange import cast_keys, exchange
-from .join_schema import HOWS, KeyTypes, join_keys, key_types, restore_key_types
+from .join_schema import HOWS, conform, join_keys, key_types, result_meta
 from .skew import SideProfile, can_split, plan_skew, profile_sides
 
 BROADCAST_RIGHT = ("inner", "left", "leftsemi", "leftanti")
@@ -60,10 +60,10 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
     types = key_types(left.meta, right.meta, left_keys, right_keys, how, suffixes, empty)
     casts = (types.left, types.right)
     schemas = (cast_keys(left.meta, casts[0]), cast_keys(right.meta, casts[1]))
-    meta = restore_key_types(get_backend("pandas").join(*schemas, how, left_keys, right_keys,
-                                                        suffixes), types)
+    meta = result_meta(left.meta, right.meta, how, left_keys, right_keys, suffixes, types,
+                       left.engine.backend, empty)
     token = new_token()
-    args = (how, left_keys, right_keys, suffixes, types, left.engine.backend.name)
+    args = (how, left_keys, right_keys, suffixes, meta, left.engine.backend.name)
 
     engine, workers = left.engine, left.engine.workers
     frames = {"left": left, "right": right}
@@ -119,14 +119,14 @@ def tasks_per_worker(left: SideProfile, right: SideProfile, n_workers: int,
 
 def join_buckets(left: list[Any], right: list[Any], left_schema: pd.DataFrame,
                  right_schema: pd.DataFrame, how: str, left_on: list[str], right_on: list[str],
-                 suffixes: tuple[str, str], types: KeyTypes, backend: str) -> Any:
+                 suffixes: tuple[str, str], meta: pd.DataFrame, backend: str) -> Any:
     """On the destination worker: the local join of every bucket it received. A side of no
     partitions sends no bucket; its schema (keys in their hash types) stands in for it."""
     frames = get_backend(backend)
     joined = frames.join(_concat_or_empty([arrived(p) for p in left], left_schema, frames),
                          _concat_or_empty([arrived(p) for p in right], right_schema, frames),
                          how, left_on, right_on, suffixes)
-    return restore_key_types(joined, types)
+    return conform(joined, meta, frames)
 
 
 def _concat_or_empty(parts: list[Any], schema: pd.DataFrame, frames: Any) -> Any:
@@ -157,8 +157,8 @@ def _concat(parts: list[Any], casts: dict[str, Any], schema: pd.DataFrame, backe
 
 def _join_with_whole(part: Any, casts: dict[str, Any], whole: Any, small_side: str, how: str,
                      left_on: list[str], right_on: list[str], suffixes: tuple[str, str],
-                     types: KeyTypes, backend: str) -> Any:
+                     meta: pd.DataFrame, backend: str) -> Any:
     part = cast_keys(part, casts)
     left, right = (part, whole) if small_side == "right" else (whole, part)
     joined = get_backend(backend).join(left, right, how, left_on, right_on, suffixes)
-    return restore_key_types(joined, types)
+    return conform(joined, meta, get_backend(backend))
