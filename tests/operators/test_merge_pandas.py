@@ -4,7 +4,8 @@ shuffle and by broadcast. Each asserts that (a) the schema the join reports is t
 data it gathers, (b) the rows are pandas.merge's, and (c) the dtypes are pandas': where pandas
 decides a dtype by the data (an int column stays int64 in a left join whose rows all match and
 turns float64 once one does not), the expected dtypes are pandas' for the same join with
-unmatched rows, made by dropping a matched key from one side or the other.
+unmatched rows, made by dropping a matched key from one side or the other. On GPUs (the gpu
+marker) the same cases assert (a) and (b).
 
 pandas' tests join on the index too; gpuframe joins on columns, so such cases join on a column
 holding the index's values. Key pairs gpuframe refuses (bool with int, category with int, object
@@ -83,7 +84,7 @@ def _fixtures() -> dict[str, pd.DataFrame]:
     }
 
 
-F = _fixtures()
+F = _fixtures()  # the frames of pandas' fixtures that the cases use
 TZ_KEYS = pd.date_range("20151010", periods=2, tz="US/Eastern")
 DST = pd.date_range("2017-10-29 01:00", periods=4, freq="h", tz="Europe/Madrid")
 EMPTY_DTYPES = {
