@@ -126,7 +126,7 @@ class CudfBackend(Backend):
         """cuDF holds missing values in a column of any dtype, but its to_pandas gives a bool
         column as object only where the partition has a missing value, and as bool where it has
         none: only the nullable boolean is the same for every partition. Integers become
-        float64, as cuDF's merge makes them where rows are unmatched."""
+        float64 as in pandas (which cuDF's own merge also gives where rows are unmatched)."""
         if isinstance(dtype, np.dtype) and dtype.kind == "b":
             return pd.BooleanDtype()
         return super().missing_dtype(dtype)
