@@ -9,11 +9,14 @@ pickled and cuDF is imported only where it runs.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 from dask.sizeof import sizeof
+from pandas.api.types import is_object_dtype
 
 from .errors import BackendError
 
@@ -43,6 +46,31 @@ class Backend:
 
     def to_arrow(self, frame: Any) -> pa.Table:
         return pa.Table.from_pandas(frame, preserve_index=False)
+
+    def meta_from_arrow(self, schema: pa.Schema) -> pd.DataFrame:
+        """The schema (an empty frame) of data read as Arrow ``schema``, in the dtypes
+        :meth:`to_pandas` gives it: what a reader reports, so that it is what the read gathers."""
+        return self.to_pandas(self.from_arrow(schema.empty_table()))
+
+    def missing_dtype(self, dtype: Any) -> Any:
+        """The dtype a column of ``dtype`` takes once some of its values are missing (a join's
+        unmatched rows): pandas holds integers as float64 and bools as objects; other dtypes
+        have a missing value of their own and stay."""
+        if isinstance(dtype, np.dtype) and dtype.kind in "iu":
+            return np.dtype("float64")
+        if isinstance(dtype, np.dtype) and dtype.kind == "b":
+            return np.dtype(object)
+        return dtype
+
+    def astype(self, frame: Any, dtypes: Sequence[Any]) -> Any:
+        """``frame`` with its columns, in order, in ``dtypes`` (``frame`` itself where they
+        are). By position, as pandas.merge may give two columns one name."""
+        casts = {i: dtype for i, (current, dtype) in enumerate(zip(frame.dtypes, dtypes))
+                 if current != dtype}
+        if not casts:
+            return frame
+        return frame.set_axis(range(frame.shape[1]), axis=1).astype(casts).set_axis(
+            frame.columns, axis=1)
 
     def concat(self, frames: list[Any]) -> Any:
         return self.module.concat(frames)
@@ -84,6 +112,39 @@ class CudfBackend(Backend):
 
     def to_arrow(self, frame: Any) -> pa.Table:
         return frame.to_arrow(preserve_index=False)
+
+    def meta_from_arrow(self, schema: pa.Schema) -> pd.DataFrame:
+        """As cuDF's to_pandas gives a frame read as ``schema``, without cuDF (the client that
+        plans a read may have no GPU): strings as ``str``, decimals, lists and structs as Python
+        objects (as pyarrow gives them), and dates as datetime64[s], which cuDF reads them as."""
+        meta = schema.empty_table().to_pandas()
+        dates = {field.name: np.dtype("datetime64[s]") for field in schema
+                 if pa.types.is_date(field.type)}
+        return meta.astype(dates) if dates else meta
+
+    def missing_dtype(self, dtype: Any) -> Any:
+        """cuDF holds missing values in a column of any dtype, but its to_pandas gives a bool
+        column as object only where the partition has a missing value, and as bool where it has
+        none: only the nullable boolean is the same for every partition. Integers become
+        float64 as in pandas (which cuDF's own merge also gives where rows are unmatched)."""
+        if isinstance(dtype, np.dtype) and dtype.kind == "b":
+            return pd.BooleanDtype()
+        return super().missing_dtype(dtype)
+
+    def astype(self, frame: Any, dtypes: Sequence[Any]) -> Any:
+        """By name (a cuDF frame holds no two columns of one name). cuDF holds no Python objects:
+        a column that ``dtypes`` has as object is cast where it holds strings, and otherwise
+        (decimals, lists, structs) left as it is, since to_pandas gives it as objects anyway."""
+        import cudf
+
+        casts = {}
+        for name, current, dtype in zip(frame.columns, frame.dtypes, dtypes):
+            if isinstance(current, cudf.CategoricalDtype):
+                current = current.to_pandas()
+            if current != dtype and (not is_object_dtype(dtype)
+                                     or isinstance(current, pd.StringDtype)):
+                casts[name] = dtype
+        return frame.astype(casts) if casts else frame
 
     def device_lost(self) -> bool:
         """Whether this process's CUDA context is gone: after a kernel's illegal address (a

@@ -307,5 +307,6 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
     opts = resolve(JoinOptions, options)
     if left.engine is not right.engine:
         raise JoinError("both frames of a join must live on the same engine")
-    plan = Join.of(left.plan, right.plan, on, left_on, right_on, how, tuple(suffixes), opts)
+    plan = Join.of(left.plan, right.plan, on, left_on, right_on, how, tuple(suffixes), opts,
+                   left.engine.backend.name)
     return DistributedFrame(left.engine, plan)

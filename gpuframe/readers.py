@@ -122,7 +122,8 @@ def _scan_frame(source: DatasetSource, format: str | FileFormat, columns: Sequen
     with Job(engine, f"plan {fmt.name} read") as job:
         planned = plan_scan(job, source, fmt, options, partition_bytes, columns, filters,
                             measure=False)
-    read = ReadSource(source, fmt, options, partition_bytes, frame_meta(planned), planned.rows,
+    meta = frame_meta(planned, engine.backend)
+    read = ReadSource(source, fmt, options, partition_bytes, meta, planned.rows,
                       planned.total_bytes)
     dnf = None if planned.filters is None else [[tuple(term) for term in alternative]
                                                 for alternative in planned.filters]

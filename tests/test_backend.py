@@ -1,3 +1,7 @@
+from datetime import date
+from decimal import Decimal
+
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -18,8 +22,6 @@ def test_pandas_backend_round_trips_through_arrow():
 
 
 def test_pandas_backend_keeps_decimals_arrow_backed():
-    from decimal import Decimal
-
     table = pa.table({"price": pa.array([Decimal("1.25"), None, Decimal("-3.50")],
                                         pa.decimal128(10, 2)), "n": [1, 2, 3]})
     frame = get_backend("pandas").from_arrow(table)
@@ -58,3 +60,74 @@ def test_dask_sizes_cudf_frames_by_their_device_bytes():
     gpu_frame = get_backend("cudf").from_pandas(pd.DataFrame({"k": range(100_000)}))
     assert 800_000 <= sizeof(gpu_frame) < 1_000_000
     assert 800_000 <= sizeof(gpu_frame["k"]) < 1_000_000
+
+
+MISSING = ["int8", "uint64", "bool", "float32", "Int64", "boolean", "str", "category",
+           "datetime64[s]", "datetime64[ns, UTC]", "timedelta64[ms]", "object"]
+
+
+@pytest.mark.parametrize("dtype", MISSING)
+def test_pandas_backend_holds_missing_values_as_pandas_does(dtype):
+    """A row that reindexing adds is missing, as a join's unmatched row is."""
+    column = pd.Series([1, 0]).astype(dtype)
+    assert get_backend("pandas").missing_dtype(column.dtype) == column.reindex([0, 2]).dtype
+
+
+def test_cudf_backend_holds_missing_bools_as_nullable_booleans():
+    cudf = get_backend("cudf")
+    assert cudf.missing_dtype(np.dtype(bool)) == pd.BooleanDtype()
+    assert cudf.missing_dtype(np.dtype("int32")) == np.dtype("float64")
+    assert cudf.missing_dtype(pd.Int64Dtype()) == pd.Int64Dtype()
+
+
+def test_pandas_astype_casts_by_position_and_keeps_a_frame_already_cast():
+    frame = pd.DataFrame([[1, 2]], columns=["v", "v"])
+    cast = get_backend("pandas").astype(frame, [np.dtype("float64"), np.dtype("int64")])
+    assert list(cast.columns) == ["v", "v"]
+    assert list(cast.dtypes) == [np.dtype("float64"), np.dtype("int64")]
+    assert get_backend("pandas").astype(frame, list(frame.dtypes)) is frame
+
+
+SCHEMA = pa.schema([("n", pa.int32()), ("price", pa.decimal128(10, 2)), ("s", pa.string()),
+                    ("day", pa.date32()), ("at", pa.timestamp("ms", "Europe/Paris")),
+                    ("tags", pa.list_(pa.int64())), ("ok", pa.bool_())])
+TABLE = pa.table([pa.array([1, 2], pa.int32()), pa.array([Decimal("1.25"), None]),
+                  pa.array(["a", None]), pa.array([date(2024, 1, 2), None]),
+                  pa.array([1, None], pa.timestamp("ms", "Europe/Paris")),
+                  pa.array([[1], None]), pa.array([True, False])], schema=SCHEMA)
+
+
+def test_pandas_meta_from_arrow_is_what_a_read_gathers():
+    backend = get_backend("pandas")
+    meta = backend.meta_from_arrow(SCHEMA)
+    assert len(meta) == 0
+    assert meta.dtypes.to_dict() == backend.to_pandas(backend.from_arrow(TABLE)).dtypes.to_dict()
+    assert meta["price"].dtype == pd.ArrowDtype(pa.decimal128(10, 2))
+
+
+def test_cudf_meta_from_arrow_needs_no_cudf():
+    meta = get_backend("cudf").meta_from_arrow(SCHEMA)
+    assert meta["price"].dtype == np.dtype(object)
+    assert meta["day"].dtype == np.dtype("datetime64[s]")
+
+
+@pytest.mark.gpu
+def test_cudf_meta_from_arrow_is_what_a_read_gathers():
+    backend = get_backend("cudf")
+    read = backend.to_pandas(backend.from_arrow(TABLE))
+    assert backend.meta_from_arrow(SCHEMA).dtypes.to_dict() == read.dtypes.to_dict()
+
+
+@pytest.mark.gpu
+def test_cudf_astype_gives_the_pandas_dtypes_asked_for():
+    """A missing bool is held as a nullable boolean, a str column cast to object where the
+    schema says so, and a decimal, which cuDF's to_pandas gives as objects, left as it is."""
+    backend = get_backend("cudf")
+    frame = backend.from_arrow(pa.table({
+        "b": pa.array([True, False]), "i": pa.array([1, 2]), "s": pa.array(["x", "y"]),
+        "d": pa.array([Decimal("1.25"), Decimal("2.50")]),
+        "c": pa.array(["p", "q"]).dictionary_encode()}))
+    categories = backend.to_pandas(frame)["c"].dtype
+    dtypes = [pd.BooleanDtype(), np.dtype("float64"), np.dtype(object), np.dtype(object),
+              categories]
+    assert list(backend.to_pandas(backend.astype(frame, dtypes)).dtypes) == dtypes

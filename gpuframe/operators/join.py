@@ -46,7 +46,7 @@ from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, Splitter, cast_keys
 from ..plan.nodes import BROADCASTS, Join
 from ..runtime.runner import Partitions
-from .join_schema import KeyTypes, restore_key_types
+from .join_schema import KeyTypes, conform
 from .lowering import Lowering, lower
 from .skew import SideProfile, SkewSplitter, can_split, plan_skew, profile_sides
 
@@ -57,8 +57,8 @@ SIDES = ("left", "right")
 class LocalJoin:
     """What each join task does with the rows it holds of both sides: cast the keys to their
     hash types (rows that arrived by an exchange already are), join as pandas would, and give
-    the result the join's schema. ``schemas``: each side's empty frame with keys in their hash
-    types, standing in for a side that sent no rows."""
+    the result the join's schema, ``meta``. ``schemas``: each side's empty frame with keys in
+    their hash types, standing in for a side that sent no rows."""
 
     how: str
     left_keys: tuple[str, ...]
@@ -66,6 +66,7 @@ class LocalJoin:
     suffixes: tuple[str, str]
     types: KeyTypes
     schemas: tuple[pd.DataFrame, pd.DataFrame]
+    meta: pd.DataFrame
     backend: str
 
     def __call__(self, left: list[Any], right: list[Any]) -> Any:
@@ -76,7 +77,7 @@ class LocalJoin:
                                                  (self.types.left, self.types.right))]
         joined = frames.join(sides[0], sides[1], self.how, list(self.left_keys),
                              list(self.right_keys), self.suffixes)
-        return restore_key_types(joined, self.types)
+        return conform(joined, self.meta, frames)
 
 
 def join_parts(local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
@@ -102,7 +103,7 @@ def _(node: Join, lowering: Lowering) -> Partitions:
                                                                     casts["right"]))
     hash_types = tuple(str(schemas[0][k].dtype) for k in node.left_keys)
     local = LocalJoin(node.how, node.left_keys, node.right_keys, node.suffixes, node.types,
-                      schemas, job.backend)
+                      schemas, node.meta, job.backend)
     placed = {side: inputs[side].partitioning
               if inputs[side].partitioning is not None
               and inputs[side].partitioning.serves(keys[side], hash_types) else None

@@ -4,6 +4,10 @@ Key columns are cast to one type that holds both sides' values exactly (:func:`h
 hashing, so equal values hash equally whatever their width, and the result's keys are cast back to
 the dtypes ``pandas.merge`` gives them; pairs of types that no type holds exactly, or that pandas
 would not join, raise :class:`~gpuframe.errors.JoinError` naming both columns.
+
+The result's schema (:func:`result_meta`) is computed from the two schemas on the client, and each
+joined partition is cast to it on its worker (:func:`conform`), so that every partition, and the
+frame they gather into, has the dtypes the join reports.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ import numpy as np
 import pandas as pd
 from pandas.core.dtypes.cast import find_common_type
 
+from ..backend import Backend, get_backend
 from ..errors import JoinError
 
 HOWS = ("inner", "left", "right", "outer", "leftsemi", "leftanti")
+PANDAS = get_backend("pandas")
+
 
 def join_keys(left: pd.DataFrame, right: pd.DataFrame, on: Any, left_on: Any,
               right_on: Any) -> tuple[list[str], list[str]]:
@@ -43,7 +50,6 @@ def join_keys(left: pd.DataFrame, right: pd.DataFrame, on: Any, left_on: Any,
     return left_keys, right_keys
 
 
-
 @dataclass(frozen=True)
 class KeyTypes:
     """The dtypes a join gives its key columns.
@@ -51,16 +57,13 @@ class KeyTypes:
     ``left``/``right``: per side, {column: dtype} casts to one *hash type* per key pair, which
     holds every value of both sides exactly, so equal keys hash and compare equally whatever
     their width, sign, nullability or categories. ``result``: {output column: dtype} the result
-    is cast back to afterwards, the dtype ``pandas.merge`` gives that column; ``fillable``: the
-    result's key columns that unmatched rows leave null (a key the other side joins under another
-    name), which pandas holds as it holds missing values once any is there.
+    is cast back to afterwards, the dtype ``pandas.merge`` gives that column where no row is
+    unmatched (:func:`result_meta` adds what unmatched rows change).
     """
 
     left: dict[str, Any]
     right: dict[str, Any]
     result: dict[str, Any]
-    fillable: frozenset[str] = frozenset()
-
 
 
 def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
@@ -72,7 +75,6 @@ def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
     left_casts: dict[str, Any] = {}
     right_casts: dict[str, Any] = {}
     result: dict[str, Any] = {}
-    fillable: set[str] = set()
     shared = {lk for lk, rk in zip(left_keys, right_keys) if lk == rk}
     for lk, rk in zip(left_keys, right_keys):
         ltype, rtype = left[lk].dtype, right[rk].dtype
@@ -91,13 +93,49 @@ def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
         else:
             lname = _output_name(lk, right.columns, shared, suffixes[0])
             rname = _output_name(rk, left.columns, shared, suffixes[1])
-            result[lname], result[rname] = _coerced(ltype, rtype), _coerced(rtype, ltype)
-            if how in ("right", "outer"):
-                fillable.add(lname)
-            if how in ("left", "outer"):
-                fillable.add(rname)
-    return KeyTypes(left_casts, right_casts, result, frozenset(fillable))
+            # pandas coerces the columns of the left key's name: a right key of another name
+            # keeps its dtype.
+            result[lname], result[rname] = _coerced(ltype, rtype), rtype
+    return KeyTypes(left_casts, right_casts, result)
 
+
+def result_meta(left: pd.DataFrame, right: pd.DataFrame, how: str, left_keys: list[str],
+                right_keys: list[str], suffixes: tuple[Any, Any], types: KeyTypes,
+                backend: Backend, empty: frozenset[str] = frozenset()) -> pd.DataFrame:
+    """The schema of a join of schemas ``left`` and ``right`` on ``backend``: an empty frame with
+    the dtypes that ``backend.to_pandas`` gives its partitions once :func:`conform` has cast them.
+
+    pandas types a column that unmatched rows fill by the data (an int one stays int64 where
+    every row matches and turns float64 where one does not), so partitions would differ. The rule
+    here is the same for all: a column that unmatched rows may fill (the right side's in a left
+    or outer join, the left side's in a right or outer join) takes the dtype in which the backend
+    holds missing values (:meth:`~gpuframe.backend.Backend.missing_dtype`), as pandas types a
+    join with unmatched rows, unless the side those rows would come from is in ``empty`` (has no
+    partitions). A key that both sides share by name takes its values from either side and keeps
+    its key type.
+    """
+    joined = PANDAS.join(left.astype(types.left), right.astype(types.right), how, left_keys,
+                         right_keys, suffixes)
+    shared = {lk for lk, rk in zip(left_keys, right_keys) if lk == rk}
+    filled = {"left": how in ("right", "outer") and "right" not in empty,
+              "right": how in ("left", "outer") and "left" not in empty}
+    # pandas.merge puts all of the left side's columns first, then the right side's.
+    sides = ["left"] * len(left.columns) + ["right"] * (len(joined.columns) - len(left.columns))
+    dtypes = []
+    for (name, dtype), side in zip(joined.dtypes.items(), sides):
+        dtype = types.result.get(name, dtype)
+        dtypes.append(backend.missing_dtype(dtype) if filled[side] and name not in shared
+                      else dtype)
+    return pd.DataFrame({i: pd.Series(dtype=dtype) for i, dtype in enumerate(dtypes)}
+                        ).set_axis(joined.columns, axis=1)
+
+
+def conform(frame: Any, meta: pd.DataFrame, backend: Backend) -> Any:
+    """``frame``, one partition of a join's result, cast to the dtypes of ``meta``
+    (:func:`result_meta`), whether or not its own rows needed them: keys back from their hash
+    types, and the columns that unmatched rows may fill in the dtype that holds missing values
+    even where every row of this partition matched."""
+    return backend.astype(frame, list(meta.dtypes))
 
 
 def hash_type(a: Any, b: Any) -> Any:
@@ -137,7 +175,6 @@ def hash_type(a: Any, b: Any) -> Any:
     return None
 
 
-
 def _why_not(a: Any, b: Any) -> str:
     """What to tell the user whose key pair :func:`hash_type` refused."""
     if {_kind(a), _kind(b)} == {"int"}:
@@ -147,22 +184,18 @@ def _why_not(a: Any, b: Any) -> str:
     return "incompatible key types"
 
 
-
 def _values_type(dtype: Any) -> Any:
     """A categorical's values' dtype: keys are hashed and compared by value, not by code."""
     return dtype.categories.dtype if isinstance(dtype, pd.CategoricalDtype) else dtype
-
 
 
 def _numpy_type(dtype: Any) -> np.dtype:
     return np.dtype(getattr(dtype, "numpy_dtype", dtype))
 
 
-
 def _nullable(dtype: np.dtype) -> Any:
     return pd.api.types.pandas_dtype(
         {"i": "Int", "u": "UInt", "f": "Float"}[dtype.kind] + str(dtype.itemsize * 8))
-
 
 
 def _kind(dtype: Any) -> str:
@@ -183,7 +216,6 @@ def _kind(dtype: Any) -> str:
     return str(dtype)
 
 
-
 def _coerced(own: Any, other: Any) -> Any:
     """The dtype ``pandas.merge`` gives one side's key column before joining it with a key of
     dtype ``other``: a categorical whose categories differ from the other's becomes its values'
@@ -199,7 +231,6 @@ def _coerced(own: Any, other: Any) -> Any:
     if own == other or numeric or own.kind == other.kind == "M":
         return own
     return np.dtype(object)
-
 
 
 def _merged_key_type(left: Any, right: Any, how: str, empty: frozenset[str]) -> Any:
@@ -220,33 +251,11 @@ def _merged_key_type(left: Any, right: Any, how: str, empty: frozenset[str]) -> 
     return coerced
 
 
-
-def _filled(dtype: Any) -> Any:
-    """``dtype`` as pandas holds it once missing values fill unmatched rows."""
-    if not isinstance(dtype, np.dtype):
-        return dtype
-    return {"i": np.dtype("float64"), "u": np.dtype("float64"),
-            "b": np.dtype(object)}.get(dtype.kind, dtype)
-
-
-
 def _output_name(key: str, other_columns: pd.Index, shared: set[str], suffix: Any) -> str:
     """The result's name of a key column that the other side joins under another name."""
     if key in other_columns and key not in shared:
         return f"{key}{suffix or ''}"
     return key
-
-
-
-def restore_key_types(frame: Any, types: KeyTypes) -> Any:
-    """``frame`` with its key columns back in the dtypes ``pandas.merge`` gives them (after the
-    join compared them in their hash types). Like pandas, a ``fillable`` column takes the dtype
-    that holds missing values only where this frame has some."""
-    dtypes = {c: _filled(t) if c in types.fillable and frame[c].isna().any() else t
-              for c, t in types.result.items() if c in frame.columns}
-    casts = {c: t for c, t in dtypes.items() if frame[c].dtype != t}
-    return frame.astype(casts) if casts else frame
-
 
 
 def _as_list(keys: Any) -> list[str]:

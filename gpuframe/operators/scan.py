@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ..backend import get_backend
+from ..backend import Backend
 from ..io.errors import FileChangedError
 from ..io.planning.metadata import PLANNED_METADATA, MetadataResult, read_metadata_each
 from ..io.planning.plan import ReadPlan, measure_here, plan_fragments
@@ -118,7 +118,9 @@ def read_planned(job: Job, plan: ReadPlan, meta: pd.DataFrame | None = None,
         owners.append(owner)
     job.wait(futures)
     record = ScanRecord(plan, [f.key for f in futures], time.perf_counter() - started)
-    return Partitions(futures, owners, frame_meta(plan) if meta is None else meta), record
+    if meta is None:
+        meta = frame_meta(plan, job.engine.backend)
+    return Partitions(futures, owners, meta), record
 
 
 def read_report(job: Job, record: ScanRecord) -> ReadReport:
@@ -187,6 +189,6 @@ _device_memory_of: weakref.WeakKeyDictionary[Engine, dict[str, int]] = (
     weakref.WeakKeyDictionary())
 
 
-def frame_meta(plan: ReadPlan) -> pd.DataFrame:
-    """The pandas schema of ``plan``'s result, as the backend's partitions will have it."""
-    return get_backend("pandas").from_arrow(plan.schema.empty_table())
+def frame_meta(plan: ReadPlan, backend: Backend) -> pd.DataFrame:
+    """The pandas schema of ``plan``'s result, as ``backend``'s partitions will have it."""
+    return backend.meta_from_arrow(plan.schema)

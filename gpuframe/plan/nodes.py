@@ -24,7 +24,7 @@ from ..backend import get_backend
 from ..config import JoinOptions
 from ..errors import ExpressionError, JoinError, OptionError, UnknownColumnError
 from ..exchange.placement import Partitioning
-from ..operators.join_schema import HOWS, KeyTypes, join_keys, key_types, restore_key_types
+from ..operators.join_schema import HOWS, KeyTypes, join_keys, key_types, result_meta
 from .expr import Expr, evaluate_mask
 
 if TYPE_CHECKING:
@@ -349,6 +349,8 @@ class Join(Node):
     right_keys: tuple[str, ...]
     suffixes: tuple[str, str]
     options: JoinOptions
+    backend: str
+    """The engine's backend, whose partitions' dtypes the schema gives."""
     types: KeyTypes = field(init=False, repr=False)
     meta: pd.DataFrame = field(init=False, repr=False)
 
@@ -362,19 +364,17 @@ class Join(Node):
                           if isinstance(child, Persisted) and not len(child.partitions))
         self.types = key_types(self.left.meta, self.right.meta, list(self.left_keys),
                                list(self.right_keys), self.how, self.suffixes, empty)
-        casts = (self.types.left, self.types.right)
-        schemas = (self.left.meta.astype(casts[0]), self.right.meta.astype(casts[1]))
-        self.meta = restore_key_types(get_backend("pandas").join(
-            *schemas, self.how, list(self.left_keys), list(self.right_keys), self.suffixes),
-            self.types)
+        self.meta = result_meta(self.left.meta, self.right.meta, self.how, list(self.left_keys),
+                                list(self.right_keys), self.suffixes, self.types,
+                                get_backend(self.backend), empty)
 
     @classmethod
     def of(cls, left: Node, right: Node, on: Any, left_on: Any, right_on: Any, how: str,
-           suffixes: Sequence[str], options: JoinOptions) -> Join:
+           suffixes: Sequence[str], options: JoinOptions, backend: str) -> Join:
         """The join of ``left`` and ``right`` as ``pandas.merge`` names its keys."""
         left_keys, right_keys = join_keys(left.meta, right.meta, on, left_on, right_on)
-        return cls(left, right, how, tuple(left_keys), tuple(right_keys), tuple(suffixes),
-                   options)
+        return cls(left, right, how, tuple(left_keys), tuple(right_keys),
+                   (suffixes[0], suffixes[1]), options, backend)
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -382,7 +382,7 @@ class Join(Node):
 
     def with_children(self, children: Sequence[Node]) -> Node:
         return Join(children[0], children[1], self.how, self.left_keys, self.right_keys,
-                    self.suffixes, self.options)
+                    self.suffixes, self.options, self.backend)
 
     def describe(self) -> str:
         if self.left_keys == self.right_keys:

@@ -43,7 +43,8 @@ def scans(plan: Node) -> list[Scan]:
 
 
 def join(left, right, on="k", how="inner", **kwargs):
-    return Join.of(left, right, on, None, None, how, ("_x", "_y"), JoinOptions(**kwargs))
+    return Join.of(left, right, on, None, None, how, ("_x", "_y"), JoinOptions(**kwargs),
+                   "pandas")
 
 
 ORDERS = dict(k="int64", amount="float64", day="int32", note="str")
