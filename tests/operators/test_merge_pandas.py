@@ -26,6 +26,8 @@ import pytest
 
 import gpuframe
 from gpuframe.frame import DistributedFrame
+from gpuframe.plan.nodes import Persisted
+from gpuframe.runtime.runner import Partitions
 
 PATHS = {"shuffle": {"broadcast_bytes": 0},
          "broadcast": {"broadcast_bytes": 2**40, "broadcast_ratio": None}}
@@ -465,7 +467,7 @@ def distributed(engine, frame: pd.DataFrame) -> DistributedFrame:
     """``frame`` on the engine; one of no rows becomes a frame of no partitions, which the join
     knows to be empty."""
     if frame.empty:
-        return DistributedFrame(engine, [], frame.head(0), [])
+        return DistributedFrame(engine, Persisted(Partitions([], [], frame.head(0))))
     return gpuframe.from_pandas(frame, npartitions=2, engine=engine)
 
 
