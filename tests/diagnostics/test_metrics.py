@@ -71,7 +71,7 @@ def test_ingest_per_worker_is_the_bytes_the_reads_fetched(engine, tmp_path):
     assert all(w["rate"] > 0 for w in metrics.ingest.values())
 
 
-def test_planning_a_read_is_a_stage_of_the_same_job(engine, tmp_path):
+def test_planning_a_read_is_a_stage_of_its_jobs(engine, tmp_path):
     pq.write_table(pa.table({"id": np.arange(40_000)}), tmp_path / "one.parquet",
                    row_group_size=10_000)
     pq.write_table(pa.table({"id": np.arange(10)}), tmp_path / "two.parquet")
@@ -80,10 +80,15 @@ def test_planning_a_read_is_a_stage_of_the_same_job(engine, tmp_path):
     # the files' metadata is read on the workers: the plan shows on the task stream
     assert {"gpuframe-plan-metadata", "gpuframe-read-parquet"} <= {
         key_split(task["key"]) for task in stream.data}
+    # read_parquet plans when called, to learn the schema: the first file's metadata, the
+    # other's, and the client's own planning
+    planned = gpuframe.job_metrics("previous")
+    assert planned.name == "plan parquet read" and set(planned.stages) == {"plan"}
+    assert planned.stages["plan"]["tasks"] == 3
+    # len() plans again with the metadata kept, then reads
     current = gpuframe.job_metrics()
-    assert {"plan", "read"} <= set(current.stages)
-    # the first file's metadata, the other's, and the client's own planning
-    assert current.stages["plan"]["tasks"] == 3
+    assert current.name == "count" and {"plan", "read"} <= set(current.stages)
+    assert current.stages["plan"]["tasks"] == 1
     assert current.stages["plan"]["wall_seconds"] > 0
     assert current.start <= current.stop
 

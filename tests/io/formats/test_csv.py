@@ -149,7 +149,7 @@ def test_csv_split_inside_a_quoted_newline_names_the_option_that_reads_it(engine
     path = tmp_path / "quoted.csv"
     path.write_text("a,b,c\n" + "".join(f'{i},"note {i}\nx,y",{i}\n' for i in range(2000)))
     with pytest.raises(CorruptFileError, match=r"(?s)quoted.csv bytes .*newlines_in_values=True"):
-        read_csv(str(path), partition_bytes=4096)
+        read_csv(str(path), partition_bytes=4096).persist()
     frame = read_csv(str(path), partition_bytes=4096, newlines_in_values=True)
     assert frame.npartitions == 1
     check_same(frame, pd.read_csv(path))
