@@ -28,6 +28,8 @@ class Backend:
 
     name = "pandas"
     library = "pandas"
+    on_device = False
+    """Whether partitions live in device memory (one worker per GPU, spilling to host)."""
 
     @property
     def module(self) -> Any:
@@ -35,6 +37,11 @@ class Backend:
 
     def from_pandas(self, frame: pd.DataFrame) -> Any:
         return frame
+
+    def adopt(self, partition: Any) -> Any:
+        """A partition of either library (a pandas frame from the client, a cuDF one from a
+        dask collection) as a frame of this backend."""
+        return partition if isinstance(partition, pd.DataFrame) else partition.to_pandas()
 
     def to_pandas(self, frame: Any) -> pd.DataFrame:
         return frame
@@ -100,9 +107,13 @@ class CudfBackend(Backend):
 
     name = "cudf"
     library = "cudf"
+    on_device = True
 
     def from_pandas(self, frame: pd.DataFrame) -> Any:
         return self.module.from_pandas(frame)
+
+    def adopt(self, partition: Any) -> Any:
+        return self.from_pandas(partition) if isinstance(partition, pd.DataFrame) else partition
 
     def to_pandas(self, frame: Any) -> pd.DataFrame:
         return frame.to_pandas()

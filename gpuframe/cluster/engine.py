@@ -134,7 +134,7 @@ def _backend_for_workers(asked: str | None, support: dict[str, dict[str, bool]])
     if asked is None:
         return get_backend("pandas" if lacking else "cudf")
     chosen = get_backend(asked)
-    if chosen.name == "cudf" and lacking:
+    if chosen.on_device and lacking:
         raise BackendError(
             "backend='cudf' needs a GPU and cuDF on every worker; these have not: "
             + ", ".join(lacking)

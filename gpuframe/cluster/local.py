@@ -40,12 +40,12 @@ def start_cluster(**options: Any) -> Engine:
     opts = resolve(ClusterOptions, options)
     gpus = list_gpus()
     backend = choose_backend(opts.backend, gpus)
-    protocol = choose_protocol(opts.protocol, backend.name)
+    protocol = choose_protocol(opts.protocol, backend)
     if opts.n_workers is not None and opts.n_workers < 1:
         raise OptionError(f"n_workers={opts.n_workers}: a cluster needs at least one worker")
     if opts.threads_per_worker < 1:
         raise OptionError(f"threads_per_worker={opts.threads_per_worker} must be at least 1")
-    if backend.name == "cudf":
+    if backend.on_device:
         cluster = _start_gpu_cluster(opts, gpus, protocol)
     else:
         cluster = _start_cpu_cluster(opts, protocol)
@@ -79,18 +79,18 @@ def choose_backend(asked: str | None, gpus: list[Gpu]) -> Backend:
         )
         return get_backend("pandas")
     chosen = get_backend(asked)
-    if chosen.name == "cudf" and reason is not None:
+    if chosen.on_device and reason is not None:
         raise BackendError(f"backend='cudf' cannot run here: {reason}")
     return chosen
 
 
-def choose_protocol(asked: str | None, backend: str) -> str:
+def choose_protocol(asked: str | None, backend: Backend) -> str:
     """UCX for GPU workers when distributed-ucxx is installed, else TCP; an explicit choice is
     checked. CPU workers get TCP unless asked: UCX moves device buffers over NVLink, and a CPU
     join ran slower over it (benchmarks/results/2026-11-25-figures-from-diagnostics-comments.md).
     """
     if asked is None:
-        return "ucx" if backend == "cudf" and ucx_available() else "tcp"
+        return "ucx" if backend.on_device and ucx_available() else "tcp"
     if asked not in PROTOCOLS:
         raise ProtocolError(f"unknown protocol {asked!r}: choose one of {', '.join(PROTOCOLS)}")
     if asked == "ucx" and not ucx_available():

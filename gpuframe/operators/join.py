@@ -108,7 +108,7 @@ def _(node: Join, lowering: Lowering) -> Partitions:
               if inputs[side].partitioning is not None
               and inputs[side].partitioning.serves(keys[side], hash_types) else None
               for side in SIDES}
-    wrap = job.engine.backend.name == "cudf" and job.engine.protocol in HOST_PROTOCOLS
+    wrap = job.engine.backend.on_device and job.engine.protocol in HOST_PROTOCOLS
 
     if placed["left"] is not None and placed["right"] is not None \
             and _same_buckets(placed["left"], placed["right"]):

@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 import dask
-import pandas as pd
 
 from ..backend import get_backend
 from ..diagnostics.stages import task_key
@@ -60,7 +59,4 @@ def _(node: Persisted, lowering: Lowering) -> Partitions:
 
 def to_backend(partition: Any, backend: str) -> Any:
     """A partition of either library as a frame of ``backend``."""
-    target = get_backend(backend)
-    if isinstance(partition, pd.DataFrame):
-        return target.from_pandas(partition)
-    return target.from_pandas(partition.to_pandas()) if target.name == "pandas" else partition
+    return get_backend(backend).adopt(partition)

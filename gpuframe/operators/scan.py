@@ -176,7 +176,7 @@ def metadata_on_workers(job: Job, paths: Sequence[str], storage: StorageOptions,
 def worker_device_memory(engine: Engine, workers: Sequence[str]) -> list[int]:
     """Bytes of each worker's GPU, asked of each worker once per engine (a GPU's size does not
     change); [] where the backend holds partitions in host memory."""
-    if not engine.backend.name == "cudf":
+    if not engine.backend.on_device:
         return []
     known = _device_memory_of.setdefault(engine, {})
     missing = [worker for worker in workers if worker not in known]

@@ -1,5 +1,7 @@
 import pytest
 
+from gpuframe.backend import get_backend
+
 import gpuframe
 from gpuframe.cluster.hardware import Gpu
 from gpuframe.cluster.local import (
@@ -37,15 +39,15 @@ def test_cudf_asked_for_without_gpu_is_an_error():
 
 def test_protocol_choice(monkeypatch):
     monkeypatch.setattr("gpuframe.cluster.local.ucx_available", lambda: False)
-    assert choose_protocol(None, "cudf") == "tcp"
+    assert choose_protocol(None, get_backend("cudf")) == "tcp"
     with pytest.raises(ProtocolError, match="protocol='ucx' needs distributed-ucxx"):
-        choose_protocol("ucx", "cudf")
+        choose_protocol("ucx", get_backend("cudf"))
     with pytest.raises(ProtocolError, match="unknown protocol 'mpi'"):
-        choose_protocol("mpi", "pandas")
+        choose_protocol("mpi", get_backend("pandas"))
     monkeypatch.setattr("gpuframe.cluster.local.ucx_available", lambda: True)
-    assert choose_protocol(None, "cudf") == "ucx"
-    assert choose_protocol(None, "pandas") == "tcp"  # UCX on CPU workers only when asked
-    assert choose_protocol("ucx", "pandas") == "ucx"
+    assert choose_protocol(None, get_backend("cudf")) == "ucx"
+    assert choose_protocol(None, get_backend("pandas")) == "tcp"  # UCX on CPU workers only when asked
+    assert choose_protocol("ucx", get_backend("pandas")) == "ucx"
 
 
 def test_devices_are_checked_against_the_host(monkeypatch):
