@@ -12,8 +12,9 @@ stages show as ``gpuframe-split-*`` and ``gpuframe-send-*``, the transfers as tr
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from distributed import Future
 

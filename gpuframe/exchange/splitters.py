@@ -26,7 +26,8 @@ from .pack import hash_split, range_split, split_by_destinations
 class Splitter(Protocol):
     """Cuts a partition's rows into ``n`` buckets."""
 
-    n: int
+    @property
+    def n(self) -> int: ...
 
     def split(self, frame: Any, index: int) -> list[Any]: ...
 

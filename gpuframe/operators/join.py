@@ -104,24 +104,21 @@ def _(node: Join, lowering: Lowering) -> Partitions:
     hash_types = tuple(str(schemas[0][k].dtype) for k in node.left_keys)
     local = LocalJoin(node.how, node.left_keys, node.right_keys, node.suffixes, node.types,
                       schemas, node.meta, job.backend)
-    placed = {side: inputs[side].partitioning
-              if inputs[side].partitioning is not None
-              and inputs[side].partitioning.serves(keys[side], hash_types) else None
-              for side in SIDES}
     wrap = job.engine.backend.on_device and job.engine.protocol in HOST_PROTOCOLS
-
-    if placed["left"] is not None and placed["right"] is not None \
-            and _same_buckets(placed["left"], placed["right"]):
-        lowering.note(node, f"none: both sides already {placed['left'].describe()}")
-        return _colocated(node, lowering, local, inputs, placed["left"])
-    for side in SIDES:
-        if placed[side] is not None:
-            other = "right" if side == "left" else "left"
+    placed = {side: _placement_serving(inputs[side], keys[side], hash_types) for side in SIDES}
+    left_placed, right_placed = placed["left"], placed["right"]
+    if left_placed is not None and right_placed is not None \
+            and _same_buckets(left_placed, right_placed):
+        lowering.note(node, f"none: both sides already {left_placed.describe()}")
+        return _colocated(node, lowering, local, inputs, left_placed)
+    for side, other in (("left", "right"), ("right", "left")):
+        hashed = placed[side]
+        if hashed is not None:
             lowering.note(node, f"shuffle {other} side only: {side} side already "
-                                f"{placed[side].describe()}")
-            splitter = HashSplitter(tuple(keys[other]), placed[side].n, casts[other])
+                                f"{hashed.describe()}")
+            splitter = HashSplitter(tuple(keys[other]), hashed.n, casts[other])
             return _into_buckets(node, lowering, local, inputs, side, splitter,
-                                 Given(placed[side].owners), hash_types, wrap)
+                                 Given(hashed.owners), hash_types, wrap)
 
     opts = node.options
     workers = job.workers
@@ -136,15 +133,15 @@ def _(node: Join, lowering: Lowering) -> Partitions:
             return _broadcast(node, lowering, local, inputs, small)
 
     skew = plan_skew(profiles["left"], profiles["right"], node.how, keys["left"],
-                     keys["right"], len(workers), opts.skew_threshold) if split else None
+                     keys["right"], len(workers), opts.skew_threshold or 0.0) if split else None
     per_worker = opts.partitions_per_worker or tasks_per_worker(
         profiles["left"], profiles["right"], len(workers), opts.join_memory_fraction)
     n = len(workers) * per_worker
     splitters: dict[str, Splitter] = {}
     for side in SIDES:
-        hashed = HashSplitter(tuple(keys[side]), n, casts[side])
+        by_hash = HashSplitter(tuple(keys[side]), n, casts[side])
         side_skew = getattr(skew, side) if skew else None
-        splitters[side] = SkewSplitter(hashed, side_skew, job.backend) if side_skew else hashed
+        splitters[side] = SkewSplitter(by_hash, side_skew, job.backend) if side_skew else by_hash
     lowering.note(node, f"shuffle: {len(workers)} workers x {per_worker} join tasks"
                         + (", heavy keys split" if skew else ""))
     buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side, wrap)
@@ -157,6 +154,13 @@ def _(node: Join, lowering: Lowering) -> Partitions:
                for b, owner in enumerate(owners)]
     placement = None if skew else _output_placement(node, hash_types, n, owners)
     return Partitions(futures, owners, node.meta, placement)
+
+
+def _placement_serving(parts: Partitions, keys: list[str], hash_types: tuple[str, ...]
+                       ) -> HashPartitioning | None:
+    """``parts``' placement where it already puts equal ``keys`` (as ``hash_types``) together."""
+    placed = parts.partitioning
+    return placed if placed is not None and placed.serves(keys, hash_types) else None
 
 
 def _same_buckets(a: HashPartitioning, b: HashPartitioning) -> bool:

@@ -1,9 +1,9 @@
 """The read operator: plan a scan with the columns and filters the optimizer pushed into it, then
 read each worker's fragments where they will stay.
 
-Planning runs on the client (:func:`~gpuframe.io.planning.plan.plan_fragments`) and asks the workers what
-only they can see: the files' metadata (``gpuframe-plan-metadata`` tasks, files dealt round
-robin) and, for a large remote read, the store's latency and bandwidth
+Planning runs on the client (:func:`~gpuframe.io.planning.plan.plan_fragments`) and asks the
+workers what only they can see: the files' metadata (``gpuframe-plan-metadata`` tasks, files
+dealt round robin) and, for a large remote read, the store's latency and bandwidth
 (``gpuframe-plan-measure`` tasks, one per worker at once, each sharing the store as the reads
 will). Then one ``gpuframe-read-<format>`` task per read group (a worker's fragments packed up
 to the partition budget) runs on its owner. A plan that took a file's metadata from the cache of
@@ -117,7 +117,7 @@ def read_planned(job: Job, plan: ReadPlan, meta: pd.DataFrame | None = None,
                                     node=node))
         owners.append(owner)
     job.wait(futures)
-    record = ScanRecord(plan, [f.key for f in futures], time.perf_counter() - started)
+    record = ScanRecord(plan, [str(f.key) for f in futures], time.perf_counter() - started)
     if meta is None:
         meta = frame_meta(plan, job.engine.backend)
     return Partitions(futures, owners, meta), record
@@ -136,7 +136,7 @@ def read_report(job: Job, record: ScanRecord) -> ReadReport:
 
 
 def measure_on_workers(job: Job, path: str, storage: StorageOptions,
-                       fragment_bytes: int | None = None) -> Concurrency:
+                       fragment_bytes: int) -> Concurrency:
     """The store's :class:`~gpuframe.io.tuning.Concurrency`, measured where the reads run: one
     task per worker, all at once, each probing ``path``, so each sees the store shared as during
     the read and its own process's limits, not the client's. Every worker thread reads a

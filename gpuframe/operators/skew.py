@@ -168,8 +168,8 @@ def _memory_limit() -> int | None:
         return None
     limits = [getattr(worker.data, "device_memory_limit", None),
               getattr(worker.memory_manager, "memory_limit", None)]
-    limits = [int(limit) for limit in limits if isinstance(limit, (int, float)) and limit > 0]
-    return min(limits, default=None)
+    positive = [int(limit) for limit in limits if isinstance(limit, (int, float)) and limit > 0]
+    return min(positive, default=None)
 
 
 def plan_skew(left: SideProfile, right: SideProfile, how: str, left_keys: list[str],

@@ -211,8 +211,9 @@ def predicted_strategy(node: Join, left: Estimate, right: Estimate, n_workers: i
         return "shuffle " + ("right" if placed["left"] else "left") + " side only"
     sizes = {"left": left.bytes, "right": right.bytes}
     for small, big in (("right", "left"), ("left", "right")):
-        if node.how in BROADCASTS[small] and sizes[small] is not None and sizes[big] is not None \
-                and node.options.broadcasts(sizes[small], sizes[big], n_workers):
+        small_bytes, big_bytes = sizes[small], sizes[big]
+        if node.how in BROADCASTS[small] and small_bytes is not None and big_bytes is not None \
+                and node.options.broadcasts(small_bytes, big_bytes, n_workers):
             return f"broadcast {small} side"
     return "shuffle"
 

@@ -12,6 +12,7 @@ result types differ, the operator casts the result to the plan's schema.
 
 from __future__ import annotations
 
+import builtins
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -188,10 +189,10 @@ class Expr:
     def dt(self) -> DateAccessor:
         return DateAccessor(self)
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> builtins.str:
         return self.text()
 
-    def text(self) -> str:
+    def text(self) -> builtins.str:
         """How the expression reads in ``explain()``."""
         raise NotImplementedError
 

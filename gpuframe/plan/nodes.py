@@ -301,20 +301,23 @@ class MapPartitions(Node):
     fn: Callable[..., Any]
     args: tuple = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
-    meta: pd.DataFrame = field(default=None, repr=False)  # type: ignore[assignment]
+    declared: pd.DataFrame | None = field(default=None, repr=False)
+    """The result's schema as the caller gave it; None: ``fn`` of an empty partition."""
+    meta: pd.DataFrame = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.meta is None:
+        meta = self.declared
+        if meta is None:
             try:
-                self.meta = self.fn(self.child.meta.copy(), *self.args, **self.kwargs)
+                meta = self.fn(self.child.meta.copy(), *self.args, **self.kwargs)
             except Exception as exc:
                 raise ExpressionError(
                     f"map_partitions could not infer the schema of {_name(self.fn)} from an "
                     f"empty partition ({type(exc).__name__}: {exc}): pass meta=") from exc
-        if not isinstance(self.meta, pd.DataFrame):
+        if not isinstance(meta, pd.DataFrame):
             raise ExpressionError(f"map_partitions: meta must be a pandas DataFrame, not "
-                                  f"{type(self.meta).__name__}")
-        self.meta = self.meta.head(0)
+                                  f"{type(meta).__name__}")
+        self.meta = meta.head(0)
 
     @property
     def children(self) -> tuple[Node, ...]:

@@ -141,9 +141,11 @@ def _(node: Scan, conditions: list[Expr]) -> Node:
     above = []
     for condition in conditions:
         terms = as_reader_filters(condition, dtypes)
-        combined = terms if filters is None or terms is None else \
-            [a + b for a in filters for b in terms]
-        if terms is None or len(combined) > MAX_ALTERNATIVES:
+        if terms is None:
+            above.append(condition)
+            continue
+        combined = terms if filters is None else [a + b for a in filters for b in terms]
+        if len(combined) > MAX_ALTERNATIVES:
             above.append(condition)
         else:
             filters = combined

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from dask.sizeof import sizeof
+from dask.typing import Key
 from distributed import Future, as_completed, get_worker
 
 from ..diagnostics.stages import (
@@ -84,7 +85,7 @@ class Job:
         """What each plan node decided at run time (a join's strategy), for ``explain()``."""
         self._steps = 0
         self._submitted: list[Future] = []
-        self._info: dict[str, _TaskInfo] = {}
+        self._info: dict[Key, _TaskInfo] = {}
 
     def __enter__(self) -> Job:
         # Waited for: the metrics file a task under its job only once the job has started.
@@ -178,6 +179,7 @@ class Job:
     def _event(self, topic: str, msg: dict[str, Any]) -> None:
         """Log ``msg`` to the scheduler without waiting for its answer."""
         client = self.engine.client
+        assert client.loop is not None and client.scheduler is not None, "the client is closed"
         client.loop.add_callback(client.scheduler.log_event, topic=topic, msg=msg)
 
 

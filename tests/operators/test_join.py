@@ -1,15 +1,15 @@
 import numpy as np
 import pandas as pd
 import pytest
-
-import gpuframe
 from dask.utils import key_split
 from distributed import get_task_stream
+
+import gpuframe
 from gpuframe.errors import JoinError
 from gpuframe.frame import DistributedFrame
+from gpuframe.operators.join_schema import HOWS, hash_type
 from gpuframe.plan.nodes import Persisted
 from gpuframe.runtime.runner import Partitions
-from gpuframe.operators.join_schema import HOWS, hash_type
 
 SHUFFLE = {"broadcast_bytes": 0}
 BROADCAST = {"broadcast_bytes": 2**40, "broadcast_ratio": None}

@@ -5,9 +5,9 @@ import dask
 import numpy as np
 import pandas as pd
 import pytest
+from distributed import Client, LocalCluster
 
 import gpuframe
-from distributed import Client, LocalCluster
 from gpuframe.backend import get_backend
 from gpuframe.cluster.engine import Engine
 
@@ -52,7 +52,7 @@ def test_join_larger_than_worker_memory_spills_and_matches_pandas(small_memory_e
     # one task's buckets may take a quarter of the 16 MB: ~9.6 MB per worker needs 3 tasks each
     assert result.npartitions == 6 and sorted(set(result.owners)) == sorted(engine.workers)
     spilled = engine.client.run(spilled_by_stage)
-    for worker, stages in spilled.items():
+    for stages in spilled.values():
         assert sum(v for k, v in stages.items() if k.startswith("gpuframe-")) > budget, stages
         assert stages.get("gpuframe-join", 0) > 0, stages  # spilled during the join itself
     got = result.to_pandas().sort_values(["k", "b"]).reset_index(drop=True)

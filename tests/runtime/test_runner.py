@@ -8,8 +8,8 @@ import pytest
 
 import gpuframe
 from gpuframe.diagnostics.stages import task_key
-from gpuframe.io.errors import CorruptFileError
 from gpuframe.errors import PartitionError, UnknownColumnError
+from gpuframe.io.errors import CorruptFileError
 from gpuframe.runtime.runner import Job, Partitions
 
 
