@@ -7,8 +7,9 @@ The job owns everything else, so that no operator has plumbing of its own:
 - task names, ``gpuframe-<stage>-<job>.<step>-<index>`` (:func:`~gpuframe.diagnostics.stages.
   task_key`), which the dashboard's task stream and the engine's metrics group by stage and job;
 - owners and pinning: a task runs on the worker that will own its output;
-- failure: the first failed task fails the action, naming its stage, partition and worker, and
-  every task of the job is cancelled (no partial result survives);
+- failure: the first failed task fails the action, naming the stage, partition and worker where
+  the failure started (the scheduler's blame), and every task of the job still held is
+  cancelled (no partial result survives);
 - the job's start and end events, and each output partition's rows and bytes per plan node,
   which ``explain()`` shows after a run.
 """
@@ -16,6 +17,7 @@ The job owns everything else, so that no operator has plumbing of its own:
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -35,6 +37,8 @@ from ..diagnostics.stages import (
 from ..errors import GpuframeError, PartitionError
 
 if TYPE_CHECKING:
+    from distributed import Scheduler
+
     from ..cluster.engine import Engine
     from ..exchange.placement import Partitioning
 
@@ -84,7 +88,9 @@ class Job:
         self.notes: dict[int, str] = {}
         """What each plan node decided at run time (a join's strategy), for ``explain()``."""
         self._steps = 0
-        self._submitted: list[Future] = []
+        # Weakly: an intermediate result (a bucket) is released once the tasks that read it
+        # have run, as Dask releases any key no one holds, not when the whole action ends.
+        self._submitted: weakref.WeakSet[Future] = weakref.WeakSet()
         self._info: dict[Key, _TaskInfo] = {}
 
     def __enter__(self) -> Job:
@@ -112,27 +118,26 @@ class Job:
         and raise naming the stage, partition and worker where it started."""
         for future in as_completed(list(futures)):
             if future.status != "finished":
-                self.fail()
+                self.fail(future)
 
     def gather(self, futures: Sequence[Future]) -> list[Any]:
         """The results of ``futures`` (small ones: samples, counts), failing as :meth:`wait`."""
         self.wait(futures)
         return self.engine.client.gather(list(futures))
 
-    def fail(self) -> None:
-        """Raise the job's first failure (see :meth:`wait`), all its tasks cancelled."""
-        failed = next((f for f in self._submitted if f.status == "error"), None)
-        if failed is None:
-            lost = next((f for f in self._submitted if f.status == "cancelled"), None)
-            info = self._info.get(lost.key) if lost is not None else None
+    def fail(self, failed: Future) -> None:
+        """Raise the failure of ``failed`` (see :meth:`wait`), the job's tasks cancelled."""
+        if failed.status != "error":
+            info = self._info.get(failed.key)
             self.cancel()
             where = f"{info.stage} task of partition {info.partition}" if info else "a task"
             raise PartitionError(f"{where} of job {self.id} was cancelled or lost before it "
                                  f"finished (owner {info.owner if info else 'unknown'})")
-        info = self._info[failed.key]
         error, trace = failed.exception(), failed.traceback()
+        started = self._blamed(failed.key)
+        info = self._info[started] if started in self._info else self._info[failed.key]
         self.cancel()
-        note = (f"raised by the {info.stage} task {failed.key} (partition {info.partition}) on "
+        note = (f"raised by the {info.stage} task {started} (partition {info.partition}) on "
                 f"{info.owner or 'any worker'}")
         if getattr(error, "gpu_context_lost", False) and info.owner:
             note += "; " + self._restart(info.owner)
@@ -144,10 +149,19 @@ class Job:
         raise PartitionError(f"partition {info.partition} ({info.stage}, owner "
                              f"{info.owner or 'any'}) is error: {error!r}; {note}") from error
 
+    def _blamed(self, key: Key) -> Key:
+        """The task whose error ``key`` carries (itself, or a task it depended on), as the
+        scheduler blames it; ``key`` where the scheduler cannot say."""
+        try:
+            return self.engine.client.run_on_scheduler(blamed_task, key=key) or key
+        except Exception:  # a scheduler without gpuframe: the failed task itself is named
+            return key
+
     def cancel(self) -> None:
-        """Cancel every task this job submitted."""
-        if self._submitted:
-            self.engine.client.cancel(self._submitted, force=True)
+        """Cancel every task of this job that is still held."""
+        held = list(self._submitted)
+        if held:
+            self.engine.client.cancel(held, force=True)
 
     def _restart(self, worker: str) -> str:
         """Restart ``worker`` through its nanny (its GPU context is gone, and with it what it
@@ -163,7 +177,7 @@ class Job:
         """Count ``futures``, made by other means (a dask collection computed), as tasks of
         this job's ``stage``: they fail and are cancelled with it."""
         for i, future in enumerate(futures):
-            self._submitted.append(future)
+            self._submitted.add(future)
             self._info[future.key] = _TaskInfo(stage, i, None)
 
     def _submit(self, key: str, info: _TaskInfo, fn: Callable[..., Any], args: tuple,
@@ -172,7 +186,7 @@ class Job:
         future = self.engine.client.submit(fn, *args, key=key, workers=workers,
                                            allow_other_workers=not strict and bool(workers),
                                            pure=False)
-        self._submitted.append(future)
+        self._submitted.add(future)
         self._info[key] = info
         return future
 
@@ -226,6 +240,13 @@ class Stage:
         return [self.submit(fn, future, *args, index=(i,), owner=owner, node=node,
                             strict=strict)
                 for i, (future, owner) in enumerate(zip(inputs.futures, inputs.owners))]
+
+
+def blamed_task(dask_scheduler: Scheduler, key: Key) -> Key | None:
+    """On the scheduler: the task whose exception ``key``'s task carries."""
+    task = dask_scheduler.tasks.get(key)
+    blame = task.exception_blame if task is not None else None
+    return blame.key if blame is not None else None
 
 
 def run_reporting(fn: Callable[..., Any], report: OutputReport, *args: Any) -> Any:

@@ -247,7 +247,7 @@ def test_each_workers_gpu_memory_is_asked_once_per_engine():
             return {worker: 80 * 2**30 for worker in workers}
 
     class Backend:
-        name = "cudf"
+        on_device = True
 
     class Engine:  # the parts of gpuframe's Engine that the function uses
         backend = Backend()
@@ -264,14 +264,14 @@ def test_each_workers_gpu_memory_is_asked_once_per_engine():
 def test_read_measures_on_every_worker_at_once(engine, http_server):
     url = f"{http_server.url}/blob/2mib.bin"
     with get_task_stream(engine.client) as stream, Job(engine, "test") as job:
-        chosen = measure_on_workers(job, url, storage_options())
+        chosen = measure_on_workers(job, url, storage_options(), 2**20)
     keys = [task["key"] for task in stream.data]
     assert len([k for k in keys if k.startswith("gpuframe-plan-measure-")]) == len(engine.workers)
     readers = sum(engine.client.nthreads().values())
     assert chosen.readers == readers and chosen.source == "measured"
     assert (readers == 1) or f"over {readers} readers" in repr(chosen)
     with get_task_stream(engine.client) as stream, Job(engine, "test") as job:
-        again = measure_on_workers(job, url, storage_options())
+        again = measure_on_workers(job, url, storage_options(), 2**20)
     assert again == chosen and not stream.data, "the store's probes are remembered"
 
 

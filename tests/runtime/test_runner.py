@@ -86,3 +86,19 @@ def test_a_worker_whose_task_lost_its_gpu_is_restarted():
                                                    owner=worker)])
         assert any(f"{worker} was restarted" in note for note in caught.value.__notes__)
         assert own.client.submit(os.getpid, pure=False).result() not in before.values()
+
+
+def test_a_failure_is_named_where_it_started_not_where_it_surfaced(engine):
+    import gpuframe
+
+    left = gpuframe.from_pandas(pd.DataFrame({"k": range(100), "a": 1.0}), npartitions=2)
+    broken = left.map_partitions(explode_frame, meta=left.meta)
+    right = gpuframe.from_pandas(pd.DataFrame({"k": range(50), "b": 2}))
+    joined = broken.merge(right, on="k", broadcast_bytes=0)
+    with pytest.raises(PartitionError, match=r"\(map, owner .*no good.*raised by the map task "
+                                             r"gpuframe-map-"):
+        joined.to_pandas()
+
+
+def explode_frame(frame):
+    raise ValueError(f"no good: {len(frame)} rows")
