@@ -65,10 +65,15 @@ class Lowering:
         return self.parents.get(id(node), 0) > 1
 
     def input(self, node: Node) -> Partitions:
-        """``node``'s output partitions, lowering it the first time it is asked for."""
-        if id(node) not in self._outputs:
-            self._outputs[id(node)] = lower(node, self)
-        return self._outputs[id(node)]
+        """``node``'s output partitions, lowering it the first time it is asked for. Only a
+        node that several parents read is kept here: another's partitions are released as soon
+        as the tasks that read them have run."""
+        if id(node) in self._outputs:
+            return self._outputs[id(node)]
+        output = lower(node, self)
+        if self.shared(node):
+            self._outputs[id(node)] = output
+        return output
 
     def note(self, node: Node, text: str) -> None:
         """Record what ``node`` decided at run time, for ``explain()``."""

@@ -423,3 +423,15 @@ def test_filters_after_a_join_run_below_it_with_the_same_rows(engine, sides):
     expected = expected[(expected.lv > 0.5) & (expected.s_x != "red")
                         & (expected.rv > 10**5)]
     assert_same_typed_rows(result.to_pandas(), expected, "left")
+
+
+def test_a_self_join_runs_its_shared_input_once(engine, sides):
+    left, _ = sides
+    frame = gpuframe.from_pandas(left, npartitions=3)
+    picked = frame[frame.lv > 0.5]
+    with get_task_stream(client=engine.client) as stream:
+        result = picked.merge(picked, on=["k", "s"], **SHUFFLE).persist()
+    names = stage_names(stream)
+    assert names.count("gpuframe-load-pandas") == 3 and names.count("gpuframe-filter") == 3
+    kept = left[left.lv > 0.5]
+    assert_same_rows(result.to_pandas(), kept.merge(kept, on=["k", "s"]))
