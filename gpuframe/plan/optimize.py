@@ -20,7 +20,7 @@ its keys does not move that input again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import singledispatch
 
 from .expr import Expr, as_reader_filters, conjunction, conjuncts
@@ -57,15 +57,28 @@ def optimize(root: Node) -> Node:
 
 # --- predicate pushdown ------------------------------------------------------------------------
 
+Memo = dict[tuple[int, frozenset[str]], Node]
+"""Rewritten nodes by (original node, columns asked of it): a node that several parents read
+(a self-join's input) is rewritten once, so it still runs once."""
+
+
 def push_filters(node: Node, conditions: Sequence[Expr] = ()) -> Node:
     """``node`` with ``conditions`` (which must all hold) applied as low in it as they go."""
-    return _push(node, list(conditions))
+    return _pushed(node, list(conditions), {})
+
+
+def _pushed(node: Node, conditions: list[Expr], memo: Memo) -> Node:
+    if conditions:
+        return _push(node, conditions, memo)
+    if (id(node), frozenset()) not in memo:
+        memo[id(node), frozenset()] = _push(node, [], memo)
+    return memo[id(node), frozenset()]
 
 
 @singledispatch
-def _push(node: Node, conditions: list[Expr]) -> Node:
+def _push(node: Node, conditions: list[Expr], memo: Memo) -> Node:
     """A node nothing moves through: its children are optimized on their own."""
-    return _above(node.with_children([_push(child, []) for child in node.children]),
+    return _above(node.with_children([_pushed(child, [], memo) for child in node.children]),
                   conditions)
 
 
@@ -74,46 +87,47 @@ def _above(node: Node, conditions: list[Expr]) -> Node:
 
 
 @_push.register
-def _(node: Filter, conditions: list[Expr]) -> Node:
-    return _push(node.child, conjuncts(node.predicate) + conditions)
+def _(node: Filter, conditions: list[Expr], memo: Memo) -> Node:
+    return _pushed(node.child, conjuncts(node.predicate) + conditions, memo)
 
 
 @_push.register
-def _(node: Select, conditions: list[Expr]) -> Node:
-    return Select(_push(node.child, conditions), node.names)
+def _(node: Select, conditions: list[Expr], memo: Memo) -> Node:
+    return Select(_pushed(node.child, conditions, memo), node.names)
 
 
 @_push.register
-def _(node: Rename, conditions: list[Expr]) -> Node:
+def _(node: Rename, conditions: list[Expr], memo: Memo) -> Node:
     back = {new: old for old, new in node.mapping.items() if old in node.child.meta}
-    return node.with_children([_push(node.child, [c.rename(back) for c in conditions])])
+    return node.with_children([_pushed(node.child, [c.rename(back) for c in conditions], memo)])
 
 
 @_push.register
-def _(node: Assign, conditions: list[Expr]) -> Node:
+def _(node: Assign, conditions: list[Expr], memo: Memo) -> Node:
     made = {name for name, _ in node.items}
-    return _split_through(node, conditions, lambda c: not (c.columns() & made))
+    return _split_through(node, conditions, lambda c: not (c.columns() & made), memo)
 
 
 @_push.register
-def _(node: AsType, conditions: list[Expr]) -> Node:
+def _(node: AsType, conditions: list[Expr], memo: Memo) -> Node:
     cast = set(node.dtypes)
-    return _split_through(node, conditions, lambda c: not (c.columns() & cast))
+    return _split_through(node, conditions, lambda c: not (c.columns() & cast), memo)
 
 
 @_push.register
-def _(node: MapPartitions, conditions: list[Expr]) -> Node:
-    return _above(node.with_children([_push(node.child, [])]), conditions)
+def _(node: MapPartitions, conditions: list[Expr], memo: Memo) -> Node:
+    return _above(node.with_children([_pushed(node.child, [], memo)]), conditions)
 
 
-def _split_through(node: Node, conditions: list[Expr], passes) -> Node:  # noqa: ANN001
+def _split_through(node: Node, conditions: list[Expr], passes: Callable[[Expr], bool],
+                   memo: Memo) -> Node:
     below = [c for c in conditions if passes(c)]
     above = [c for c in conditions if not passes(c)]
-    return _above(node.with_children([_push(node.children[0], below)]), above)
+    return _above(node.with_children([_pushed(node.children[0], below, memo)]), above)
 
 
 @_push.register
-def _(node: Join, conditions: list[Expr]) -> Node:
+def _(node: Join, conditions: list[Expr], memo: Memo) -> Node:
     sources = node.sources()
     sides: dict[str, list[Expr]] = {"left": [], "right": []}
     above = []
@@ -129,13 +143,13 @@ def _(node: Join, conditions: list[Expr]) -> Node:
             continue
         mapping = {name: sources[name][1] for name in condition.columns()}
         sides[side].append(condition.rename(mapping))
-    pushed = node.with_children([_push(node.left, sides["left"]),
-                                 _push(node.right, sides["right"])])
+    pushed = node.with_children([_pushed(node.left, sides["left"], memo),
+                                 _pushed(node.right, sides["right"], memo)])
     return _above(pushed, above)
 
 
 @_push.register
-def _(node: Scan, conditions: list[Expr]) -> Node:
+def _(node: Scan, conditions: list[Expr], memo: Memo) -> Node:
     dtypes = dict(node.read.full_meta.dtypes)
     filters = node.filters
     above = []
@@ -157,7 +171,14 @@ def _(node: Scan, conditions: list[Expr]) -> Node:
 def prune_columns(node: Node, wanted: Sequence[str]) -> Node:
     """``node`` computing as few columns as it can while still giving those in ``wanted``
     (exactly those, in ``node``'s order, where a reader or a join decides)."""
-    return _prune(node, set(wanted))
+    return _pruned(node, set(wanted), {})
+
+
+def _pruned(node: Node, wanted: set[str], memo: Memo) -> Node:
+    key = (id(node), frozenset(wanted))
+    if key not in memo:
+        memo[key] = _prune(node, wanted, memo)
+    return memo[key]
 
 
 def _exactly(node: Node, wanted: set[str]) -> Node:
@@ -167,20 +188,21 @@ def _exactly(node: Node, wanted: set[str]) -> Node:
 
 
 @singledispatch
-def _prune(node: Node, wanted: set[str]) -> Node:
+def _prune(node: Node, wanted: set[str], memo: Memo) -> Node:
     """A node whose inputs all its columns need: its children keep theirs."""
-    kept = node.with_children([_prune(child, set(child.columns)) for child in node.children])
+    kept = node.with_children([_pruned(child, set(child.columns), memo)
+                               for child in node.children])
     return _exactly(kept, wanted)
 
 
 @_prune.register
-def _(node: Scan, wanted: set[str]) -> Node:
+def _(node: Scan, wanted: set[str], memo: Memo) -> Node:
     names = tuple(c for c in node.columns if c in wanted) or tuple(node.columns[:1])
     return Scan(node.read, names, node.filters)
 
 
 @_prune.register
-def _(node: FromPandas, wanted: set[str]) -> Node:
+def _(node: FromPandas, wanted: set[str], memo: Memo) -> Node:
     names = [c for c in node.columns if c in wanted]
     if names == node.columns:
         return node
@@ -188,20 +210,20 @@ def _(node: FromPandas, wanted: set[str]) -> Node:
 
 
 @_prune.register
-def _(node: Select, wanted: set[str]) -> Node:
+def _(node: Select, wanted: set[str], memo: Memo) -> Node:
     names = tuple(n for n in node.names if n in wanted)
-    child = _prune(node.child, set(names))
+    child = _pruned(node.child, set(names), memo)
     return child if child.columns == list(names) else Select(child, names)
 
 
 @_prune.register
-def _(node: Filter, wanted: set[str]) -> Node:
-    child = _prune(node.child, wanted | node.predicate.columns())
+def _(node: Filter, wanted: set[str], memo: Memo) -> Node:
+    child = _pruned(node.child, wanted | node.predicate.columns(), memo)
     return Filter(child, node.predicate)
 
 
 @_prune.register
-def _(node: Assign, wanted: set[str]) -> Node:
+def _(node: Assign, wanted: set[str], memo: Memo) -> Node:
     needed = set(wanted)
     kept = []
     for name, expr in reversed(node.items):
@@ -209,27 +231,28 @@ def _(node: Assign, wanted: set[str]) -> Node:
             kept.append((name, expr))
             needed.discard(name)
             needed |= expr.columns()
-    child = _prune(node.child, needed)
+    child = _pruned(node.child, needed, memo)
     return Assign(child, tuple(reversed(kept))) if kept else child
 
 
 @_prune.register
-def _(node: Rename, wanted: set[str]) -> Node:
+def _(node: Rename, wanted: set[str], memo: Memo) -> Node:
     back = {new: old for old, new in node.mapping.items() if old in node.child.meta}
-    return node.with_children([_prune(node.child, {back.get(c, c) for c in wanted})])
+    return node.with_children([_pruned(node.child, {back.get(c, c) for c in wanted}, memo)])
 
 
 @_prune.register
-def _(node: AsType, wanted: set[str]) -> Node:
-    return node.with_children([_prune(node.child, wanted)])
+def _(node: AsType, wanted: set[str], memo: Memo) -> Node:
+    return node.with_children([_pruned(node.child, wanted, memo)])
 
 
 @_prune.register
-def _(node: Join, wanted: set[str]) -> Node:
+def _(node: Join, wanted: set[str], memo: Memo) -> Node:
     sources = node.sources()
     if not sources:
-        return _exactly(node.with_children([_prune(node.left, set(node.left.columns)),
-                                            _prune(node.right, set(node.right.columns))]),
+        return _exactly(node.with_children([_pruned(node.left, set(node.left.columns), memo),
+                                            _pruned(node.right, set(node.right.columns),
+                                                    memo)]),
                         wanted)
     needed: dict[str, set[str]] = {"left": set(node.left_keys), "right": set(node.right_keys)}
     for name in wanted:
@@ -244,6 +267,6 @@ def _(node: Join, wanted: set[str]) -> Node:
             if name in needed["left"] or name in needed["right"]:
                 needed["left"].add(name)
                 needed["right"].add(name)
-    left = _exactly(_prune(node.left, needed["left"]), needed["left"])
-    right = _exactly(_prune(node.right, needed["right"]), needed["right"])
+    left = _exactly(_pruned(node.left, needed["left"], memo), needed["left"])
+    right = _exactly(_pruned(node.right, needed["right"], memo), needed["right"])
     return node.with_children([left, right])
