@@ -12,7 +12,7 @@ STAMP := $(VENV)/.gpuframe-installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find gpuframe_cpp -type f 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-ucx info cpu-build clean
+.PHONY: demo test test-ucx lint info cpu-build clean
 
 $(STAMP): $(SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Style and types: ruff over the code, its tests and benchmarks; mypy over the package.
+lint: $(STAMP)
+	$(BIN)/ruff check gpuframe tests benchmarks
+	$(BIN)/mypy
 
 # The suite again with distributed-ucxx, in a venv of its own: its joins' UCX tests run, and
 # everything runs on the dask that distributed-ucxx pins (what GPU hosts get).

@@ -94,7 +94,9 @@ class DistributedFrame:
         return Col(key)
 
     def __getattr__(self, name: str) -> Col:
-        if name.startswith("_") or name not in self.__dict__.get("_plan", Node).meta:
+        """``frame.x``: the column ``x`` as an expression, where no attribute has the name."""
+        plan = self.__dict__.get("_plan")
+        if name.startswith("_") or plan is None or name not in plan.meta.columns:
             raise AttributeError(f"{type(self).__name__} has no attribute or column {name!r}")
         return Col(name)
 
