@@ -131,7 +131,9 @@ def _file_at_fault(tasks: Sequence[FragmentTask], exc: BaseException, read_on_ho
         except DECODE_ERRORS as alone:
             return read_failure(task, task.units, alone)
     paths = ", ".join(t.path for t in tasks)
-    for i, task in enumerate(tasks if read_alone else ()):
+    for i, task in enumerate(tasks):
+        if read_alone is None:
+            break
         try:
             read_alone(i)
         except DECODE_ERRORS as alone:
