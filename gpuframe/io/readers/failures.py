@@ -95,7 +95,7 @@ def naming_cudf_failures(tasks: Sequence[FragmentTask], read_on_host: HostRead,
     the process's CUDA context is lost: every later CUDA call fails, allocations as
     ``MemoryError``, and reading each file again with cuDF would blame the next file read. Such
     an error carries ``gpu_context_lost`` and a note saying so, and the client restarts the
-    worker (:func:`gpuframe.io.submit.raise_dataset_error`)."""
+    worker (:meth:`gpuframe.runtime.runner.Job.fail`)."""
     try:
         yield
     except DatasetError:
