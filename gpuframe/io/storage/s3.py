@@ -60,7 +60,8 @@ def s3_filesystem(storage: StorageOptions) -> fs.S3FileSystem:
         return _filesystems[storage]
 
 
-def s3_error(exc: OSError, url: str, storage: StorageOptions) -> RemoteError:
+def s3_error(exc: OSError, url: str, storage: StorageOptions
+             ) -> RemoteError | SourceNotFoundError:
     """The specific gpuframe error for an S3 failure reported by Arrow."""
     text = str(exc)
     lowered = text.lower()
@@ -98,9 +99,9 @@ def kvikio_s3_args(url: str, size: int, storage: StorageOptions) -> KvikioOpen |
     if (storage.anonymous or storage.virtual_addressing or region is None
             or storage.key is None and not os.environ.get("AWS_ACCESS_KEY_ID")):
         return None
-    kwargs = {"url": url, "nbytes": size, "aws_region_name": region,
-              "aws_access_key_id": storage.key, "aws_secret_access_key": storage.secret,
-              "aws_session_token": storage.session_token}
+    kwargs: dict[str, str | int | None] = {
+        "url": url, "nbytes": size, "aws_region_name": region, "aws_access_key_id": storage.key,
+        "aws_secret_access_key": storage.secret, "aws_session_token": storage.session_token}
     if storage.endpoint:
         kwargs["aws_endpoint_url"] = (storage.endpoint if "://" in storage.endpoint
                                       else "https://" + storage.endpoint)
