@@ -247,7 +247,7 @@ def test_each_workers_gpu_memory_is_asked_once_per_engine():
             return {worker: 80 * 2**30 for worker in workers}
 
     class Backend:
-        name = "cudf"
+        on_device = True
 
     class Engine:  # the parts of gpuframe's Engine that the function uses
         backend = Backend()
