@@ -125,8 +125,8 @@ class ReadPlan:
     @property
     def rows(self) -> int | None:
         """Rows in the kept units (an upper bound when filtering); None if a format can't say."""
-        counts = [f.rows for f in self.fragments]
-        return None if None in counts else sum(counts)
+        counts = [f.rows for f in self.fragments if f.rows is not None]
+        return sum(counts) if len(counts) == len(self.fragments) else None
 
     def read_groups(self) -> list[list[int]]:
         """The fragments (indices) read together by one task, into one partition of the frame:
