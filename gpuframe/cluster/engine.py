@@ -18,6 +18,7 @@ from ..errors import BackendError, ClusterError, OptionError
 from .hardware import has_module, list_gpus
 
 if TYPE_CHECKING:
+    from distributed.core import PooledRPCCall, rpc
     from typing_extensions import Self
 
 logger = logging.getLogger("gpuframe")
@@ -34,9 +35,22 @@ class Engine:
         self.cluster = cluster
 
     @property
+    def scheduler(self) -> rpc | PooledRPCCall:
+        """The client's connection to the scheduler, to call its handlers."""
+        scheduler = self.client.scheduler
+        if scheduler is None:
+            raise ClusterError("the engine's client never connected to a scheduler")
+        return scheduler
+
+    @property
+    def scheduler_address(self) -> str:
+        """The scheduler's address, 'tcp://host:port' or 'ucx://host:port'."""
+        return str(self.scheduler.address)
+
+    @property
     def protocol(self) -> str:
         """The comm protocol of the scheduler: 'ucx', 'tcp', ..."""
-        return self.client.scheduler.address.split("://", 1)[0]
+        return self.scheduler_address.split("://", 1)[0]
 
     @property
     def workers(self) -> list[str]:
@@ -44,7 +58,7 @@ class Engine:
 
         Asked of the scheduler each time: ``Client.scheduler_info()`` returns a cache that the
         client's own periodic refresh can empty of workers at any moment."""
-        info = self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
+        info = self.client.sync(self.scheduler.identity, n_workers=-1)["workers"]
         return sorted(info, key=lambda address: _natural(str(info[address].get("name")), address))
 
     @property
