@@ -40,6 +40,7 @@ from .stages import (
     stage_of,
 )
 from .summary import (
+    LIMITS,
     TRANSFER,
     IngestFigures,
     Limits,
@@ -336,16 +337,19 @@ def _pairs(records: list[TaskRecord]) -> list[PairFigures]:
 def typical_limits(limits: Iterable[WorkerLimits]) -> Limits:
     """The median of each limit over the workers that measured it."""
     limits = list(limits)
-    names = ("memcpy", "disk_read", "device_copy", "peer_copy", "host_device")
     result: Limits = {}
-    for name in names:
-        values = [lim[name] for lim in limits if lim.get(name) is not None]
+    for name in LIMITS:
+        values = [value for value in (lim.get(name) for lim in limits) if value is not None]
         result[name] = median(values) if values else None
     return result
 
 
 def plugin_of(scheduler: Scheduler) -> EngineMetrics:
-    return scheduler.plugins[PLUGIN_NAME]
+    plugin = scheduler.plugins[PLUGIN_NAME]
+    if not isinstance(plugin, EngineMetrics):
+        raise TypeError(f"the scheduler plugin {PLUGIN_NAME!r} is a {type(plugin).__name__}, "
+                        "not gpuframe's EngineMetrics")
+    return plugin
 
 
 def _scheduler_job_summary(dask_scheduler: Scheduler, which: str) -> Summary | None:
