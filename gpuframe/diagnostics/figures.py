@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import math
+from typing import Any
 
 from bokeh.layouts import column, row
 from bokeh.models import CategoricalAxis, ColumnDataSource, DataRange1d, FactorRange
@@ -24,6 +25,8 @@ from .summary import LIMITS, TRANSFER, LimitName, Limits, Summary, WorkerLimits
 LIMIT_OF_STAGE: dict[str, tuple[LimitName, ...]] = {"read": ("disk_read",),
                                                     TRANSFER: ("peer_copy", "memcpy")}
 COMPUTE_LIMIT: tuple[LimitName, ...] = ("device_copy", "memcpy")
+STAGE_COLUMNS = ("factor", "stage", "job", "seconds", "color", "label")
+TABLE_COLUMNS = ("stage", "tasks", "wall", "task", "size", "rate", "limit")
 
 
 def short(worker: str) -> str:
@@ -77,8 +80,7 @@ class EngineFigures:
         self.pairs.yaxis.axis_label = "to"
 
         self.stage_source = ColumnDataSource(
-            {"factor": [], "stage": [], "job": [], "seconds": [], "color": [], "label": []},
-            name="gpuframe-stages")
+            {name: [] for name in STAGE_COLUMNS}, name="gpuframe-stages")
         self.stage_factors = FactorRange()
         self.stages = figure(title="Wall seconds per stage: this job and the one before",
                              x_range=DataRange1d(start=0, range_padding=0.2),  # label room
@@ -94,8 +96,7 @@ class EngineFigures:
                 axis.group_label_orientation = "horizontal"
 
         self.table_source = ColumnDataSource(
-            {name: [] for name in ("stage", "tasks", "wall", "task", "size", "rate", "limit")},
-            name="gpuframe-stage-table")
+            {name: [] for name in TABLE_COLUMNS}, name="gpuframe-stage-table")
         self.table = DataTable(source=self.table_source, width=width // 2, height=360,
                                index_position=None, columns=[
                                    TableColumn(field="stage", title="stage", width=70),
@@ -159,7 +160,7 @@ class EngineFigures:
         before = previous["stages"] if previous is not None else {}
         jobs = [("this job", this, "#1f77b4"), ("previous", before, "#aec7e8")]
         order = list(dict.fromkeys([*this, *before]))
-        data: dict[str, list] = {k: [] for k in self.stage_source.data}
+        data: dict[str, list[Any]] = {name: [] for name in STAGE_COLUMNS}
         for stage in order:
             for job, stages, color in jobs:
                 if stage in stages:
@@ -172,8 +173,8 @@ class EngineFigures:
                     data["label"].append(f" {seconds:.3f} s")
         self.stage_factors.factors = data["factor"]
         self.stages.height = max(200, 60 + 24 * len(data["factor"]))  # a readable row each
-        self.stage_source.data = data
-        table: dict[str, list] = {k: [] for k in self.table_source.data}
+        self.stage_source.data = dict(data)
+        table: dict[str, list[Any]] = {name: [] for name in TABLE_COLUMNS}
         for stage, figures in this.items():
             wall = figures["wall_seconds"]
             table["stage"].append(stage)
@@ -183,7 +184,7 @@ class EngineFigures:
             table["size"].append(f"{figures['bytes'] / 1e6:.1f}")
             table["rate"].append(rate_text(figures["bytes"] / wall) if wall > 0 else "n/a")
             table["limit"].append(stage_limit(stage, typical))
-        self.table_source.data = table
+        self.table_source.data = dict(table)
 
 
 def _limit(limits: dict[str, WorkerLimits], worker: str, name: LimitName) -> float | None:
