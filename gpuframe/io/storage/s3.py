@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import TypedDict
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -28,11 +29,27 @@ _filesystems: dict[StorageOptions, fs.S3FileSystem] = {}
 _filesystems_lock = threading.Lock()
 
 
+class _S3Options(TypedDict, total=False):
+    """What :func:`s3_filesystem` gives ``pyarrow.fs.S3FileSystem``."""
+
+    anonymous: bool
+    connect_timeout: float
+    request_timeout: float
+    retry_strategy: fs.S3RetryStrategy
+    endpoint_override: str
+    scheme: str
+    region: str
+    force_virtual_addressing: bool
+    access_key: str
+    secret_key: str
+    session_token: str | None
+
+
 def s3_filesystem(storage: StorageOptions) -> fs.S3FileSystem:
     """The ``pyarrow.fs.S3FileSystem`` for these options, made once per process."""
     with _filesystems_lock:
         if storage not in _filesystems:
-            kwargs: dict[str, object] = {
+            kwargs: _S3Options = {
                 "anonymous": storage.anonymous,
                 "connect_timeout": storage.timeout,
                 "request_timeout": storage.timeout,
