@@ -8,7 +8,7 @@ engine is made, so every frame of one engine holds partitions of the same kind.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from distributed import Client
 
@@ -19,6 +19,7 @@ from .hardware import has_module, list_gpus
 
 if TYPE_CHECKING:
     from distributed.core import PooledRPCCall, rpc
+    from distributed.deploy import Cluster
     from typing_extensions import Self
 
 logger = logging.getLogger("gpuframe")
@@ -29,7 +30,7 @@ _current: Engine | None = None
 class Engine:
     """A running gpuframe cluster: its client, its backend, its workers in a fixed order."""
 
-    def __init__(self, client: Client, backend: Backend, cluster: Any = None):
+    def __init__(self, client: Client, backend: Backend, cluster: Cluster | None = None):
         self.client = client
         self.backend = backend
         self.cluster = cluster

@@ -52,6 +52,7 @@ from .summary import (
 )
 
 if TYPE_CHECKING:
+    from dask.typing import Key
     from distributed import Scheduler
 
 PLUGIN_NAME = "gpuframe-metrics"
@@ -104,15 +105,15 @@ class EngineMetrics(SchedulerPlugin):
         self.job_records = 0
         self.stage_tasks: dict[str, list[int]] = {}  # stage -> [submitted, done], ever
         self.limits: dict[str, WorkerLimits] = {}
-        self._origin: dict[Any, str] = {}
-        self._moved: dict[Any, set[str]] = {}
-        self._read_bytes: dict[Any, int] = {}
+        self._origin: dict[Key, str] = {}
+        self._moved: dict[Key, set[str]] = {}
+        self._read_bytes: dict[Key, int] = {}
 
     async def start(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
         add_engine_page(scheduler, self.job_summary)
 
-    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+    def transition(self, key: Key, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         stage = stage_of(key)
         if start == "processing" and finish == "memory":
             self._origin[key] = kwargs["worker"]
@@ -165,7 +166,7 @@ class EngineMetrics(SchedulerPlugin):
             partitions = job.outputs.setdefault(int(msg["node"]), {})
             partitions[int(msg["partition"])] = (int(msg["rows"]), int(msg["bytes"]))
 
-    def _finished(self, key: Any, stage: str, info: dict[str, Any]) -> None:
+    def _finished(self, key: Key, stage: str, info: dict[str, Any]) -> None:
         job = self.jobs.get(job_of(key) or "")
         worker = info["worker"]
         nbytes = info.get("nbytes", 0)
