@@ -34,14 +34,19 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import formatdate
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import product
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ingest import parse_bytes, write_dataset  # noqa: E402
+
+if TYPE_CHECKING:
+    from gpuframe.cluster import Engine
 
 
 class RangeHandler(BaseHTTPRequestHandler):
@@ -209,6 +214,22 @@ class KvikioRanges:
         return sum(future.get() for future in futures)
 
 
+def read(engine: Engine, urls: list[str], storage: dict, **options: object) -> None:
+    """The dataset read onto the workers with ``options``, then released."""
+    import gpuframe
+
+    frame = gpuframe.read_parquet(urls, engine=engine, **storage, **options).persist()
+    del frame
+
+
+def read_anew(engine: Engine, urls: list[str], storage: dict) -> None:
+    """The dataset read with gpuframe's defaults, its footers read again."""
+    from gpuframe.io.planning.metadata import PLANNED_METADATA
+
+    PLANNED_METADATA.clear()
+    read(engine, urls, storage)
+
+
 def timed(runs: dict, repeats: int, statistic: str) -> dict[str, float]:
     """Seconds of each of ``runs`` (name: callable): a warm-up of each (connections, imports
     on the workers), then ``repeats`` rounds that run every setting once each, each round
@@ -256,7 +277,6 @@ def main() -> None:
 
     import gpuframe
     from gpuframe.io.formats.parquet import column_chunk_ranges
-    from gpuframe.io.planning.metadata import PLANNED_METADATA
     from gpuframe.io.planning.plan import plan_fragments
     from gpuframe.operators.scan import measure_on_workers, worker_device_memory
     from gpuframe.runtime.runner import Job
@@ -298,34 +318,25 @@ def main() -> None:
                         plan.footers[fragment.path], fragment.units, plan.columns_read))
                 planned = plan.total_bytes
 
-                def read(**options):
-                    frame = gpuframe.read_parquet(urls, engine=engine, **storage,
-                                                  **options).persist()
-                    del frame
-
-                def read_anew():
-                    PLANNED_METADATA.clear()
-                    read()
-
-                runs = {"gpuframe untuned": read,
-                        "gpuframe untuned, footers read again": read_anew}
+                runs = {"gpuframe untuned": partial(read, engine, urls, storage),
+                        "gpuframe untuned, footers read again": partial(
+                            read_anew, engine, urls, storage)}
                 chosen = plan.concurrency
                 for threads, size in product(args.threads.split(","),
                                              args.task_sizes.split(",")):
-                    runs[f"gpuframe {threads} x {size}"] = (
-                        lambda t=int(threads), s=parse_bytes(size):
-                        read(requests_in_flight=t, task_size=s))
+                    runs[f"gpuframe {threads} x {size}"] = partial(
+                        read, engine, urls, storage, requests_in_flight=int(threads),
+                        task_size=parse_bytes(size))
                 kvikio_ranges = (KvikioRanges(urls, ranges, {url: plan.versions[url].size
                                                              for url in urls}, storage)
                                  if args.device == "gpu" else None)
                 for threads, size in product(args.raw_threads.split(","),
                                              args.raw_sizes.split(",")):
-                    runs[f"raw range reads, {threads} threads x {size}"] = (
-                        lambda t=int(threads), s=parse_bytes(size):
-                        raw_ranges(urls, ranges, storage, t, s))
+                    runs[f"raw range reads, {threads} threads x {size}"] = partial(
+                        raw_ranges, urls, ranges, storage, int(threads), parse_bytes(size))
                     if kvikio_ranges:
-                        runs[f"raw KvikIO range reads, {threads} threads x {size}"] = (
-                            lambda t=int(threads), s=parse_bytes(size): kvikio_ranges(t, s))
+                        runs[f"raw KvikIO range reads, {threads} threads x {size}"] = partial(
+                            kvikio_ranges, int(threads), parse_bytes(size))
                 results = list(timed(runs, args.repeats, args.statistic).items())
                 untuned = results[0][1]
                 best_fixed = min(s for n, s in results if n.startswith("gpuframe ") and

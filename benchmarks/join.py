@@ -37,10 +37,13 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from gpuframe.cluster import Engine
 
 GIB = 2**30
 STATISTICS = {"median": np.median, "min": np.min}
@@ -185,11 +188,7 @@ def dask_cuda_merge(protocol: str, args: argparse.Namespace) -> tuple[float | No
 
 def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: list,
                  balance: dict, stages: list) -> None:
-    import dask
-    from distributed import wait
-
     import gpuframe
-    from gpuframe.diagnostics.jobs import mark, metrics_since
 
     backend = "cudf" if args.device == "gpu" else "pandas"
     cluster_options: dict[str, Any] = {"backend": backend, "protocol": protocol,
@@ -197,56 +196,67 @@ def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: 
     if args.device == "gpu":
         cluster_options["devices"] = args.devices
     with gpuframe.start_cluster(**cluster_options) as engine:
-        names = {w: f"w{i}" for i, w in enumerate(engine.workers)}
         for shape in args.shapes.split(","):
-            left_ddf = make_side(engine, "left", shape, args)
-            right_ddf = make_side(engine, "right", shape, args)
-            left = gpuframe.from_dask(left_ddf).persist()
-            right = gpuframe.from_dask(right_ddf).persist()
-            nbytes = left.nbytes() + right.nbytes()
-            lengths = gpuframe.merge(left, right, on="key", broadcast_bytes=0).partition_lengths()
-            rows = sum(lengths)
-            where = (protocol, shape, nbytes, rows)
-            balance[(protocol, shape)] = max(lengths) / max(rows / len(lengths), 1)
+            run_shape(engine, protocol, shape, args, results, links, balance, stages)
 
-            def ours(**options):
-                result = gpuframe.merge(left, right, on="key", **options).persist()
-                del result
 
-            starts: list[float] = []
-            seconds = timed(lambda: ours(broadcast_bytes=0), args.repeats, args.statistic, starts)
-            results.append((*where, "gpuframe shuffle join", seconds))
-            links.extend((protocol, shape, *link, seconds)
-                         for link in link_stats(engine.client, starts[-1], names))
-            if args.stages:
-                bookmark = mark(engine)
-                ours(broadcast_bytes=0)
-                stages.append((protocol, shape, metrics_since(engine, bookmark)))
-            results.append((*where, "gpuframe merge (default options)",
-                            timed(ours, args.repeats, args.statistic)))
-            for tasks in filter(None, args.partitions_per_worker.split(",")):
-                results.append((*where, f"gpuframe shuffle join, {tasks} join tasks per worker",
-                                timed(lambda k=int(tasks): ours(broadcast_bytes=0,
-                                                                partitions_per_worker=k),
-                                      args.repeats, args.statistic)))
-            for method in filter(None, args.baselines.split(",")):
-                def baseline(method=method):
-                    with dask.config.set({"dataframe.shuffle.method": method}):
-                        joined = left_ddf.merge(right_ddf, on="key").persist()
-                        wait(joined)
-                        # Every repeat builds the same keys: released with a plain del, the
-                        # next repeat could find them still in memory and time nothing
-                        # (benchmarks/results/2026-11-25-figures-from-code-comments.md);
-                        # cancel waits for the release.
-                        engine.client.cancel(joined)
-                        del joined
+def run_shape(engine: Engine, protocol: str, shape: str, args: argparse.Namespace,
+              results: list, links: list, balance: dict, stages: list) -> None:
+    """Both engines' joins of one shape; its inputs are released when this returns."""
+    import dask
+    from distributed import wait
 
-                name = f"dask.dataframe merge ({method})"
-                try:
-                    results.append((*where, name, timed(baseline, args.repeats, args.statistic)))
-                except Exception as exc:  # a baseline that cannot run here is reported
-                    print(f"{name} failed over {protocol}, shape {shape}: {exc!r}")
-            del left, right, left_ddf, right_ddf
+    import gpuframe
+    from gpuframe.diagnostics.jobs import mark, metrics_since
+
+    names = {w: f"w{i}" for i, w in enumerate(engine.workers)}
+    left_ddf = make_side(engine, "left", shape, args)
+    right_ddf = make_side(engine, "right", shape, args)
+    left = gpuframe.from_dask(left_ddf).persist()
+    right = gpuframe.from_dask(right_ddf).persist()
+    nbytes = left.nbytes() + right.nbytes()
+    lengths = gpuframe.merge(left, right, on="key", broadcast_bytes=0).partition_lengths()
+    rows = sum(lengths)
+    where = (protocol, shape, nbytes, rows)
+    balance[(protocol, shape)] = max(lengths) / max(rows / len(lengths), 1)
+
+    def ours(**options):
+        result = gpuframe.merge(left, right, on="key", **options).persist()
+        del result
+
+    starts: list[float] = []
+    seconds = timed(lambda: ours(broadcast_bytes=0), args.repeats, args.statistic, starts)
+    results.append((*where, "gpuframe shuffle join", seconds))
+    links.extend((protocol, shape, *link, seconds)
+                 for link in link_stats(engine.client, starts[-1], names))
+    if args.stages:
+        bookmark = mark(engine)
+        ours(broadcast_bytes=0)
+        stages.append((protocol, shape, metrics_since(engine, bookmark)))
+    results.append((*where, "gpuframe merge (default options)",
+                    timed(ours, args.repeats, args.statistic)))
+    for tasks in filter(None, args.partitions_per_worker.split(",")):
+        results.append((*where, f"gpuframe shuffle join, {tasks} join tasks per worker",
+                        timed(lambda k=int(tasks): ours(broadcast_bytes=0,
+                                                        partitions_per_worker=k),
+                              args.repeats, args.statistic)))
+    for method in filter(None, args.baselines.split(",")):
+        def baseline(method=method):
+            with dask.config.set({"dataframe.shuffle.method": method}):
+                joined = left_ddf.merge(right_ddf, on="key").persist()
+                wait(joined)
+                # Every repeat builds the same keys: released with a plain del, the
+                # next repeat could find them still in memory and time nothing
+                # (benchmarks/results/2026-11-25-figures-from-code-comments.md);
+                # cancel waits for the release.
+                engine.client.cancel(joined)
+                del joined
+
+        name = f"dask.dataframe merge ({method})"
+        try:
+            results.append((*where, name, timed(baseline, args.repeats, args.statistic)))
+        except Exception as exc:  # a baseline that cannot run here is reported
+            print(f"{name} failed over {protocol}, shape {shape}: {exc!r}")
 
 
 def main() -> None:

@@ -58,6 +58,17 @@ def timed(run, repeats: int) -> float:
     return float(np.median(times))
 
 
+def merge_seconds(big, small, broadcast_bytes: int, repeats: int) -> float:
+    """The median seconds of the two sides' inner join, its result released after each."""
+    import gpuframe
+
+    def run():
+        result = gpuframe.merge(big, small, on="key", broadcast_bytes=broadcast_bytes).persist()
+        del result
+
+    return timed(run, repeats)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -85,14 +96,8 @@ def main() -> None:
             rows = max(1, int(mib * 2**20 / 16 / workers))
             small = side(engine, small_chunk, workers, rows=rows)
             small_bytes = small.nbytes()
-            times = {}
-            for name, threshold in (("broadcast", 2**62), ("shuffle", 0)):
-                def run(threshold=threshold):
-                    result = gpuframe.merge(big, small, on="key",
-                                            broadcast_bytes=threshold).persist()
-                    del result
-
-                times[name] = timed(run, args.repeats)
+            times = {name: merge_seconds(big, small, threshold, args.repeats)
+                     for name, threshold in (("broadcast", 2**62), ("shuffle", 0))}
             rows_out.append((small_bytes, times["broadcast"], times["shuffle"]))
             del small
 

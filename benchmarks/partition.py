@@ -24,7 +24,7 @@ import os
 import platform
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -186,7 +186,8 @@ def gpu_rows(args: argparse.Namespace) -> tuple[list[tuple[str, list[float]]], i
 
 
 def print_phases(frame, on: list[str], n: int, repeat: int) -> None:
-    """Where the native path's time goes: each phase timed alone by CUDA events, best of ``repeat``."""
+    """Where the native path's time goes: each phase timed alone by CUDA events, best of
+    ``repeat``."""
     import cupy
 
     from gpuframe import _core

@@ -82,6 +82,10 @@ class Backend:
     def concat(self, frames: list[Any]) -> Any:
         return self.module.concat(frames)
 
+    def device_lost(self) -> bool:
+        """Whether this process's device context is gone; host memory has none to lose."""
+        return False
+
     def nbytes(self, frame: Any) -> int:
         return int(frame.memory_usage(deep=True, index=True).sum())
 

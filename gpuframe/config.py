@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import OptionError
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 ENV_PREFIX = "GPUFRAME_"
 
-Options = TypeVar("Options")
+Options = TypeVar("Options", bound="DataclassInstance")
 
 
 def _text(value: str) -> str:
@@ -134,7 +138,7 @@ def resolve(cls: type[Options], overrides: Mapping[str, Any] | None = None,
     return cls(**values)
 
 
-def describe(cls: type) -> list[tuple[str, Any, str]]:
+def describe(cls: type[DataclassInstance]) -> list[tuple[str, Any, str]]:
     """(name, default, meaning) of every option of ``cls``, for help texts."""
     return [(f.name, f.default, f.metadata["doc"]) for f in dataclasses.fields(cls)]
 

@@ -8,7 +8,7 @@ engine is made, so every frame of one engine holds partitions of the same kind.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from distributed import Client
 
@@ -18,6 +18,8 @@ from ..errors import BackendError, ClusterError, OptionError
 from .hardware import has_module, list_gpus
 
 if TYPE_CHECKING:
+    from distributed.core import PooledRPCCall, rpc
+    from distributed.deploy import Cluster
     from typing_extensions import Self
 
 logger = logging.getLogger("gpuframe")
@@ -28,15 +30,28 @@ _current: Engine | None = None
 class Engine:
     """A running gpuframe cluster: its client, its backend, its workers in a fixed order."""
 
-    def __init__(self, client: Client, backend: Backend, cluster: Any = None):
+    def __init__(self, client: Client, backend: Backend, cluster: Cluster | None = None):
         self.client = client
         self.backend = backend
         self.cluster = cluster
 
     @property
+    def scheduler(self) -> rpc | PooledRPCCall:
+        """The client's connection to the scheduler, to call its handlers."""
+        scheduler = self.client.scheduler
+        if scheduler is None:
+            raise ClusterError("the engine's client never connected to a scheduler")
+        return scheduler
+
+    @property
+    def scheduler_address(self) -> str:
+        """The scheduler's address, 'tcp://host:port' or 'ucx://host:port'."""
+        return str(self.scheduler.address)
+
+    @property
     def protocol(self) -> str:
         """The comm protocol of the scheduler: 'ucx', 'tcp', ..."""
-        return self.client.scheduler.address.split("://", 1)[0]
+        return self.scheduler_address.split("://", 1)[0]
 
     @property
     def workers(self) -> list[str]:
@@ -44,7 +59,7 @@ class Engine:
 
         Asked of the scheduler each time: ``Client.scheduler_info()`` returns a cache that the
         client's own periodic refresh can empty of workers at any moment."""
-        info = self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
+        info = self.client.sync(self.scheduler.identity, n_workers=-1)["workers"]
         return sorted(info, key=lambda address: _natural(str(info[address].get("name")), address))
 
     @property

@@ -121,7 +121,7 @@ def parse_devices(devices: str | None, gpus: list[Gpu]) -> list[int]:
     return indices
 
 
-def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str) -> Any:
+def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str) -> LocalCluster:
     devices = parse_devices(opts.devices, gpus)
     n_workers = opts.n_workers or len(devices)
     if n_workers > len(devices):

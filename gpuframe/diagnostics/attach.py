@@ -36,5 +36,6 @@ def attach(client: Client) -> None:
             measured = client.run(calibrate_worker, workers=missing)
             client.run_on_scheduler(_scheduler_set_limits, limits=measured)
     except Exception as exc:  # noqa: BLE001 (any failure here only loses the diagnostics)
+        scheduler = client.scheduler
         logger.warning("gpuframe diagnostics not attached to %s: %r",
-                       client.scheduler.address, exc)
+                       scheduler.address if scheduler is not None else "no scheduler", exc)

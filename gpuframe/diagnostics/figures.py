@@ -10,17 +10,23 @@ from __future__ import annotations
 
 import html
 import math
+from typing import Any
 
 from bokeh.layouts import column, row
-from bokeh.models import ColumnDataSource, DataTable, Div, FactorRange, TableColumn
+from bokeh.models import CategoricalAxis, ColumnDataSource, DataRange1d, FactorRange
+from bokeh.models.annotations import Title
+from bokeh.models.widgets import DataTable, Div, TableColumn
 from bokeh.palettes import Blues256
 from bokeh.plotting import figure
 
 from .limits import GB, LIMIT_NAMES, rate_text
-from .summary import TRANSFER, Limits, Summary
+from .summary import LIMITS, TRANSFER, LimitName, Limits, Summary, WorkerLimits
 
-LIMIT_OF_STAGE = {"read": ("disk_read",), TRANSFER: ("peer_copy", "memcpy")}
-COMPUTE_LIMIT = ("device_copy", "memcpy")
+LIMIT_OF_STAGE: dict[str, tuple[LimitName, ...]] = {"read": ("disk_read",),
+                                                    TRANSFER: ("peer_copy", "memcpy")}
+COMPUTE_LIMIT: tuple[LimitName, ...] = ("device_copy", "memcpy")
+STAGE_COLUMNS = ("factor", "stage", "job", "seconds", "color", "label")
+TABLE_COLUMNS = ("stage", "tasks", "wall", "task", "size", "rate", "limit")
 
 
 def short(worker: str) -> str:
@@ -43,9 +49,11 @@ class EngineFigures:
         self.header = Div(name="gpuframe-header", width=width)
         self.ingest_source = ColumnDataSource(
             {"worker": [], "rate": [], "limit": [], "label": []}, name="gpuframe-ingest")
+        self.ingest_workers = FactorRange()
         self.ingest = figure(title="Ingest GB/s per worker (bar) vs disk read limit (dash)",
-                             x_range=FactorRange(), height=320, width=width // 2,
-                             tools="", toolbar_location=None, name="gpuframe-ingest-figure")
+                             x_range=self.ingest_workers, y_range=DataRange1d(start=0),
+                             height=320, width=width // 2, tools="", toolbar_location=None,
+                             name="gpuframe-ingest-figure")
         self.ingest.vbar(x="worker", top="rate", width=0.7, source=self.ingest_source,
                          color="#1f77b4")
         self.ingest.scatter(x="worker", y="limit", marker="dash", size=40, line_width=3,
@@ -53,13 +61,14 @@ class EngineFigures:
         self.ingest.text(x="worker", y="rate", text="label", source=self.ingest_source,
                          text_align="center", text_baseline="bottom", text_font_size="9pt")
         self.ingest.yaxis.axis_label = "GB/s"
-        self.ingest.y_range.start = 0
 
         self.pair_source = ColumnDataSource(
             {"source": [], "destination": [], "bytes": [], "color": [], "label": []},
             name="gpuframe-pairs")
-        self.pairs = figure(title="Bytes moved per worker pair", x_range=FactorRange(),
-                            y_range=FactorRange(), height=320, width=width // 2, tools="hover",
+        self.pairs_title = Title(text="Bytes moved per worker pair")
+        self.pairs_from, self.pairs_to = FactorRange(), FactorRange()
+        self.pairs = figure(title=self.pairs_title, x_range=self.pairs_from,
+                            y_range=self.pairs_to, height=320, width=width // 2, tools="hover",
                             tooltips=[("from", "@source"), ("to", "@destination"),
                                       ("moved", "@label")],
                             toolbar_location=None, name="gpuframe-pairs-figure")
@@ -71,23 +80,23 @@ class EngineFigures:
         self.pairs.yaxis.axis_label = "to"
 
         self.stage_source = ColumnDataSource(
-            {"factor": [], "stage": [], "job": [], "seconds": [], "color": [], "label": []},
-            name="gpuframe-stages")
+            {name: [] for name in STAGE_COLUMNS}, name="gpuframe-stages")
+        self.stage_factors = FactorRange()
         self.stages = figure(title="Wall seconds per stage: this job and the one before",
-                             y_range=FactorRange(), height=360, width=width // 2, tools="",
-                             toolbar_location=None, name="gpuframe-stages-figure")
+                             x_range=DataRange1d(start=0, range_padding=0.2),  # label room
+                             y_range=self.stage_factors, height=360, width=width // 2,
+                             tools="", toolbar_location=None, name="gpuframe-stages-figure")
         self.stages.hbar(y="factor", right="seconds", height=0.8, color="color",
                          source=self.stage_source)
         self.stages.text(x="seconds", y="factor", text="label", text_baseline="middle",
                          text_font_size="8pt", source=self.stage_source)
         self.stages.xaxis.axis_label = "seconds"
-        self.stages.yaxis.group_label_orientation = "horizontal"
-        self.stages.x_range.start = 0
-        self.stages.x_range.range_padding = 0.2  # room for the labels
+        for axis in self.stages.yaxis:
+            if isinstance(axis, CategoricalAxis):
+                axis.group_label_orientation = "horizontal"
 
         self.table_source = ColumnDataSource(
-            {name: [] for name in ("stage", "tasks", "wall", "task", "size", "rate", "limit")},
-            name="gpuframe-stage-table")
+            {name: [] for name in TABLE_COLUMNS}, name="gpuframe-stage-table")
         self.table = DataTable(source=self.table_source, width=width // 2, height=360,
                                index_position=None, columns=[
                                    TableColumn(field="stage", title="stage", width=70),
@@ -120,8 +129,8 @@ class EngineFigures:
         ingest = current["ingest"] if current is not None else {}
         limits = summary["limits"]
         rates = [(ingest[w]["rate"] if w in ingest else 0.0) / GB for w in workers]
-        disk = [(limits.get(w, {}).get("disk_read") or math.nan) / GB for w in workers]
-        self.ingest.x_range.factors = [short(w) for w in workers]
+        disk = [(_limit(limits, w, "disk_read") or math.nan) / GB for w in workers]
+        self.ingest_workers.factors = [short(w) for w in workers]
         self.ingest_source.data = {
             "worker": [short(w) for w in workers], "rate": rates, "limit": disk,
             "label": [f"{r:.2f}" for r in rates],
@@ -133,10 +142,10 @@ class EngineFigures:
         top = max((p["bytes"] for p in pairs), default=0) or 1
         limit = typical.get("peer_copy") or typical.get("memcpy")
         which = "peer copy" if typical.get("peer_copy") else "memcpy"
-        self.pairs.title.text = (f"Bytes moved per worker pair over {summary['protocol']} "
+        self.pairs_title.text = (f"Bytes moved per worker pair over {summary['protocol']} "
                                  f"({which} limit {rate_text(limit)})")
-        self.pairs.x_range.factors = workers
-        self.pairs.y_range.factors = workers
+        self.pairs_from.factors = workers
+        self.pairs_to.factors = workers
         self.pair_source.data = {
             "source": [short(p["source"]) for p in pairs],
             "destination": [short(p["destination"]) for p in pairs],
@@ -151,7 +160,7 @@ class EngineFigures:
         before = previous["stages"] if previous is not None else {}
         jobs = [("this job", this, "#1f77b4"), ("previous", before, "#aec7e8")]
         order = list(dict.fromkeys([*this, *before]))
-        data: dict[str, list] = {k: [] for k in self.stage_source.data}
+        data: dict[str, list[Any]] = {name: [] for name in STAGE_COLUMNS}
         for stage in order:
             for job, stages, color in jobs:
                 if stage in stages:
@@ -162,10 +171,10 @@ class EngineFigures:
                     data["seconds"].append(seconds)
                     data["color"].append(color)
                     data["label"].append(f" {seconds:.3f} s")
-        self.stages.y_range.factors = data["factor"]
+        self.stage_factors.factors = data["factor"]
         self.stages.height = max(200, 60 + 24 * len(data["factor"]))  # a readable row each
-        self.stage_source.data = data
-        table: dict[str, list] = {k: [] for k in self.table_source.data}
+        self.stage_source.data = dict(data)
+        table: dict[str, list[Any]] = {name: [] for name in TABLE_COLUMNS}
         for stage, figures in this.items():
             wall = figures["wall_seconds"]
             table["stage"].append(stage)
@@ -175,16 +184,20 @@ class EngineFigures:
             table["size"].append(f"{figures['bytes'] / 1e6:.1f}")
             table["rate"].append(rate_text(figures["bytes"] / wall) if wall > 0 else "n/a")
             table["limit"].append(stage_limit(stage, typical))
-        self.table_source.data = table
+        self.table_source.data = dict(table)
+
+
+def _limit(limits: dict[str, WorkerLimits], worker: str, name: LimitName) -> float | None:
+    """``worker``'s measured ``name`` limit; None where it has none."""
+    return limits[worker].get(name) if worker in limits else None
 
 
 def _header(summary: Summary, status: str) -> str:
-    names = list(LIMIT_NAMES)
-    head = "".join(f"<th>{LIMIT_NAMES[n]}</th>" for n in names)
+    head = "".join(f"<th>{LIMIT_NAMES[n]}</th>" for n in LIMITS)
     rows = "".join(
         f"<tr><td>{html.escape(short(worker))}</td>"
-        + "".join(f"<td>{rate_text(summary['limits'].get(worker, {}).get(n))}</td>"
-                  for n in names) + "</tr>"
+        + "".join(f"<td>{rate_text(_limit(summary['limits'], worker, n))}</td>"
+                  for n in LIMITS) + "</tr>"
         for worker in summary["workers"])
     return (f"<h2>gpuframe engine</h2><p>{len(summary['workers'])} workers over "
             f"{html.escape(summary['protocol'])}. {html.escape(status)}</p>"

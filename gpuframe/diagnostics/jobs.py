@@ -25,6 +25,7 @@ from .summary import (
     OperatorStats,
     PairFigures,
     StageFigures,
+    Summary,
     WorkerLimits,
 )
 
@@ -59,6 +60,13 @@ class JobMetrics:
     def running(self) -> bool:
         """Whether the job has started but not ended."""
         return self.job is not None and self.stop is None
+
+    def as_summary(self) -> Summary:
+        """The figures as the scheduler gave them, which the dashboard's figures draw."""
+        return Summary(protocol=self.protocol, workers=self.workers, job=self.job,
+                       name=self.name, start=self.start, stop=self.stop, stages=self.stages,
+                       ingest=self.ingest, pairs=self.pairs, limits=self.limits,
+                       typical_limits=self.typical_limits)
 
 
 def job_metrics(which: str = "current", engine: Engine | None = None,

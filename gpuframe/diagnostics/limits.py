@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .summary import WorkerLimits
+from .summary import LimitName, WorkerLimits
 
 if TYPE_CHECKING:
     from distributed import Worker
@@ -28,9 +28,9 @@ DISK_BYTES = 16 * 2**20
 GPU_BYTES = 256 * 2**20
 
 GB = 1e9
-GPU_LIMITS = ("device_copy", "peer_copy", "host_device")
+GPU_LIMITS: tuple[LimitName, ...] = ("device_copy", "peer_copy", "host_device")
 
-LIMIT_NAMES = {
+LIMIT_NAMES: dict[LimitName, str] = {
     "memcpy": "memcpy",
     "disk_read": "disk read",
     "device_copy": "device copy",
@@ -51,7 +51,9 @@ class HardwareLimits:
     notes: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> WorkerLimits:
-        return WorkerLimits(**asdict(self))
+        return WorkerLimits(memcpy=self.memcpy, disk_read=self.disk_read,
+                            device_copy=self.device_copy, peer_copy=self.peer_copy,
+                            host_device=self.host_device, notes=dict(self.notes))
 
 
 def rate_text(value: float | None) -> str:

@@ -40,6 +40,7 @@ from .stages import (
     stage_of,
 )
 from .summary import (
+    LIMITS,
     TRANSFER,
     IngestFigures,
     Limits,
@@ -51,6 +52,7 @@ from .summary import (
 )
 
 if TYPE_CHECKING:
+    from dask.typing import Key
     from distributed import Scheduler
 
 PLUGIN_NAME = "gpuframe-metrics"
@@ -103,15 +105,15 @@ class EngineMetrics(SchedulerPlugin):
         self.job_records = 0
         self.stage_tasks: dict[str, list[int]] = {}  # stage -> [submitted, done], ever
         self.limits: dict[str, WorkerLimits] = {}
-        self._origin: dict[Any, str] = {}
-        self._moved: dict[Any, set[str]] = {}
-        self._read_bytes: dict[Any, int] = {}
+        self._origin: dict[Key, str] = {}
+        self._moved: dict[Key, set[str]] = {}
+        self._read_bytes: dict[Key, int] = {}
 
     async def start(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
         add_engine_page(scheduler, self.job_summary)
 
-    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+    def transition(self, key: Key, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         stage = stage_of(key)
         if start == "processing" and finish == "memory":
             self._origin[key] = kwargs["worker"]
@@ -164,7 +166,7 @@ class EngineMetrics(SchedulerPlugin):
             partitions = job.outputs.setdefault(int(msg["node"]), {})
             partitions[int(msg["partition"])] = (int(msg["rows"]), int(msg["bytes"]))
 
-    def _finished(self, key: Any, stage: str, info: dict[str, Any]) -> None:
+    def _finished(self, key: Key, stage: str, info: dict[str, Any]) -> None:
         job = self.jobs.get(job_of(key) or "")
         worker = info["worker"]
         nbytes = info.get("nbytes", 0)
@@ -336,16 +338,19 @@ def _pairs(records: list[TaskRecord]) -> list[PairFigures]:
 def typical_limits(limits: Iterable[WorkerLimits]) -> Limits:
     """The median of each limit over the workers that measured it."""
     limits = list(limits)
-    names = ("memcpy", "disk_read", "device_copy", "peer_copy", "host_device")
     result: Limits = {}
-    for name in names:
-        values = [lim[name] for lim in limits if lim.get(name) is not None]
+    for name in LIMITS:
+        values = [value for value in (lim.get(name) for lim in limits) if value is not None]
         result[name] = median(values) if values else None
     return result
 
 
 def plugin_of(scheduler: Scheduler) -> EngineMetrics:
-    return scheduler.plugins[PLUGIN_NAME]
+    plugin = scheduler.plugins[PLUGIN_NAME]
+    if not isinstance(plugin, EngineMetrics):
+        raise TypeError(f"the scheduler plugin {PLUGIN_NAME!r} is a {type(plugin).__name__}, "
+                        "not gpuframe's EngineMetrics")
+    return plugin
 
 
 def _scheduler_job_summary(dask_scheduler: Scheduler, which: str) -> Summary | None:

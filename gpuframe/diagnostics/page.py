@@ -7,6 +7,7 @@ works on any scheduler the metrics plugin reaches (a local cluster or ``connect(
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -25,11 +26,15 @@ REFRESH_MS = 500
 # The summary of the 'current' or 'previous' job, as the metrics plugin keeps them.
 JobSummary = Callable[[str], Summary | None]
 
+_serving: weakref.WeakSet[Scheduler] = weakref.WeakSet()
+"""Schedulers whose dashboard serves the page: each client that connects registers a plugin
+of its own, and the page must be added once."""
+
 
 def add_engine_page(scheduler: Scheduler, job_summary: JobSummary) -> bool:
     """Serve the page of ``job_summary``'s jobs on ``scheduler``'s dashboard, once; False where
     it has no dashboard."""
-    if getattr(scheduler, "_gpuframe_page", None) is not None:
+    if scheduler in _serving:
         return True
     if not hasattr(scheduler, "http_application"):
         return False
@@ -53,7 +58,7 @@ def add_engine_page(scheduler: Scheduler, job_summary: JobSummary) -> bool:
     scheduler.http_application.add_application(application)
     application.initialize(IOLoop.current())
     application.start()
-    scheduler._gpuframe_page = application
+    _serving.add(scheduler)  # its HTTP server holds the application
     return True
 
 

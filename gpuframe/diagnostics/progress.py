@@ -21,6 +21,7 @@ from .metrics import _scheduler_stage_tasks
 from .stages import stage_of
 
 if TYPE_CHECKING:
+    from distributed.diagnostics.progressbar import MultiProgressWidget, TextProgressBar
     from typing_extensions import Self
 
 
@@ -60,6 +61,8 @@ class StageProgress:
         self.interval = interval
         self.totals: dict[str, int] = {}
         self.remaining: dict[str, int] = {}
+        self._widget: MultiProgressWidget | None = None  # in a notebook
+        self._text: TextProgressBar | None = None  # in a terminal
 
     def __enter__(self) -> Self:
         from distributed.diagnostics.progressbar import (
@@ -67,14 +70,14 @@ class StageProgress:
             TextProgressBar,
         )
 
-        address = self.engine.client.scheduler.address
+        address = self.engine.scheduler_address
         if self.notebook:
             from IPython.display import display
 
-            self._bar = MultiProgressWidget([], scheduler=address)
-            display(self._bar.widget)
+            self._widget = MultiProgressWidget([], scheduler=address)
+            display(self._widget.widget)
         else:
-            self._bar = TextProgressBar([], scheduler=address, start=False)
+            self._text = TextProgressBar([], scheduler=address, start=False)
         self._base = self._counts()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="gpuframe-progress",
@@ -107,15 +110,15 @@ class StageProgress:
     def _draw(self, final: bool) -> None:
         if not self.totals:
             return
-        if self.notebook:
-            if set(self.totals) != set(getattr(self._bar, "bars", ())):
-                self._bar.widget.children = ()  # a new stage: Dask's widget redraws its bars
-            self._bar._draw_bar(remaining=self.remaining, all=self.totals, status="running")
+        if self._widget is not None:
+            if set(self.totals) != set(getattr(self._widget, "bars", ())):
+                self._widget.widget.children = ()  # a new stage: Dask's widget redraws its bars
+            self._widget._draw_bar(remaining=self.remaining, all=self.totals, status="running")
             if final:
-                self._bar._draw_stop(remaining=self.remaining, status="finished")
-        else:
-            self._bar._draw_bar(remaining=sum(self.remaining.values()),
-                                all=sum(self.totals.values()))
+                self._widget._draw_stop(remaining=self.remaining, status="finished")
+        elif self._text is not None:
+            self._text._draw_bar(remaining=sum(self.remaining.values()),
+                                 all=sum(self.totals.values()))
             if final:
                 sys.stdout.write("\n")
                 sys.stdout.flush()

@@ -13,6 +13,7 @@ from ..errors import GpuframeError
 from .jobs import JobMetrics, mark, metrics_since
 
 if TYPE_CHECKING:
+    from bokeh.resources import ResourcesMode
     from typing_extensions import Self
 
 
@@ -28,8 +29,8 @@ class report:
     After the block, ``metrics`` holds the engine's :class:`JobMetrics` for it.
     """
 
-    def __init__(self, filename: str | Path = "gpuframe-report.html", mode: str | None = None,
-                 engine: Engine | None = None) -> None:
+    def __init__(self, filename: str | Path = "gpuframe-report.html",
+                 mode: ResourcesMode | None = None, engine: Engine | None = None) -> None:
         self.filename = Path(filename)
         self.mode = mode
         self.engine = engine
@@ -46,11 +47,11 @@ class report:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        client = self.engine.client
-        dask_html = client.sync(client.scheduler.performance_report, start=self._start,
-                                last_count=self._last_count, code="gpuframe job",
-                                mode=self.mode)
-        self.metrics = metrics_since(self.engine, self._bookmark)
+        engine = current_engine(self.engine)  # the one __enter__ took
+        dask_html = engine.client.sync(engine.scheduler.performance_report, start=self._start,
+                                       last_count=self._last_count, code="gpuframe job",
+                                       mode=self.mode)
+        self.metrics = metrics_since(engine, self._bookmark)
         page = engine_section_into(dask_html, self.metrics, self.mode)
         try:
             self.filename.write_text(page, encoding="utf-8")
@@ -58,19 +59,18 @@ class report:
             raise ReportError(f"cannot write the report {self.filename}: {exc}") from exc
 
 
-def engine_section_into(dask_html: str, metrics: JobMetrics, mode: str | None = None) -> str:
+def engine_section_into(dask_html: str, metrics: JobMetrics,
+                        mode: ResourcesMode | None = None) -> str:
     """Dask's report page with the engine's figures above its own tabs: one BokehJS serves both
     (the engine's document is embedded into the page Dask set up), plus the tables bundle that
     Dask's page does not load."""
-    from dataclasses import asdict
-
     from bokeh.embed import components
     from bokeh.resources import Resources
 
     from .figures import EngineFigures
 
     figures = EngineFigures()
-    figures.update(asdict(metrics), None, "Report of one gpuframe block.")
+    figures.update(metrics.as_summary(), None, "Report of one gpuframe block.")
     script, div = components(figures.layout)
     tables = Resources(mode=mode or "cdn", components=["bokeh-tables"]).render_js()
     head = dask_html.rfind("</head>")  # inline BokehJS may hold the tag names in strings

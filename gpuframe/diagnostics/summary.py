@@ -6,13 +6,18 @@ Times are seconds, sizes bytes, rates bytes per second.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 # Data moved between workers shows as this stage (Dask's "transfer" start-stops).
 TRANSFER = "transfer"
 
 # Per limit name (memcpy, disk_read, ...), bytes per second; None where not measurable.
 Limits = dict[str, float | None]
+
+LimitName = Literal["memcpy", "disk_read", "device_copy", "peer_copy", "host_device"]
+LIMITS: tuple[LimitName, ...] = ("memcpy", "disk_read", "device_copy", "peer_copy",
+                                 "host_device")
+"""The limits a worker measures, in the order they are shown."""
 
 
 class WorkerLimits(TypedDict):

@@ -315,18 +315,18 @@ def _as_arrow(table: Any) -> pa.Table:
     return pa.Table.from_pandas(table, preserve_index=False)
 
 
-def _pack_host(table: pa.Table, n: int, threads: int, *, on: Sequence[str] | None = None,
+def _pack_host(table: pa.Table, n: int, threads: int, *, on: Sequence[str] = (),
                     destinations: np.ndarray | None = None) -> PackedBuckets:
     """``table`` packed by the hash of ``on``, or to ``destinations`` (checked) where given."""
     from .. import _core
 
-    keys = None if destinations is not None else _key_indices(table.schema.names, on)
+    keys = [] if destinations is not None else _key_indices(table.schema.names, on)
     specs, args = [], []
     for field, column in zip(table.schema, table.columns):
         spec, arg = _host_column(field, column)
         specs.append(spec)
         args.append(arg)
-    if keys is not None:
+    if destinations is None:
         core = _core.HostPartition(args, keys, table.num_rows, n, threads)
     else:
         core = _core.HostPartition.by_destinations(args, destinations, table.num_rows, n, threads)
@@ -548,7 +548,7 @@ def _is_cudf(table: Any) -> bool:
     return type(table).__module__.split(".")[0] == "cudf"
 
 
-def _pack_device(frame: Any, n: int, *, on: Sequence[str] | None = None,
+def _pack_device(frame: Any, n: int, *, on: Sequence[str] = (),
                       destinations: Any = None) -> PackedBuckets:
     """``frame`` packed by the hash of ``on``, or to ``destinations`` (checked) where given."""
     import cupy
@@ -556,10 +556,10 @@ def _pack_device(frame: Any, n: int, *, on: Sequence[str] | None = None,
     from .. import _core
 
     columns = _device_columns(frame)
-    keys = None if destinations is not None else _key_indices([name for name, _ in columns], on)
+    keys = [] if destinations is not None else _key_indices([name for name, _ in columns], on)
     args = [_device_arg(name, column) for name, column in columns]
     stream = cupy.cuda.get_current_stream().ptr
-    if keys is not None:
+    if destinations is None:
         core = _core.CudaPartition(args, keys, len(frame), n)
     else:
         core = _core.CudaPartition.by_destinations(args, destinations, len(frame), n)

@@ -25,6 +25,10 @@ class DatasetError(GpuframeError):
     URL's password (:func:`without_passwords`): a file's URL may carry its login, and errors
     end up in logs and notebooks."""
 
+    gpu_context_lost = False
+    """Set where decoding lost the worker's CUDA context: the worker must restart before its
+    GPU runs anything more."""
+
     def __init__(self, *args: Any):
         super().__init__(*(without_passwords(a) if isinstance(a, str) else a for a in args))
 

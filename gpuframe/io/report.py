@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .planning.plan import ReadPlan
-    from .readers.task import KeptStats
+    from .readers.base import KeptStats
 
 
 @dataclass(frozen=True)

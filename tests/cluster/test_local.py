@@ -1,8 +1,7 @@
 import pytest
 
-from gpuframe.backend import get_backend
-
 import gpuframe
+from gpuframe.backend import get_backend
 from gpuframe.cluster.hardware import Gpu
 from gpuframe.cluster.local import (
     CpuFallbackWarning,
@@ -46,7 +45,8 @@ def test_protocol_choice(monkeypatch):
         choose_protocol("mpi", get_backend("pandas"))
     monkeypatch.setattr("gpuframe.cluster.local.ucx_available", lambda: True)
     assert choose_protocol(None, get_backend("cudf")) == "ucx"
-    assert choose_protocol(None, get_backend("pandas")) == "tcp"  # UCX on CPU workers only when asked
+    # UCX on CPU workers only when asked
+    assert choose_protocol(None, get_backend("pandas")) == "tcp"
     assert choose_protocol("ucx", get_backend("pandas")) == "ucx"
 
 

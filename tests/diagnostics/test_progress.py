@@ -41,6 +41,6 @@ def test_notebook_widget_has_a_bar_per_stage(engine):
     left, right = frames()
     with gpuframe.progress(notebook=True) as bars:
         left.merge(right, on="k", broadcast_bytes=0).persist()
-    assert set(bars._bar.bars) == set(bars.totals) >= {"split", "send", "join"}
+    assert set(bars._widget.bars) == set(bars.totals) >= {"split", "send", "join"}
     assert all(bar.value == 1.0 and bar.bar_style == "success"
-               for bar in bars._bar.bars.values())
+               for bar in bars._widget.bars.values())

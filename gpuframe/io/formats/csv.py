@@ -238,5 +238,9 @@ def _next_line_start(source: RangeSource, position: int, size: int) -> int:
 
 
 def _cudf_dtype(kind: pa.DataType) -> str:
+    """The dtype cuDF's CSV reader is given for a column of Arrow type ``kind``."""
     if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind):
         return "str"
+    import numpy as np
+
+    return np.dtype(kind.to_pandas_dtype()).name

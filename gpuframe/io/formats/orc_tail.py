@@ -39,13 +39,19 @@ def _varints(data: bytes) -> list[int]:
     return values
 
 
-def _proto_fields(data: bytes) -> list[tuple[int, int | bytes]]:
+ProtoValue = int | bytes
+"""A protobuf field's value: an int (varint), or bytes (fixed-width, length-delimited)."""
+
+
+def _proto_fields(data: bytes) -> list[tuple[int, ProtoValue]]:
     """(field number, value) of a serialized protobuf message: ints, or bytes for the
-    length-delimited fields (nested messages, strings)."""
-    fields, position = [], 0
+    length-delimited fields (nested messages, strings) and the fixed-width ones."""
+    fields: list[tuple[int, ProtoValue]] = []
+    position = 0
     while position < len(data):
         key, position = _varint(data, position)
         number, wire = key >> 3, key & 7
+        value: ProtoValue
         if wire == 0:
             value, position = _varint(data, position)
         elif wire == 2:
@@ -60,16 +66,30 @@ def _proto_fields(data: bytes) -> list[tuple[int, int | bytes]]:
     return fields
 
 
+def _int(value: ProtoValue) -> int:
+    """A varint field's value; ValueError where the field came in another wire type."""
+    if not isinstance(value, int):
+        raise ValueError("a protobuf field expected as a varint is not one")
+    return value
+
+
+def _bytes(value: ProtoValue) -> bytes:
+    """A length-delimited or fixed-width field's bytes; ValueError where it is a varint."""
+    if not isinstance(value, bytes):
+        raise ValueError("a protobuf field expected as bytes is a varint")
+    return value
+
+
 def stripes(file_tail: bytes) -> tuple[tuple[int, int, int], ...]:
     """(offset, length, rows) of each stripe, from ORC's FileTail message (footer = field 2;
     its stripes = field 3: offset 1, index, data and footer lengths 2-4, rows 5)."""
-    footer = next(value for number, value in _proto_fields(file_tail) if number == 2)
+    footer = _bytes(next(value for number, value in _proto_fields(file_tail) if number == 2))
     stripes = []
     for number, value in _proto_fields(footer):
         if number == 3:
-            info = dict(_proto_fields(value))
-            stripes.append((info.get(1, 0), info.get(2, 0) + info.get(3, 0) + info.get(4, 0),
-                            info.get(5, 0)))
+            info = dict(_proto_fields(_bytes(value)))
+            offset, index, data, stripe_footer, rows = (_int(info.get(n, 0)) for n in range(1, 6))
+            stripes.append((offset, index + data + stripe_footer, rows))
     return tuple(stripes)
 
 
@@ -87,14 +107,15 @@ def stripe_statistics(file_tail: bytes, section: bytes, compression: str,
     decompressed size, which Arrow's codecs need: such files, and a section that does not
     parse, prune no stripe ((), never an error: statistics only skip work)."""
     try:
-        footer = next(value for number, value in _proto_fields(file_tail) if number == 2)
-        root = _proto_fields(next(value for number, value in _proto_fields(footer)
-                                  if number == 4))
-        names = [value.decode() for number, value in root if number == 3]
+        footer = _bytes(next(value for number, value in _proto_fields(file_tail)
+                             if number == 2))
+        root = _proto_fields(_bytes(next(value for number, value in _proto_fields(footer)
+                                         if number == 4)))
+        names = [_bytes(value).decode() for number, value in root if number == 3]
         ids = [i for number, value in root if number == 2
                for i in (_varints(value) if isinstance(value, bytes) else [value])]
         columns = {name: i for name, i in zip(names, ids) if name in schema.names}
-        found = [[value for number, value in _proto_fields(stripe) if number == 1]
+        found = [[_bytes(value) for number, value in _proto_fields(_bytes(stripe)) if number == 1]
                  for number, stripe in _proto_fields(_decompress(section, compression))
                  if number == 1]
         if len(found) != len(stripes):
@@ -133,24 +154,26 @@ def _column_statistics(data: bytes, kind: pa.DataType, rows: int) -> Statistics:
     values = field 1 (those not null); integer 2, double 3, string 4, date 7 statistics,
     each minimum = 1, maximum = 2."""
     fields = dict(_proto_fields(data))
-    low = high = None
+    low: object = None
+    high: object = None
     if pa.types.is_integer(kind) and 2 in fields:
-        ints = dict(_proto_fields(fields[2]))
+        ints = dict(_proto_fields(_bytes(fields[2])))
         if 1 in ints and 2 in ints:
-            low, high = _zigzag(ints[1]), _zigzag(ints[2])
+            low, high = _zigzag(_int(ints[1])), _zigzag(_int(ints[2]))
     elif pa.types.is_floating(kind) and 3 in fields:
-        doubles = dict(_proto_fields(fields[3]))
+        doubles = dict(_proto_fields(_bytes(fields[3])))
         if 1 in doubles and 2 in doubles:
-            low, high = (struct.unpack("<d", doubles[i])[0] for i in (1, 2))
+            low, high = (struct.unpack("<d", _bytes(doubles[i]))[0] for i in (1, 2))
     elif (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and 4 in fields:
-        strings = dict(_proto_fields(fields[4]))
+        strings = dict(_proto_fields(_bytes(fields[4])))
         if 1 in strings and 2 in strings:
-            low, high = strings[1].decode(), strings[2].decode()
+            low, high = _bytes(strings[1]).decode(), _bytes(strings[2]).decode()
     elif pa.types.is_date32(kind) and 7 in fields:
-        dates = dict(_proto_fields(fields[7]))
+        dates = dict(_proto_fields(_bytes(fields[7])))
         if 1 in dates and 2 in dates:
-            low, high = (EPOCH + datetime.timedelta(days=_zigzag(dates[i])) for i in (1, 2))
-    return low, high, None if 1 not in fields else rows - fields[1]
+            low, high = (EPOCH + datetime.timedelta(days=_zigzag(_int(dates[i])))
+                         for i in (1, 2))
+    return low, high, None if 1 not in fields else rows - _int(fields[1])
 
 
 def _zigzag(value: int) -> int:

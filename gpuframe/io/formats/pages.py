@@ -44,6 +44,7 @@ from .thrift import (
     decode_struct,
     encode_struct,
     field_of,
+    struct_of,
 )
 
 MAGIC = b"PAR1"
@@ -176,15 +177,16 @@ def _leaves(schema: ThriftList, what: str) -> list[_Leaf]:
         raise CorruptFileError(f"{what} is corrupt: it has no root")
     root_children = field_of(schema[0], _SchemaElement.NUM_CHILDREN, int, what)
     leaves = []
-    groups = [[root_children, ()]]  # per open group: children left, its path
+    groups: list[tuple[int, tuple[str, ...]]] = [(root_children, ())]  # children left, path
     top = -1
-    for element in schema[1:]:
+    for value in schema[1:]:
         while groups and groups[-1][0] == 0:
             groups.pop()
         if not groups:
             raise CorruptFileError(f"{what} is corrupt: it has elements past its tree")
-        groups[-1][0] -= 1
-        parent = groups[-1][1]
+        remaining, parent = groups[-1]
+        groups[-1] = (remaining - 1, parent)
+        element = struct_of(value, what)
         name = field_of(element, _SchemaElement.NAME, bytes, what).decode(errors="replace")
         path = parent + (name,)
         top += not parent
@@ -192,7 +194,7 @@ def _leaves(schema: ThriftList, what: str) -> list[_Leaf]:
         if _SchemaElement.TYPE in element and not children:
             leaves.append(_Leaf(path, element, top))
         else:
-            groups.append([children, path])
+            groups.append((children, path))
     if any(left for left, _ in groups):
         raise CorruptFileError(f"{what} is corrupt: it ends inside a group")
     return leaves
@@ -223,7 +225,7 @@ class ColumnChunkLayout:
     offset_index: tuple[int, int]
     """(offset, length) of its OffsetIndex."""
 
-    def page_locations(self, offset_index: bytes) -> list[PageLocation]:
+    def page_locations(self, offset_index: bytes | memoryview) -> list[PageLocation]:
         """The data pages listed by the OffsetIndex bytes at :attr:`offset_index`, checked to
         start at rows 0, 1, ... in order and to lie in the chunk, one after another.
 
@@ -333,7 +335,8 @@ def single_column_file(footer: ParquetFooter, row_group: int, column: int,
         (_RowGroup.FILE_OFFSET, I64, len(MAGIC)),
         (_RowGroup.TOTAL_COMPRESSED_SIZE, I64, compressed)])
     schema = field_of(footer.fields, _FileMetaData.SCHEMA, ThriftList, where)
-    root = schema[0].subset(schema[0].keys())
+    root = struct_of(schema[0], where)
+    root = root.subset(root.keys())
     root.put(_SchemaElement.NUM_CHILDREN, I32, 1)
     leaf = footer.leaves[column]
     fields = footer.fields.subset([_FileMetaData.VERSION, _FileMetaData.CREATED_BY])

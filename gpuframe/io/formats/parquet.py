@@ -185,9 +185,9 @@ def column_indices(metadata: pq.FileMetaData, names: Sequence[str]) -> list[int]
 
 def chunk_range(chunk: pq.ColumnChunkMetaData) -> tuple[int, int]:
     """(offset, length) of a column chunk in its file, dictionary page included."""
-    start = chunk.data_page_offset
-    if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
-        start = chunk.dictionary_page_offset
+    start, dictionary = chunk.data_page_offset, chunk.dictionary_page_offset
+    if chunk.has_dictionary_page and dictionary is not None and 0 < dictionary < start:
+        start = dictionary
     return start, chunk.total_compressed_size
 
 

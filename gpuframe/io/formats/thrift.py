@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import Any, NoReturn, TypeVar, Union
+from typing import NoReturn, TypeVar, Union, overload
 
 from ..errors import CorruptFileError
 
@@ -22,6 +22,7 @@ _INTEGERS = (I16, I32, I64)
 _MAX_DEPTH = 64
 """Deepest struct nesting decoded; Parquet's footer nests 6 deep, garbage may claim any."""
 FieldValue = TypeVar("FieldValue")
+Default = TypeVar("Default")
 ThriftValue = Union[int, float, bool, bytes, "ThriftStruct", "ThriftList"]
 """A decoded value: integers of every width, doubles, bools, binary, structs and lists."""
 
@@ -170,14 +171,14 @@ def _write_struct(out: bytearray, fields: ThriftStruct) -> None:
 
 
 def _write_value(out: bytearray, kind: int, value: ThriftValue) -> None:
-    if kind in _INTEGERS:
+    if kind in _INTEGERS and isinstance(value, int):
         _write_varint(out, (value << 1) ^ (value >> 63))
-    elif kind == BINARY:
+    elif kind == BINARY and isinstance(value, bytes):
         _write_varint(out, len(value))
         out += value
-    elif kind == STRUCT:
+    elif kind == STRUCT and isinstance(value, ThriftStruct):
         _write_struct(out, value)
-    elif kind in (LIST, SET):
+    elif kind in (LIST, SET) and isinstance(value, ThriftList):
         out.append(min(len(value), 15) << 4 | value.kind)
         if len(value) >= 15:
             _write_varint(out, len(value))
@@ -185,24 +186,40 @@ def _write_value(out: bytearray, kind: int, value: ThriftValue) -> None:
             _write_value(out, value.kind, item)
     elif kind in (BOOL, FALSE):
         out.append(BOOL if value else FALSE)
-    elif kind == BYTE:
+    elif kind == BYTE and isinstance(value, int):
         out.append(value & 0xFF)
-    elif kind == DOUBLE:
+    elif kind == DOUBLE and isinstance(value, (int, float)):
         out += struct.pack("<d", value)
     else:
-        raise ValueError(f"compact type {kind} cannot be written")
+        raise ValueError(f"compact type {kind} cannot be written from a {type(value).__name__}")
 
 
 _REQUIRED = object()
 
 
+def struct_of(value: object, what: str) -> ThriftStruct:
+    """``value`` checked to be a decoded struct; ``what`` names it in the
+    :class:`CorruptFileError` where it is not."""
+    if not isinstance(value, ThriftStruct):
+        raise CorruptFileError(f"{what} is corrupt: a struct was expected")
+    return value
+
+
+@overload
+def field_of(fields: object, number: int, kind: type[FieldValue], what: str) -> FieldValue: ...
+
+
+@overload
 def field_of(fields: object, number: int, kind: type[FieldValue], what: str,
-                 default: Any = _REQUIRED) -> FieldValue:
+             default: Default) -> FieldValue | Default: ...
+
+
+def field_of(fields: object, number: int, kind: type[FieldValue], what: str,
+             default: object = _REQUIRED) -> object:
     """Field ``number`` of a decoded struct (``default`` where it is absent and optional),
     checked to be a ``kind``: a footer that decodes as Thrift may still be garbage; ``what``
     names the struct in the :class:`CorruptFileError` where it is not."""
-    if not isinstance(fields, ThriftStruct):
-        raise CorruptFileError(f"{what} is corrupt: a struct was expected")
+    fields = struct_of(fields, what)
     if number not in fields and default is not _REQUIRED:
         return default
     value = fields.get(number)

@@ -90,10 +90,10 @@ class MetadataCache:
     so the read checks instead, every answer against the
     :class:`~gpuframe.io.storage.base.RemoteVersion` planning saw
     (:class:`~gpuframe.io.storage.base.Source`), and a read that finds a file changed plans
-    again (:func:`gpuframe.io.submit.read_plan`'s caller). So only remote files whose store sends an
-    ETag or Last-Modified are kept: by size alone a rewrite would go unseen. Only formats whose
-    metadata is the file's own (``reusable_metadata``); at most ``capacity`` files and
-    ``max_bytes`` of metadata as the files hold it (:meth:`FileFormat.metadata_bytes`: a
+    again (the scan operator, :mod:`gpuframe.operators.scan`). So only remote files whose store
+    sends an ETag or Last-Modified are kept: by size alone a rewrite would go unseen. Only
+    formats whose metadata is the file's own (``reusable_metadata``); at most ``capacity`` files
+    and ``max_bytes`` of metadata as the files hold it (:meth:`FileFormat.metadata_bytes`: a
     Parquet footer of 200 columns in 10 row groups is 234 KB, and a wide table's can be MBs),
     the least recently planned dropped first."""
 

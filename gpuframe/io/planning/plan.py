@@ -125,8 +125,8 @@ class ReadPlan:
     @property
     def rows(self) -> int | None:
         """Rows in the kept units (an upper bound when filtering); None if a format can't say."""
-        counts = [f.rows for f in self.fragments]
-        return None if None in counts else sum(counts)
+        counts = [f.rows for f in self.fragments if f.rows is not None]
+        return sum(counts) if len(counts) == len(self.fragments) else None
 
     def read_groups(self) -> list[list[int]]:
         """The fragments (indices) read together by one task, into one partition of the frame:
@@ -184,12 +184,12 @@ def plan_fragments(source: DatasetSource,
     ``format``: 'parquet', 'orc', 'csv' or a :class:`~gpuframe.io.formats.base.FileFormat`.
     ``partition_bytes=None`` takes :func:`default_partition_bytes` of ``device_memory``.
     ``measure(first file, storage, partition_bytes)``: the store's :class:`Concurrency`,
-    measured where the reads will run (:func:`gpuframe.io.submit.measure_on_workers`), for
+    measured where the reads will run (:func:`gpuframe.operators.scan.measure_on_workers`), for
     plans of at least ``storage.probe_min_bytes`` (smaller ones take
     :func:`~gpuframe.io.tuning.stores.unmeasured_concurrency`); None measures here
     (:func:`measure_here`). ``read_metadata(paths, storage, format, partition_bytes)``:
     each file's metadata or error, as :func:`~.metadata.read_metadata_each` (the default,
-    here) gives them; :func:`gpuframe.io.submit.metadata_on_workers` reads them on the
+    here) gives them; :func:`gpuframe.operators.scan.metadata_on_workers` reads them on the
     workers instead.
     """
     fmt = format_for(format)

@@ -58,7 +58,7 @@ def expand_source(source: DatasetSource, storage: StorageOptions
             raise SourceNotFoundError(f"no file matches {path}")
         return [(p, _glob_base(path)) for p in matches]
     if os.path.isdir(path):
-        files = []
+        files: list[str] = []
         for folder, dirs, names in os.walk(path):
             dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
             files.extend(os.path.join(folder, n) for n in sorted(names)

@@ -5,13 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 if TYPE_CHECKING:
     import cudf
     import pyarrow as pa
 
     from ..tasks import FragmentTask
+
+
+class KeptStats(TypedDict):
+    """A :class:`ReadStats` as the read event and the report carry it: its fields by name."""
+
+    key: str
+    path: str
+    bytes_read: int
+    requests: int
+    units_read: int
+    rows: int
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -26,6 +38,12 @@ class ReadStats:
     units_read: int
     rows: int
     seconds: float
+
+    def as_dict(self) -> KeptStats:
+        """Its fields by name, as the read event and the client's report carry them."""
+        return KeptStats(key=self.key, path=self.path, bytes_read=self.bytes_read,
+                         requests=self.requests, units_read=self.units_read, rows=self.rows,
+                         seconds=self.seconds)
 
 
 class Reader(Protocol):

@@ -106,9 +106,13 @@ def copy_layouts(tasks: Sequence[FragmentTask], fetchers: Sequence[FileFetcher]
     needs each file's size: the one planning saw (:attr:`FragmentTask.version`), no request
     (a HEAD per file: benchmarks/results/2026-11-24-remote-versions-h200.md, and
     benchmarks/results/2026-11-25-figures-from-io-comments.md for an object store)."""
-    jobs = []
+    jobs: list[CopyJob] = []
     for task, fetcher in zip(tasks, fetchers):
-        length, known = task.format.sparse_layout(task.metadata, fetcher.source.size())
+        layout = task.format.sparse_layout(task.metadata, fetcher.source.size())
+        if layout is None:
+            raise ValueError(f"{task.path}: {task.format.name} files have no sparse layout to "
+                             "copy to the device")
+        length, known = layout
         jobs.append((fetcher.source,
                      task.format.ranges(task.metadata, task.units, task.file_columns),
                      length, known))

@@ -121,8 +121,8 @@ def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[rmm.DeviceBuffer],
     names the file and range. KvikIO checks no answer's version, so once the bytes are in, each
     file's is asked again (:meth:`~gpuframe.io.storage.base.RangeSource.confirm_version`), and a
     file changed since planning raises :class:`~gpuframe.io.errors.FileChangedError`."""
-    opens = [source.kvikio_args() for source, _, _, _ in jobs]
-    if not jobs or any(how is None for how in opens):
+    opens = [how for how in (source.kvikio_args() for source, _, _, _ in jobs) if how is not None]
+    if not jobs or len(opens) < len(jobs):
         return False
     try:
         import cupy
@@ -201,7 +201,7 @@ def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
     def staging(pieces: int, size: int) -> list[memoryview]:
         buffers = min(requests_in_flight, pieces, STAGING_BYTES // max(1, size))
         pinned = [cupy.cuda.alloc_pinned_memory(max(1, size)) for _ in range(max(1, buffers))]
-        return [memoryview(np.frombuffer(p, np.uint8, size)) for p in pinned]
+        return [np.frombuffer(p, np.uint8, size).data for p in pinned]
 
     fetch_staged(jobs, requests_in_flight, request_size, staging, place)
     return copies

@@ -95,7 +95,7 @@ def naming_cudf_failures(tasks: Sequence[FragmentTask], read_on_host: HostRead,
     the process's CUDA context is lost: every later CUDA call fails, allocations as
     ``MemoryError``, and reading each file again with cuDF would blame the next file read. Such
     an error carries ``gpu_context_lost`` and a note saying so, and the client restarts the
-    worker (:func:`gpuframe.io.submit.raise_dataset_error`)."""
+    worker (:meth:`gpuframe.runtime.runner.Job.fail`)."""
     try:
         yield
     except DatasetError:
@@ -131,7 +131,9 @@ def _file_at_fault(tasks: Sequence[FragmentTask], exc: BaseException, read_on_ho
         except DECODE_ERRORS as alone:
             return read_failure(task, task.units, alone)
     paths = ", ".join(t.path for t in tasks)
-    for i, task in enumerate(tasks if read_alone else ()):
+    for i, task in enumerate(tasks):
+        if read_alone is None:
+            break
         try:
             read_alone(i)
         except DECODE_ERRORS as alone:

@@ -17,7 +17,7 @@ from distributed import get_worker
 from ...backend import get_backend
 from ..tasks import FragmentTask
 from .arrow import ArrowReader
-from .base import Reader
+from .base import KeptStats, Reader
 from .cudf import CudfReader
 
 if TYPE_CHECKING:
@@ -33,8 +33,6 @@ fewer than a large read has tasks, and a report built from them undercounted."""
 READERS: dict[str, type[Reader]] = {"pandas": ArrowReader, "cudf": CudfReader}
 """Each backend's reader, by the backend's name."""
 
-KeptStats = dict[str, str | int | float]
-"""A :class:`~.base.ReadStats` as the event and the report carry it: its fields by name."""
 _kept_stats: OrderedDict[str, KeptStats] = OrderedDict()
 _kept_stats_lock = threading.Lock()
 
@@ -48,11 +46,11 @@ def read_group(key: str, tasks: Sequence[FragmentTask], backend: str,
     frame, stats = READERS[backend]().read(key, tasks)
     if keep_stats:
         with _kept_stats_lock:
-            _kept_stats[key] = stats.__dict__
+            _kept_stats[key] = stats.as_dict()
             while len(_kept_stats) > KEPT_STATS:
                 _kept_stats.popitem(last=False)
     try:  # for the dashboard's figures (EngineMetrics)
-        get_worker().log_event(EVENT_TOPIC, stats.__dict__)
+        get_worker().log_event(EVENT_TOPIC, stats.as_dict())
     except ValueError:
         pass  # not on a worker (called directly)
     if isinstance(frame, pa.Table):  # the Arrow reader's: the backend makes it a frame

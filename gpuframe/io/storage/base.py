@@ -70,7 +70,7 @@ def _headers(value: Any) -> tuple[tuple[str, str], ...]:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError as exc:  # its text is the value's: not chained, not shown
+        except json.JSONDecodeError as exc:  # its text is the value's: not chained, not shown
             raise OptionError("http_headers is not a JSON object of header names to values "
                               f"({exc.msg} at character {exc.pos})") from None
         if not isinstance(value, dict):

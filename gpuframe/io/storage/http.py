@@ -12,7 +12,7 @@ import threading
 import urllib.request
 from collections.abc import Callable, Mapping
 from http.client import HTTPException
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 from urllib.parse import unquote, urlparse
 
 import certifi
@@ -43,6 +43,18 @@ HTTP_REDIRECTS = 30
 """Redirects one request follows, as requests does: presigned and CDN URLs redirect."""
 
 
+class _PoolOptions(TypedDict, total=False):
+    """What :func:`_http_pool` gives each host's connection pool (urllib3's
+    ``connection_pool_kw``): connections kept, and the authorities trusted (a file or a
+    folder)."""
+
+    maxsize: int
+    block: bool
+    cert_reqs: str
+    ca_certs: str
+    ca_cert_dir: str
+
+
 def _http_pool(proxy: str | None, ca_bundle: str, connections: int) -> urllib3.PoolManager:
     """The process's keep-alive connections, straight to each host or through ``proxy``, up to
     ``connections`` kept open per host: they outlive the thread pool of each read, so later
@@ -54,16 +66,19 @@ def _http_pool(proxy: str | None, ca_bundle: str, connections: int) -> urllib3.P
     key = (proxy, ca_bundle, connections)
     with _http_lock:
         if key not in _http_pools:
-            trust = "ca_cert_dir" if os.path.isdir(ca_bundle) else "ca_certs"
-            kwargs = {"num_pools": 16, "maxsize": connections, "block": False,
-                      "cert_reqs": "CERT_REQUIRED", trust: ca_bundle}
+            options: _PoolOptions = {"maxsize": connections, "block": False,
+                                     "cert_reqs": "CERT_REQUIRED"}
+            if os.path.isdir(ca_bundle):
+                options["ca_cert_dir"] = ca_bundle
+            else:
+                options["ca_certs"] = ca_bundle
             if proxy is None:
-                _http_pools[key] = urllib3.PoolManager(**kwargs)
+                _http_pools[key] = urllib3.PoolManager(num_pools=16, **options)
             else:
                 _, login = _login(proxy)
                 _http_pools[key] = urllib3.ProxyManager(
-                    proxy, proxy_headers=urllib3.make_headers(proxy_basic_auth=login)
-                    if login else None, **kwargs)
+                    proxy, num_pools=16, proxy_headers=urllib3.make_headers(
+                        proxy_basic_auth=login) if login else None, **options)
         return _http_pools[key]
 
 
@@ -169,8 +184,8 @@ class HttpSource(Source):
         if "Content-Length" in response.headers:
             self._seen(_version(int(response.headers["Content-Length"]), response.headers))
             return int(response.headers["Content-Length"])
-        self._ranged("bytes=0-0")
-        return self._size
+        self._ranged("bytes=0-0")  # its answer notes the size, or it raises
+        return self.size()
 
     def _ranged_response(self, spec: str) -> urllib3.BaseHTTPResponse:
         """The streamed answer to a Range GET: 206, or 416 past the end (the file's size and
@@ -230,7 +245,7 @@ class HttpSource(Source):
     def read_tail(self, length: int) -> tuple[int, bytes]:
         data = self._ranged(f"bytes=-{length}")
         self._count(len(data))
-        return self._size, data
+        return self.size(), data
 
 
 def _body(response: urllib3.BaseHTTPResponse) -> bytes:
@@ -250,7 +265,9 @@ def _body_into(response: urllib3.BaseHTTPResponse, view: memoryview) -> int:
     the server sent more than asked) through urllib3 returns the connection to the keep-alive
     pool (its ``drain_conn``, which counts the bytes it saw against the length, would close
     it)."""
-    body = response._original_response
+    body = response._original_response if isinstance(response, urllib3.HTTPResponse) else None
+    if body is None:
+        raise TypeError(f"{type(response).__name__} is not a streamed http.client response")
     done = 0
     while done < len(view):
         count = body.readinto(view[done:])

@@ -11,11 +11,14 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ...errors import OptionError
 from ..errors import RemoteError
 from .base import RangeSource
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 Fetched = TypeVar("Fetched")
 Request = tuple[int, int, int]
@@ -50,7 +53,7 @@ class RangeFile(io.RawIOBase):
         self._position = base[whence] + offset
         return self._position
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:
+    def readinto(self, buffer: Buffer) -> int:
         view = memoryview(buffer).cast("B")
         want = min(len(view), max(0, self.source.size() - self._position))
         data = self._cached(self._position, want)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import TypedDict
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -28,11 +29,27 @@ _filesystems: dict[StorageOptions, fs.S3FileSystem] = {}
 _filesystems_lock = threading.Lock()
 
 
+class _S3Options(TypedDict, total=False):
+    """What :func:`s3_filesystem` gives ``pyarrow.fs.S3FileSystem``."""
+
+    anonymous: bool
+    connect_timeout: float
+    request_timeout: float
+    retry_strategy: fs.S3RetryStrategy
+    endpoint_override: str
+    scheme: str
+    region: str
+    force_virtual_addressing: bool
+    access_key: str
+    secret_key: str
+    session_token: str | None
+
+
 def s3_filesystem(storage: StorageOptions) -> fs.S3FileSystem:
     """The ``pyarrow.fs.S3FileSystem`` for these options, made once per process."""
     with _filesystems_lock:
         if storage not in _filesystems:
-            kwargs: dict[str, object] = {
+            kwargs: _S3Options = {
                 "anonymous": storage.anonymous,
                 "connect_timeout": storage.timeout,
                 "request_timeout": storage.timeout,
@@ -60,7 +77,8 @@ def s3_filesystem(storage: StorageOptions) -> fs.S3FileSystem:
         return _filesystems[storage]
 
 
-def s3_error(exc: OSError, url: str, storage: StorageOptions) -> RemoteError:
+def s3_error(exc: OSError, url: str, storage: StorageOptions
+             ) -> RemoteError | SourceNotFoundError:
     """The specific gpuframe error for an S3 failure reported by Arrow."""
     text = str(exc)
     lowered = text.lower()
@@ -98,9 +116,9 @@ def kvikio_s3_args(url: str, size: int, storage: StorageOptions) -> KvikioOpen |
     if (storage.anonymous or storage.virtual_addressing or region is None
             or storage.key is None and not os.environ.get("AWS_ACCESS_KEY_ID")):
         return None
-    kwargs = {"url": url, "nbytes": size, "aws_region_name": region,
-              "aws_access_key_id": storage.key, "aws_secret_access_key": storage.secret,
-              "aws_session_token": storage.session_token}
+    kwargs: dict[str, str | int | None] = {
+        "url": url, "nbytes": size, "aws_region_name": region, "aws_access_key_id": storage.key,
+        "aws_secret_access_key": storage.secret, "aws_session_token": storage.session_token}
     if storage.endpoint:
         kwargs["aws_endpoint_url"] = (storage.endpoint if "://" in storage.endpoint
                                       else "https://" + storage.endpoint)

@@ -80,7 +80,7 @@ def measure_storage(source: RangeSource, storage: StorageOptions | None = None, 
     """Requests in flight and their size for ``source``'s store, measured in this process
     (:func:`probe_storage`, then :func:`choose_concurrency` for one reader); the probe is
     remembered per store (:func:`remembered_concurrency`). A read on a cluster measures on
-    its workers instead (:func:`gpuframe.io.submit.measure_on_workers`)."""
+    its workers instead (:func:`gpuframe.operators.scan.measure_on_workers`)."""
     storage = storage or storage_options()
     return remembered_concurrency(
         source.path, storage, lambda: ([probe_storage(source, storage, probes)], 1),

@@ -19,7 +19,7 @@ from gpuframe.io.errors import (
     SourceNotFoundError,
 )
 from gpuframe.io.formats import format_for
-from gpuframe.io.formats.csv import CSV_PROBE, CSV_SAMPLE, CsvFormat
+from gpuframe.io.formats.csv import CSV_PROBE, CSV_SAMPLE, CsvFormat, _cudf_dtype
 from gpuframe.io.planning.plan import plan_fragments
 from gpuframe.readers import read_csv
 
@@ -153,3 +153,10 @@ def test_csv_split_inside_a_quoted_newline_names_the_option_that_reads_it(engine
     frame = read_csv(str(path), partition_bytes=4096, newlines_in_values=True)
     assert frame.npartitions == 1
     check_same(frame, pd.read_csv(path))
+
+
+def test_cudf_reader_is_given_a_dtype_for_every_column():
+    """cuDF's CSV reader gets the sampled Arrow types as dtypes, strings and nulls as str."""
+    kinds = [pa.int64(), pa.float64(), pa.bool_(), pa.string(), pa.large_string(), pa.null()]
+    assert [_cudf_dtype(kind) for kind in kinds] == ["int64", "float64", "bool", "str", "str",
+                                                     "str"]

@@ -83,7 +83,10 @@ def test_selective_read_fetches_other_columns_only_where_rows_survive(engine, tm
     assert len(frame) == 1
     assert (report.units_kept, report.units_total) == (4, 4)
     metadata = pq.ParquetFile(path).metadata
-    chunk = lambda g, c: metadata.row_group(g).column(c).total_compressed_size
+
+    def chunk(g: int, c: int) -> int:
+        return metadata.row_group(g).column(c).total_compressed_size
+
     expected = sum(chunk(g, 0) for g in range(4)) + chunk(2, 1) + chunk(2, 2)
     assert report.bytes_read == expected < report.planned_bytes
     assert report.result_column_bytes == sum(chunk(g, c) for g in range(4) for c in (1, 2))
