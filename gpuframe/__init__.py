@@ -19,8 +19,8 @@ from .diagnostics.progress import progress
 from .diagnostics.report import report
 from .errors import GpuframeError
 from .frame import DistributedFrame, from_dask, from_pandas, merge
-from .readers import read_csv, read_orc, read_parquet
 from .plan.expr import Expr, col
+from .readers import read_csv, read_orc, read_parquet
 
 __all__ = [
     "ClusterOptions",
