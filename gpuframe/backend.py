@@ -188,8 +188,9 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (Backend(), CudfBackend())}
 def _register_cudf_sizeof() -> None:
     """Dask sizes every task result to account, spill and log it. With no rule for cuDF frames
     it takes ``sys.getsizeof`` (about 100 bytes), so device memory went uncounted and every
-    bucket's transfer logged ~0 bytes (seen on an H200: 0 GiB per link). dask_cudf has a rule,
-    but a worker imports dask_cudf only when dask.dataframe dispatches on cuDF."""
+    bucket's transfer logged ~0 bytes (benchmarks/results/2026-11-22-goals-h200x2.md).
+    dask_cudf has a rule, but a worker imports dask_cudf only when dask.dataframe dispatches on
+    cuDF."""
     import cudf
 
     @sizeof.register(cudf.DataFrame)
