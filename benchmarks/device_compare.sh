@@ -13,6 +13,8 @@ shift
 after="$(pwd)"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 UCX_WARN_UNUSED_ENV_VARS=n
 rows=${ROWS_PER_GPU:-100000000}
+repeats=${REPEATS:-3}
+types=${INGEST_TYPES:-int,string}
 run() { echo "\$ PYTHONPATH=$PYTHONPATH $*"; "$@"; }
 for group in "$@"; do
   {
@@ -23,13 +25,13 @@ for group in "$@"; do
       case "$group" in
         join)  # dask-cuda's shape over UCX: the shuffle join and the default merge
           run python3 "$tree/benchmarks/join.py" --device gpu --protocols ucx \
-            --rows-per-worker "$rows" --shapes dask-cuda --baselines "" --repeats 3 \
+            --rows-per-worker "$rows" --shapes dask-cuda --baselines "" --repeats "$repeats" \
             --dask-cuda off ;;
         ingest)  # 2 GiB of Parquet a GPU, cold and warm, against the raw read
           gpus=$(nvidia-smi -L | wc -l)
           run python3 "$tree/benchmarks/ingest.py" --device gpu --protocol ucx \
-            --bytes "$((2 * gpus))GiB" --files "$((16 * gpus))" --types int,string \
-            --run-lengths 1 --cardinalities 0 --compressions snappy --repeats 3 \
+            --bytes "$((2 * gpus))GiB" --files "$((16 * gpus))" --types "$types" \
+            --run-lengths 1 --cardinalities 0 --compressions snappy --repeats "$repeats" \
             --dir /tmp/ingest --engines raw,gpuframe ;;
         *) echo "unknown group: $group (join, ingest)"; exit 2 ;;
       esac
