@@ -149,17 +149,29 @@ class CudfBackend(Backend):
     def astype(self, frame: Any, dtypes: Sequence[Any]) -> Any:
         """By name (a cuDF frame holds no two columns of one name). cuDF holds no Python objects:
         a column that ``dtypes`` has as object is cast where it holds strings, and otherwise
-        (decimals, lists, structs) left as it is, since to_pandas gives it as objects anyway."""
+        (decimals, lists, structs) left as it is, since to_pandas gives it as objects anyway.
+        A time zone is given by localizing: cuDF keeps zoned times as UTC instants, and a join
+        can hand them back without their zone, which ``astype`` will not add."""
         import cudf
 
-        casts = {}
+        casts, zoned = {}, {}
         for name, current, dtype in zip(frame.columns, frame.dtypes, dtypes):
             if isinstance(current, cudf.CategoricalDtype):
                 current = current.to_pandas()
-            if current != dtype and (not is_object_dtype(dtype)
-                                     or isinstance(current, pd.StringDtype)):
+            if current == dtype:
+                continue
+            if isinstance(dtype, pd.DatetimeTZDtype):
+                zoned[name] = dtype
+            elif not is_object_dtype(dtype) or isinstance(current, pd.StringDtype):
                 casts[name] = dtype
-        return frame.astype(casts) if casts else frame
+        frame = frame.astype(casts) if casts else frame
+        for name, dtype in zoned.items():
+            column = frame[name]
+            if getattr(column.dtype, "tz", None) is None:
+                column = column.dt.tz_localize("UTC")
+            column = column.dt.tz_convert(dtype.tz)
+            frame[name] = column if column.dtype == dtype else column.astype(dtype)
+        return frame
 
     def device_lost(self) -> bool:
         """Whether this process's CUDA context is gone: after a kernel's illegal address (a

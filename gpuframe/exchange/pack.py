@@ -231,14 +231,14 @@ def hash_split(frame: Any, on: Sequence[str], n: int) -> list[Any]:
     its rows of them, in the same order. A dataset read with such columns is joined like any
     other, not refused."""
     keys = _key_list(on)
-    return _split(frame, keys, lambda packable: hash_pack(packable, keys, n))
+    return _split(frame, keys, n, lambda packable: hash_pack(packable, keys, n))
 
 
 def split_by_destinations(frame: Any, destinations: Any, n: int) -> list[Any]:
     """``frame``'s rows split into ``n`` frames of its own library, row r into frame
     ``destinations[r]`` (see :func:`pack_by_destinations`), in order; columns the packer
     cannot pack are carried as :func:`hash_split` carries them."""
-    return _split(frame, [],
+    return _split(frame, [], n,
                   lambda packable: pack_by_destinations(packable, destinations, n))
 
 
@@ -255,14 +255,18 @@ def range_split(frame: Any, on: Sequence[Any], boundaries: Any,
         destinations = range_destinations(packable, keys, boundaries, ascending, nulls_last)
         return pack_by_destinations(packable, destinations, n)
 
-    return _split(frame, keys, pack)
+    return _split(frame, keys, n, pack)
 
 
-def _split(frame: Any, keys: list[Any], pack: Callable[[Any], PackedBuckets]) -> list[Any]:
-    """``frame`` split into frames of its own library by ``pack``, which packs a table of the
-    frame's rows: the frame itself, or (with columns the packer cannot pack, other than
+def _split(frame: Any, keys: list[Any], n: int, pack: Callable[[Any], PackedBuckets]
+           ) -> list[Any]:
+    """``frame`` split into ``n`` frames of its own library by ``pack``, which packs a table of
+    the frame's rows: the frame itself, or (with columns the packer cannot pack, other than
     ``keys``) the packable columns and each row's number, by which every destination then takes
-    its rows of the carried columns."""
+    its rows of the carried columns. A frame of no rows is not packed: each destination gets it
+    as it is (a cuDF strings column of no rows has no offsets to pack)."""
+    if len(frame) == 0:
+        return [frame] * n
     if _is_cudf(frame):
         carried = [name for name in _device_unpackable(frame) if name not in keys]
         if not carried:

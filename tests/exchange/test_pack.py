@@ -1022,3 +1022,13 @@ def test_cudf_range_split_carries_the_columns_the_packer_cannot_pack():
     assert [len(p) for p in parts] == [t.num_rows for t in expected]
     for part, want in zip(parts, expected):
         assert part.to_arrow(preserve_index=False).cast(want.schema).equals(want)
+
+
+def test_a_frame_of_no_rows_splits_into_empty_frames_of_its_schema():
+    frame = pd.DataFrame({"k": pd.Series([], dtype="int32"), "s": pd.Series([], dtype="str"),
+                          "d": pd.Series([], dtype="object")})
+    for parts in (hash_split(frame, ["k"], 3),
+                  split_by_destinations(frame, np.array([], dtype=np.int32), 3),
+                  range_split(frame, ["k"], pd.DataFrame({"k": [1, 2]}))):
+        assert len(parts) == 3
+        assert all(len(p) == 0 and p.dtypes.equals(frame.dtypes) for p in parts)
