@@ -149,29 +149,17 @@ class CudfBackend(Backend):
     def astype(self, frame: Any, dtypes: Sequence[Any]) -> Any:
         """By name (a cuDF frame holds no two columns of one name). cuDF holds no Python objects:
         a column that ``dtypes`` has as object is cast where it holds strings, and otherwise
-        (decimals, lists, structs) left as it is, since to_pandas gives it as objects anyway.
-        A time zone is given by localizing: cuDF keeps zoned times as UTC instants, and a join
-        can hand them back without their zone, which ``astype`` will not add."""
+        (decimals, lists, structs) left as it is, since to_pandas gives it as objects anyway."""
         import cudf
 
-        casts, zoned = {}, {}
+        casts = {}
         for name, current, dtype in zip(frame.columns, frame.dtypes, dtypes):
             if isinstance(current, cudf.CategoricalDtype):
                 current = current.to_pandas()
-            if current == dtype:
-                continue
-            if isinstance(dtype, pd.DatetimeTZDtype):
-                zoned[name] = dtype
-            elif not is_object_dtype(dtype) or isinstance(current, pd.StringDtype):
+            if current != dtype and (not is_object_dtype(dtype)
+                                     or isinstance(current, pd.StringDtype)):
                 casts[name] = dtype
-        frame = frame.astype(casts) if casts else frame
-        for name, dtype in zoned.items():
-            column = frame[name]
-            if getattr(column.dtype, "tz", None) is None:
-                column = column.dt.tz_localize("UTC")
-            column = column.dt.tz_convert(dtype.tz)
-            frame[name] = column if column.dtype == dtype else column.astype(dtype)
-        return frame
+        return cast_columns(frame, casts)
 
     def device_lost(self) -> bool:
         """Whether this process's CUDA context is gone: after a kernel's illegal address (a
@@ -216,6 +204,26 @@ def _register_cudf_sizeof() -> None:
 
 def _arrow_decimals(kind: pa.DataType) -> Any:
     return pd.ArrowDtype(kind) if pa.types.is_decimal(kind) else None
+
+
+def cast_columns(frame: Any, casts: dict[Any, Any]) -> Any:
+    """``frame`` (pandas or cuDF) with columns cast by ``casts``, itself where none is. A time
+    zone is given by localizing: cuDF keeps zoned times as UTC instants and can hand them back
+    without their zone (a join of zoned keys), which ``astype`` refuses to add; a pandas column
+    of a zone always has one, so only the cast to another zone or unit applies to it."""
+    zoned = {name: dtype for name, dtype in casts.items()
+             if isinstance(dtype, pd.DatetimeTZDtype)}
+    plain = {name: dtype for name, dtype in casts.items() if name not in zoned}
+    frame = frame.astype(plain) if plain else frame
+    if zoned:
+        frame = frame.copy(deep=False)  # a partition Dask holds is never changed in place
+    for name, dtype in zoned.items():
+        column = frame[name]
+        if getattr(column.dtype, "tz", None) is None:
+            column = column.dt.tz_localize("UTC")
+        column = column.dt.tz_convert(dtype.tz)
+        frame[name] = column if column.dtype == dtype else column.astype(dtype)
+    return frame
 
 
 def get_backend(name: str) -> Backend:

@@ -131,3 +131,16 @@ def test_cudf_astype_gives_the_pandas_dtypes_asked_for():
     dtypes = [pd.BooleanDtype(), np.dtype("float64"), np.dtype(object), np.dtype(object),
               categories]
     assert list(backend.to_pandas(backend.astype(frame, dtypes)).dtypes) == dtypes
+
+
+def test_cast_columns_gives_zones_and_leaves_its_input_as_it_was():
+    from gpuframe.backend import cast_columns
+
+    frame = pd.DataFrame({"t": pd.to_datetime(["2020-01-01 12:00"]).tz_localize("UTC")
+                          .as_unit("ns"), "i": [1]})
+    zone = pd.DatetimeTZDtype("ns", "America/Chicago")
+    cast = cast_columns(frame, {"t": zone, "i": "float64"})
+    assert cast.dtypes.tolist() == [zone, np.dtype("float64")]
+    assert cast["t"].iloc[0] == frame["t"].iloc[0]  # the same instant, in another zone
+    assert frame.dtypes.tolist() == [pd.DatetimeTZDtype("ns", "UTC"), np.dtype("int64")]
+    assert cast_columns(frame, {}) is frame

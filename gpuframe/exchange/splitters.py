@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from ..backend import cast_columns
 from .pack import hash_split, range_split, split_by_destinations
 
 
@@ -34,7 +35,7 @@ class Splitter(Protocol):
 
 def cast_keys(frame: Any, casts: dict[str, Any]) -> Any:
     """``frame`` with its key columns in their hash types (itself when none differ)."""
-    return frame.astype(casts) if casts else frame
+    return cast_columns(frame, casts)
 
 
 @dataclass(frozen=True)
