@@ -146,7 +146,7 @@ def test_layers_stay_in_order(lower, higher):
     assert higher not in reachable(import_graph(), lower)
 
 
-BELOW_IO = {"gpuframe.errors", "gpuframe.config", "gpuframe.backend"}
+BELOW_IO = {"gpuframe.errors", "gpuframe.config", "gpuframe.backend", "gpuframe.units"}
 
 
 def test_io_imports_only_itself_and_what_lies_below_it():

@@ -46,6 +46,7 @@ from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, Splitter, cast_keys
 from ..plan.nodes import BROADCASTS, Join
 from ..runtime.runner import Partitions
+from ..units import byte_text
 from .join_schema import KeyTypes, conform
 from .lowering import Lowering, lower
 from .skew import SideProfile, SkewSplitter, can_split, plan_skew, profile_sides
@@ -128,8 +129,8 @@ def _(node: Join, lowering: Lowering) -> Partitions:
     for small, big in (("right", "left"), ("left", "right")):
         if node.how in BROADCASTS[small] and opts.broadcasts(sizes[small], sizes[big],
                                                              len(workers)):
-            lowering.note(node, f"broadcast {small} side ({_mib(sizes[small])} sampled, "
-                                f"{big} {_mib(sizes[big])})")
+            lowering.note(node, f"broadcast {small} side ({byte_text(sizes[small])} sampled, "
+                                f"{big} {byte_text(sizes[big])})")
             return _broadcast(node, lowering, local, inputs, small)
 
     skew = plan_skew(profiles["left"], profiles["right"], node.how, keys["left"],
@@ -258,8 +259,3 @@ def tasks_per_worker(left: SideProfile, right: SideProfile, n_workers: int,
         return 1
     share = (left.nbytes + right.nbytes) / n_workers
     return max(1, math.ceil(share / (fraction * min(limits))))
-
-
-def _mib(nbytes: int) -> str:
-    return f"{nbytes / 2**20:.1f} MiB"
-

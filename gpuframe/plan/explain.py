@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..exchange.placement import HashPartitioning
+from ..units import byte_text
 from .expr import Between, Binary, Expr, IsIn, Unary
 from .nodes import (
     BROADCASTS,
@@ -223,10 +224,4 @@ def _rows(rows: float | None) -> str:
 
 
 def _bytes(nbytes: float | None) -> str:
-    if nbytes is None:
-        return "? B"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if nbytes < 1024 or unit == "GiB":
-            return f"{nbytes:,.0f} {unit}" if unit == "B" else f"{nbytes:,.1f} {unit}"
-        nbytes /= 1024
-    return f"{nbytes:.1f} TiB"
+    return "? B" if nbytes is None else byte_text(nbytes)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...errors import OptionError
+from ...units import byte_text
 from ..storage.base import StorageOptions
 
 DEFAULT_REQUEST_SIZE = 4 * 2**20
@@ -130,27 +131,19 @@ class Concurrency:
     def __repr__(self) -> str:
         if self.source != "measured":
             return (f"<Concurrency {self.source}: {self.requests_in_flight} requests of "
-                    f"{_human(self.request_size)} in flight>")
+                    f"{byte_text(self.request_size)} in flight>")
         stream = self.stream_bandwidth or self.bandwidth
         readers = f" over {self.readers} readers" if self.readers > 1 else ""
         alone = (f"{self.alone_bandwidth / 1e6:.1f} MB/s per request alone, "
                  if self.alone_bandwidth else "")
         knee = f" at {self.probed_at_once} at once" if self.probed_at_once else ""
-        mean = (f" ({_human(self.mean_request)} on average for this plan)"
+        mean = (f" ({byte_text(self.mean_request)} on average for this plan)"
                 if self.mean_request else "")
         return (f"<Concurrency measured: latency {self.latency_s * 1e6:.0f} us, "
                 f"bandwidth {self.bandwidth / 1e6:.1f} MB/s{readers}{knee} ({alone}"
                 f"{stream / 1e6:.1f} MB/s per request{' under load' if alone else ''}) -> "
-                f"{self.requests_in_flight} requests of {_human(self.request_size)}{mean} "
+                f"{self.requests_in_flight} requests of {byte_text(self.request_size)}{mean} "
                 f"in flight>")
-
-
-def _human(nbytes: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if nbytes < 1024 or unit == "GiB":
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
-        nbytes /= 1024
-    return f"{nbytes} B"
 
 
 def littles_law(latency_s: float, bandwidth: float, request_size: int,
