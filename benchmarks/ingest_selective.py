@@ -58,18 +58,24 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    parser.add_argument("--bytes", type=parse_bytes, default=parse_bytes("256MiB"),
-                        help="dataset size before compression (default: 256MiB)")
+    add_dataset_arguments(parser, "256MiB")
+    parser.add_argument("--store", choices=("http", "local"), default="http")
+    parser.add_argument("--workers", type=int, default=None)
+    return parser.parse_args()
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser, size: str) -> None:
+    """The options :func:`write_dataset` reads (its spec), and where it writes; ``size``: the
+    default of --bytes."""
+    parser.add_argument("--bytes", type=parse_bytes, default=parse_bytes(size),
+                        help=f"dataset size before compression (default: {size})")
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--row-group-rows", type=int, default=512 * 1024)
     parser.add_argument("--page-bytes", type=parse_bytes, default=parse_bytes("64KiB"))
     parser.add_argument("--keys", type=int, default=100_000,
                         help="distinct values of the key column (default: 100000)")
-    parser.add_argument("--store", choices=("http", "local"), default="http")
-    parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the dataset is written (default: a temporary folder)")
-    return parser.parse_args()
 
 
 def write_dataset(folder: Path, args: argparse.Namespace) -> list[Path]:

@@ -59,9 +59,8 @@ from gpuframe.io.planning.plan import plan_fragments
 from gpuframe.readers import read_parquet_with_report
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ingest import parse_bytes
 from ingest_remote import start_http
-from ingest_selective import needed_bytes, write_dataset
+from ingest_selective import add_dataset_arguments, needed_bytes, write_dataset
 
 GOAL = 1.2
 """Most bytes the lazy read may fetch, as a multiple of what the surviving rows need."""
@@ -75,22 +74,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    parser.add_argument("--bytes", type=parse_bytes, default=parse_bytes("64MiB"),
-                        help="orders before compression (default: 64MiB)")
+    add_dataset_arguments(parser, "64MiB")  # the orders; --keys: also the customers' rows
     parser.add_argument("--keep", type=float, default=0.02,
                         help="share of the orders the filter keeps (default: 0.02)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="rounds, each running both paths cold-ish and warm (default: 3)")
     parser.add_argument("--store", choices=("local", "http"), default="local",
                         help="local files, or the same files over HTTP on 127.0.0.1")
-    parser.add_argument("--files", type=int, default=4)
-    parser.add_argument("--row-group-rows", type=int, default=512 * 1024)
-    parser.add_argument("--page-bytes", type=parse_bytes, default=parse_bytes("64KiB"))
-    parser.add_argument("--keys", type=int, default=100_000,
-                        help="distinct keys: the orders' key column and the customers' rows")
     parser.add_argument("--workers", type=int, default=None, help="default: GPUs, or CPU cores")
-    parser.add_argument("--dir", type=Path, default=None,
-                        help="where the dataset is written (default: a temporary folder)")
     args = parser.parse_args(argv)
     if not 0 < args.keep < 1:
         parser.error(f"--keep {args.keep}: a share between 0 and 1")
