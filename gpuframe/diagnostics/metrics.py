@@ -146,28 +146,36 @@ class EngineMetrics(SchedulerPlugin):
                 self._read_bytes[msg["key"]] = int(msg["bytes_read"])
 
     def _job_event(self, msg: JobEvent) -> None:
-        job = self.jobs.get(msg["job"])
-        if msg["phase"] == "end" and job is not None:
-            job.stop = time()
-        elif msg["phase"] == "start" and job is None:
-            self.jobs[msg["job"]] = Job(msg["job"], str(msg["name"]), time())
+        job = self._job(msg["job"], float(msg["time"]))
+        if msg["phase"] == "start":
+            job.name = str(msg["name"])
+            job.start = min(job.start, float(msg["time"]))
+        else:
+            job.stop = float(msg["time"])
+
+    def _job(self, job_id: str, start: float) -> Job:
+        """The job of that id, made on first sight: its start event is not waited for, so a
+        task of it may finish first."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            job = self.jobs[job_id] = Job(job_id, "", start)
             while len(self.jobs) > self.max_jobs:
                 self._drop(next(iter(self.jobs.values())))
+        return job
 
     def _stage_event(self, msg: StageEvent) -> None:
         stop = time()
         stage = str(msg["stage"]).split("-", 1)[0]
         record = TaskRecord(stage, CLIENT, stop - float(msg["seconds"]), stop, 0)
-        self._record(record, self.jobs.get(msg.get("job", "")))
+        self._record(record, self._job(msg["job"], record.start))
 
     def _output_event(self, msg: OutputEvent) -> None:
-        job = self.jobs.get(msg["job"])
-        if job is not None:
-            partitions = job.outputs.setdefault(int(msg["node"]), {})
-            partitions[int(msg["partition"])] = (int(msg["rows"]), int(msg["bytes"]))
+        partitions = self._job(msg["job"], time()).outputs.setdefault(int(msg["node"]), {})
+        partitions[int(msg["partition"])] = (int(msg["rows"]), int(msg["bytes"]))
 
     def _finished(self, key: Key, stage: str, info: dict[str, Any]) -> None:
-        job = self.jobs.get(job_of(key) or "")
+        job_id = job_of(key)
+        job = self._job(job_id, time()) if job_id else None
         worker = info["worker"]
         nbytes = info.get("nbytes", 0)
         if stage == "read":

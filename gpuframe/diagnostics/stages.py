@@ -51,6 +51,7 @@ class JobEvent(TypedDict):
     job: str
     phase: Literal["start", "end"]
     name: str
+    time: float  # the client's clock
 
 
 class StageEvent(TypedDict):

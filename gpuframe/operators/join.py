@@ -73,9 +73,10 @@ class LocalJoin:
     def __call__(self, left: list[Any], right: list[Any]) -> Any:
         frames = get_backend(self.backend)
         sides = [_keys_cast(_concat_or_empty([arrived(p) for p in parts if p is not None],
-                                             schema, frames), casts)
-                 for parts, schema, casts in zip((left, right), self.schemas,
-                                                 (self.types.left, self.types.right))]
+                                             schema, frames), casts, schema, keys)
+                 for parts, schema, casts, keys in zip(
+                     (left, right), self.schemas, (self.types.left, self.types.right),
+                     (self.left_keys, self.right_keys))]
         joined = frames.join(sides[0], sides[1], self.how, list(self.left_keys),
                              list(self.right_keys), self.suffixes)
         return conform(joined, self.meta, frames)
@@ -86,8 +87,14 @@ def join_parts(local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
     return local(left, right)
 
 
-def _keys_cast(frame: Any, casts: dict[str, Any]) -> Any:
-    return cast_keys(frame, {c: t for c, t in casts.items() if frame[c].dtype != t})
+def _keys_cast(frame: Any, casts: dict[str, Any], schema: pd.DataFrame,
+               keys: Sequence[str]) -> Any:
+    """``frame`` with its keys in their hash types: those ``casts`` names, and zoned times,
+    which cuDF can hand back without their zone (rows that came through an exchange), so that
+    both sides' keys compare as the same type."""
+    zoned = {k: schema[k].dtype for k in keys if isinstance(schema[k].dtype, pd.DatetimeTZDtype)}
+    wanted = {**zoned, **casts}
+    return cast_keys(frame, {c: t for c, t in wanted.items() if frame[c].dtype != t})
 
 
 def _concat_or_empty(parts: list[Any], schema: pd.DataFrame, frames: Any) -> Any:

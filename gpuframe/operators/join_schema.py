@@ -130,6 +130,36 @@ def result_meta(left: pd.DataFrame, right: pd.DataFrame, how: str, left_keys: li
                         ).set_axis(joined.columns, axis=1)
 
 
+def join_schema(left: pd.DataFrame, right: pd.DataFrame, how: str, left_keys: list[str],
+                right_keys: list[str], suffixes: tuple[Any, Any], backend: Backend,
+                empty: frozenset[str] = frozenset()) -> tuple[KeyTypes, pd.DataFrame]:
+    """:func:`key_types` and :func:`result_meta` of a join, kept for the schemas last seen: the
+    optimizer rebuilds a join node at each rewrite of its inputs, and result_meta (a pandas
+    merge of empty frames) took about as long as planning the rest of a join. Callers share the
+    returned frame and must not change it."""
+    signature = (_signature(left), _signature(right), how, tuple(left_keys), tuple(right_keys),
+                 tuple(suffixes), backend.name, empty)
+    found = _SCHEMAS.get(signature)
+    if found is None:
+        types = key_types(left, right, left_keys, right_keys, how, suffixes, empty)
+        found = (types, result_meta(left, right, how, left_keys, right_keys, suffixes, types,
+                                    backend, empty))
+        _SCHEMAS[signature] = found
+        while len(_SCHEMAS) > _SCHEMAS_KEPT:
+            del _SCHEMAS[next(iter(_SCHEMAS))]
+    return found
+
+
+_SCHEMAS: dict[tuple[Any, ...], tuple[KeyTypes, pd.DataFrame]] = {}
+_SCHEMAS_KEPT = 256
+
+
+def _signature(schema: pd.DataFrame) -> tuple[tuple[Any, str], ...]:
+    """What a join's schema depends on in an input's: its column names and dtypes, in order
+    (a dtype's repr tells a time zone, a unit and a categorical's categories apart)."""
+    return tuple((name, repr(dtype)) for name, dtype in schema.dtypes.items())
+
+
 def conform(frame: Any, meta: pd.DataFrame, backend: Backend) -> Any:
     """``frame``, one partition of a join's result, cast to the dtypes of ``meta``
     (:func:`result_meta`), whether or not its own rows needed them: keys back from their hash

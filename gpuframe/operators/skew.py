@@ -175,6 +175,12 @@ def _memory_limit() -> int | None:
 def plan_skew(left: SideProfile, right: SideProfile, how: str, left_keys: list[str],
               right_keys: list[str], n_workers: int, threshold: float) -> SkewPlan | None:
     """The heavy keys to split, from both sides' samples; None where none are."""
+    share = threshold / n_workers
+    if all(_most_rows(profile, keys) <= share * max(_sampled_rows(profile), 1) * (1 - 1e-9)
+           for profile, keys in ((left, left_keys), (right, right_keys))):
+        # No key can be heavy: skip counting keys by value, which took pandas longer than
+        # the rest of planning a join where keys are nearly unique (the usual case).
+        return None
     counts_left = count_keys(left.samples, left.lengths, left_keys)
     counts_right = count_keys(right.samples, right.lengths, right_keys)
     for counts in (counts_right.rows, counts_right.in_one_partition):
@@ -189,6 +195,26 @@ def plan_skew(left: SideProfile, right: SideProfile, how: str, left_keys: list[s
         SideSkew(_key_frame(spread_right, right_keys), _key_frame(spread_left, right_keys),
                  heavy.reach),
     )
+
+
+def _most_rows(profile: SideProfile, keys: list[str]) -> float:
+    """At least the estimated rows of any one key on this side: its sampled rows over all
+    partitions, counted by the key tuple's hash (a collision only adds), times the most rows
+    that one sampled row stands for."""
+    sampled = [s[keys] for s in profile.samples if len(s)]
+    if not sampled:
+        return 0.0
+    hashes = pd.util.hash_pandas_object(pd.concat(sampled, ignore_index=True), index=False)
+    most = int(np.unique(hashes.to_numpy(), return_counts=True)[1].max())
+    weight = max(length / len(s) for s, length in zip(profile.samples, profile.lengths)
+                 if len(s))
+    return most * weight
+
+
+def _sampled_rows(profile: SideProfile) -> int:
+    """The rows of the partitions that gave a sample: what :func:`count_keys`' estimates of a
+    side add up to."""
+    return sum(length for s, length in zip(profile.samples, profile.lengths) if len(s))
 
 
 def count_keys(samples: list[pd.DataFrame], lengths: list[int], keys: list[str]) -> KeyCounts:

@@ -24,7 +24,7 @@ from ..backend import get_backend
 from ..config import JoinOptions
 from ..errors import ExpressionError, JoinError, OptionError, UnknownColumnError
 from ..exchange.placement import Partitioning
-from ..operators.join_schema import HOWS, KeyTypes, join_keys, key_types, result_meta
+from ..operators.join_schema import HOWS, KeyTypes, join_keys, join_schema
 from .expr import Expr, evaluate_mask
 
 if TYPE_CHECKING:
@@ -365,11 +365,9 @@ class Join(Node):
         # then takes from the other side.
         empty = frozenset(side for side, child in (("left", self.left), ("right", self.right))
                           if isinstance(child, Persisted) and not len(child.partitions))
-        self.types = key_types(self.left.meta, self.right.meta, list(self.left_keys),
-                               list(self.right_keys), self.how, self.suffixes, empty)
-        self.meta = result_meta(self.left.meta, self.right.meta, self.how, list(self.left_keys),
-                                list(self.right_keys), self.suffixes, self.types,
-                                get_backend(self.backend), empty)
+        self.types, self.meta = join_schema(
+            self.left.meta, self.right.meta, self.how, list(self.left_keys),
+            list(self.right_keys), self.suffixes, get_backend(self.backend), empty)
 
     @classmethod
     def of(cls, left: Node, right: Node, on: Any, left_on: Any, right_on: Any, how: str,

@@ -26,6 +26,7 @@ import pandas as pd
 from dask.sizeof import sizeof
 from dask.typing import Key
 from distributed import Future, as_completed, get_worker
+from distributed.metrics import time
 
 from ..diagnostics.stages import (
     JOB_EVENT_TOPIC,
@@ -94,15 +95,17 @@ class Job:
         self._info: dict[Key, _TaskInfo] = {}
 
     def __enter__(self) -> Job:
-        # Waited for: the metrics file a task under its job only once the job has started.
-        self.engine.client.log_event(JOB_EVENT_TOPIC, {"job": self.id, "phase": "start",
-                                                       "name": self.name})
+        # Not waited for (a round trip to the scheduler, behind whatever its event loop is
+        # doing): the metrics file a task that finishes before the start under its job too.
+        self._event(JOB_EVENT_TOPIC, {"job": self.id, "phase": "start", "name": self.name,
+                                      "time": time()})
         return self
 
     def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
         if error is not None:
             self.cancel()
-        self._event(JOB_EVENT_TOPIC, {"job": self.id, "phase": "end", "name": self.name})
+        self._event(JOB_EVENT_TOPIC, {"job": self.id, "phase": "end", "name": self.name,
+                                      "time": time()})
 
     def stage(self, name: str) -> Stage:
         """A new stage of this job: its tasks' keys share a step number."""

@@ -37,11 +37,13 @@ def put_out(job: str, node: int, partition: int, rows: int) -> int:
 
 
 def start(client, job: str, name: str = "test") -> None:
-    client.log_event(JOB_EVENT_TOPIC, {"job": job, "phase": "start", "name": name})
+    client.log_event(JOB_EVENT_TOPIC, {"job": job, "phase": "start", "name": name,
+                                       "time": time.time()})
 
 
 def end(client, job: str, name: str = "test") -> None:
-    client.log_event(JOB_EVENT_TOPIC, {"job": job, "phase": "end", "name": name})
+    client.log_event(JOB_EVENT_TOPIC, {"job": job, "phase": "end", "name": name,
+                                       "time": time.time()})
 
 
 def run_steps(client, job: str, steps: list[tuple[str, int]]) -> None:

@@ -1,5 +1,6 @@
 import pytest
 import requests
+from distributed.metrics import time
 from chromium import page_state
 
 import gpuframe
@@ -89,11 +90,13 @@ def test_engine_page_draws_the_latest_job_next_to_the_one_before(engine):
     client = engine.client
     for name, steps in (("first", [("read", 2)]), ("second", [("read", 3), ("join", 1)])):
         job = new_job()
-        client.log_event(JOB_EVENT_TOPIC, {"job": job, "phase": "start", "name": name})
+        client.log_event(JOB_EVENT_TOPIC, {"job": job, "phase": "start", "name": name,
+                                       "time": time()})
         for step, (stage, tasks) in enumerate(steps):
             client.gather([client.submit(abs, -i, key=task_key(stage, job, step, i))
                            for i in range(tasks)])
-        client.log_event(JOB_EVENT_TOPIC, {"job": job, "phase": "end", "name": name})
+        client.log_event(JOB_EVENT_TOPIC, {"job": job, "phase": "end", "name": name,
+                                       "time": time()})
 
     def job_summary(which):
         return client.run_on_scheduler(_scheduler_job_summary, which=which)

@@ -8,7 +8,8 @@ import gpuframe
 from gpuframe.backend import get_backend
 from gpuframe.cluster.engine import Engine, set_current
 from gpuframe.exchange.splitters import HashSplitter
-from gpuframe.operators.skew import KeyCounts, SideSkew, SkewSplitter, find_heavy
+from gpuframe.operators.skew import (KeyCounts, SideProfile, SideSkew, SkewSplitter, count_keys,
+                                     find_heavy, plan_skew)
 
 
 def assert_same_rows(result, expected):
@@ -140,6 +141,40 @@ def test_find_heavy_picks_the_side_to_spread():
     assert find_heavy(left, right, "left", 1000, 0.25) is None  # too few rows to spread
     uniform = counts(pd.Series(100.0, index=keys))
     assert find_heavy(uniform, uniform, "inner", 2, 0.25) is None
+
+
+def test_plan_skew_skips_counting_only_where_no_key_can_be_heavy():
+    """plan_skew finds no heavy key without counting keys by value only where counting would
+    find none either: samples from unique keys to one key in a few, of one and two key columns,
+    with nulls, uneven partition lengths and thresholds near the keys' shares."""
+    rng = np.random.default_rng(7)
+    skipped = planned = 0
+    for trial in range(300):
+        n_parts, workers = int(rng.integers(1, 5)), int(rng.integers(2, 9))
+        distinct = int(rng.choice([3, 30, 3000, 10**9]))
+        keys = ["k"] if trial % 2 else ["k", "j"]
+
+        def side(keys=keys, n_parts=n_parts, distinct=distinct):
+            samples, lengths = [], []
+            for _ in range(n_parts):
+                rows = int(rng.integers(0, 400))
+                values = rng.integers(0, distinct, rows).astype("float64")
+                values[rng.random(rows) < 0.05] = np.nan
+                sample = pd.DataFrame({"k": values, "j": rng.integers(0, 2, rows)})[keys]
+                samples.append(sample)
+                lengths.append(rows * int(rng.integers(1, 50)))
+            return SideProfile(samples, lengths, 0, None)
+
+        left, right = side(), side()
+        threshold = float(rng.choice([0.05, 0.25, 0.9, 2.0]))
+        full = find_heavy(count_keys(left.samples, left.lengths, keys),
+                          count_keys(right.samples, right.lengths, keys), "inner", workers,
+                          threshold)
+        plan = plan_skew(left, right, "inner", keys, keys, workers, threshold)
+        assert (plan is None) == (full is None), trial
+        skipped += plan is None
+        planned += plan is not None
+    assert skipped and planned  # both outcomes were tried
 
 
 def test_find_heavy_splits_null_keys_but_copies_no_preserved_side_of_them():
