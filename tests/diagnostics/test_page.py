@@ -1,7 +1,7 @@
 import pytest
 import requests
-from distributed.metrics import time
 from chromium import page_state
+from distributed.metrics import time
 
 import gpuframe
 from gpuframe.cluster.hardware import list_gpus

@@ -8,8 +8,15 @@ import gpuframe
 from gpuframe.backend import get_backend
 from gpuframe.cluster.engine import Engine, set_current
 from gpuframe.exchange.splitters import HashSplitter
-from gpuframe.operators.skew import (KeyCounts, SideProfile, SideSkew, SkewSplitter, count_keys,
-                                     find_heavy, plan_skew)
+from gpuframe.operators.skew import (
+    KeyCounts,
+    SideProfile,
+    SideSkew,
+    SkewSplitter,
+    count_keys,
+    find_heavy,
+    plan_skew,
+)
 
 
 def assert_same_rows(result, expected):
