@@ -164,7 +164,10 @@ def conform(frame: Any, meta: pd.DataFrame, backend: Backend) -> Any:
     """``frame``, one partition of a join's result, cast to the dtypes of ``meta``
     (:func:`result_meta`), whether or not its own rows needed them: keys back from their hash
     types, and the columns that unmatched rows may fill in the dtype that holds missing values
-    even where every row of this partition matched."""
+    even where every row of this partition matched. Columns come in ``meta``'s order: cuDF's
+    right join puts the key first, where pandas keeps the left side's columns first."""
+    if list(frame.columns) != list(meta.columns):
+        frame = frame[list(meta.columns)]
     return backend.astype(frame, list(meta.dtypes))
 
 

@@ -110,6 +110,24 @@ def test_two_concurrent_jobs_stay_apart(engine):
     assert previous.start <= current.start and current.stop <= previous.stop
 
 
+def test_tasks_that_finish_before_their_jobs_start_event_count_in_it(engine):
+    """The runner does not wait for its start event to reach the scheduler: a job's first tasks
+    may finish before it arrives, and still count in the job, which starts when the client
+    started it and is named by the event."""
+    client = engine.client
+    job = new_job()
+    began = time.time()
+    run_steps(client, job, [("read", 3)])
+    early = job_metrics(job=job)
+    assert early.stages["read"]["tasks"] == 3 and early.running
+    client.log_event(JOB_EVENT_TOPIC, {"job": job, "phase": "start", "name": "early",
+                                       "time": began})
+    end(client, job, "early")
+    metrics = job_metrics(job=job)
+    assert metrics.name == "early" and metrics.start == began and not metrics.running
+    assert metrics.stages["read"]["tasks"] == 3
+
+
 def test_a_job_runs_from_its_start_to_its_end(engine):
     client = engine.client
     job = new_job()

@@ -119,3 +119,18 @@ def test_partitions_with_and_without_unmatched_rows_conform_alike(how):
 def test_conform_leaves_a_partition_of_the_schema_as_it_is():
     joined = LEFT.merge(RIGHT, on="k", how="outer")
     assert conform(joined, joined.head(0), PANDAS) is joined
+
+
+def test_conform_puts_the_columns_in_the_schemas_order():
+    """cuDF's right join can give the columns in another order than pandas' (the key first,
+    where pandas keeps the left's columns first): conformed, each column is cast as its own
+    name's, not as the one in its place."""
+    left = LEFT[[*LEFT.columns[1:], "k"]]  # the key last, as the ported case has it
+    meta = meta_of(left, RIGHT, "right", on="k")
+    joined = left.merge(RIGHT, on="k", how="right")
+    reordered = joined[joined.columns[::-1]]
+    got = conform(reordered, meta, PANDAS)
+    assert list(got.columns) == list(meta.columns)
+    assert list(got.dtypes) == list(meta.dtypes)
+    pd.testing.assert_frame_equal(got, conform(joined, meta, PANDAS))
+    assert list(conform(joined, meta, PANDAS).columns) == list(joined.columns)
