@@ -1,0 +1,51 @@
+"""Row positions: where each row stood in its frame, carried through an exchange so that the
+rows of equal keys can be put back in their input order (a stable sort, drop_duplicates'
+``keep="first"``) wherever they land.
+
+A position is one int64, the partition's number in the high bits and the row's number within
+its partition in the low :data:`ROW_BITS` bits, so positions order rows as the partitions in
+order do, with no count of earlier partitions' rows needed first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..exchange.splitters import Splitter
+
+ROW_BITS = 40
+"""Bits of a position that number rows within a partition (2**40 rows at most)."""
+
+
+def position_column(names: Sequence[Any]) -> str:
+    """A column name that is none of ``names``: where the positions travel."""
+    name = "__gpuframe_position__"
+    while name in set(names):
+        name += "_"
+    return name
+
+
+def with_positions(frame: Any, partition: int, column: str) -> Any:
+    """``frame`` (pandas or cuDF) with each row's position in ``column``."""
+    first = np.int64(partition) << np.int64(ROW_BITS)
+    return frame.assign(**{column: np.arange(len(frame), dtype=np.int64) + first})
+
+
+@dataclass(frozen=True)
+class PositionedSplitter:
+    """``inner``'s split of a partition with each row's position added in ``column`` first
+    (the exchange numbers partitions as the frame orders them)."""
+
+    inner: Splitter
+    column: str
+
+    @property
+    def n(self) -> int:
+        return self.inner.n
+
+    def split(self, frame: Any, index: int) -> list[Any]:
+        return self.inner.split(with_positions(frame, index, self.column), index)

@@ -1,0 +1,117 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpuframe
+from gpuframe.errors import ColumnTypeError, OptionError, UnknownColumnError
+from gpuframe.ordering import sort_values
+
+
+def expected_order(data: pd.DataFrame, by, ascending=True, na_position="last") -> pd.DataFrame:
+    return data.sort_values(by, ascending=ascending, na_position=na_position,
+                            kind="stable").reset_index(drop=True)
+
+
+def assert_sorted_like_pandas(data, by, ascending=True, na_position="last", npartitions=3,
+                              **options):
+    frame = sort_values(gpuframe.from_pandas(data, npartitions=npartitions), by, ascending,
+                        na_position, **options)
+    result = frame.to_pandas().reset_index(drop=True)
+    pd.testing.assert_frame_equal(result, expected_order(data, by, ascending, na_position))
+    assert frame.meta.dtypes.to_dict() == data.dtypes.to_dict()
+    return frame
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(7)
+    n = 3000
+    x = rng.normal(size=n)
+    x[rng.choice(n, 200, replace=False)] = np.nan
+    return pd.DataFrame({
+        "k": rng.integers(0, 20, n),
+        "x": x,
+        "s": pd.array(rng.choice(["pear", "apple", "fig", None, "kiwi"], n), dtype="str"),
+        "row": np.arange(n),
+    })
+
+
+@pytest.mark.parametrize("na_position", ["last", "first"])
+@pytest.mark.parametrize("ascending", [True, False])
+def test_one_key_with_nulls(engine, data, ascending, na_position):
+    assert_sorted_like_pandas(data, "x", ascending, na_position, npartitions=4)
+
+
+@pytest.mark.parametrize("na_position", ["last", "first"])
+def test_several_keys_mixed_directions_keep_ties_in_input_order(engine, data, na_position):
+    assert_sorted_like_pandas(data, ["s", "k"], [False, True], na_position, npartitions=5)
+
+
+def test_strings_and_many_output_partitions(engine, data):
+    frame = sort_values(gpuframe.from_pandas(data, npartitions=3), ["s", "x"], npartitions=7)
+    pd.testing.assert_frame_equal(frame.to_pandas().reset_index(drop=True),
+                                  expected_order(data, ["s", "x"]))
+    assert 2 <= frame.npartitions <= 7
+
+
+def test_partition_i_orders_before_partition_i_plus_1(engine, data):
+    frame = sort_values(gpuframe.from_pandas(data, npartitions=4), "k", npartitions=4)
+    pieces = [p for p in (f.result() for f in frame.futures) if len(p)]
+    assert len(pieces) >= 3
+    for before, after in zip(pieces, pieces[1:]):
+        assert before["k"].max() <= after["k"].min()
+
+
+def test_a_key_that_holds_most_rows_spreads_over_partitions(engine):
+    n = 4000
+    data = pd.DataFrame({"k": np.where(np.arange(n) % 10 == 0, np.arange(n), 5),
+                         "row": np.arange(n)})
+    frame = assert_sorted_like_pandas(data, "k", npartitions=4)
+    lengths = frame.partition_lengths()
+    assert max(lengths) < 0.6 * n, lengths
+
+
+def test_duplicate_keys_across_boundaries(engine):
+    data = pd.DataFrame({"k": np.repeat([3, 1, 2], 500), "row": np.arange(1500)})
+    assert_sorted_like_pandas(data, "k", npartitions=6)
+
+
+def test_empty_partitions_and_a_frame_smaller_than_the_workers(engine):
+    data = pd.DataFrame({"k": [2.0, np.nan, 1.0], "v": ["a", "b", "c"]})
+    assert_sorted_like_pandas(data, "k", npartitions=3)
+    assert_sorted_like_pandas(data.iloc[:1], "k", npartitions=2)
+    empty = gpuframe.from_pandas(data.iloc[:0], npartitions=2)
+    result = sort_values(empty, "k").to_pandas()
+    assert len(result) == 0 and result.dtypes.to_dict() == data.dtypes.to_dict()
+
+
+def test_datetimes_and_nullable_integers(engine):
+    rng = np.random.default_rng(1)
+    data = pd.DataFrame({
+        "t": pd.to_datetime(rng.integers(0, 10**6, 500), unit="s"),
+        "i": pd.array(rng.integers(0, 5, 500), dtype="Int64"),
+    })
+    data.loc[::7, "i"] = pd.NA
+    assert_sorted_like_pandas(data, ["i", "t"], [True, False], "first")
+
+
+def test_refuses_what_it_cannot_sort(engine, data):
+    frame = gpuframe.from_pandas(data)
+    with pytest.raises(UnknownColumnError, match="nope"):
+        sort_values(frame, "nope")
+    with pytest.raises(OptionError, match="ascending"):
+        sort_values(frame, ["k", "x"], [True])
+    with pytest.raises(OptionError, match="na_position"):
+        sort_values(frame, "k", na_position="middle")
+    with pytest.raises(ColumnTypeError, match="'c'"):
+        sort_values(gpuframe.from_pandas(pd.DataFrame({"c": pd.Categorical(["a"])})), "c")
+
+
+@pytest.mark.gpu
+def test_sort_on_gpus(data):
+    with gpuframe.start_cluster(backend="cudf") as engine:
+        frame = sort_values(gpuframe.from_pandas(data, npartitions=4, engine=engine),
+                            ["s", "x"], [True, False], "first")
+        pd.testing.assert_frame_equal(frame.to_pandas().reset_index(drop=True),
+                                      expected_order(data, ["s", "x"], [True, False], "first"),
+                                      check_dtype=False)
