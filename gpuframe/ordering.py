@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from .errors import OptionError
+from .operators import concat as _concat_operator  # noqa: F401  (registers the lowering)
 from .operators import sort as _sort_operator  # noqa: F401  (registers the lowering)
+from .plan.concat import Concat
 from .plan.sort import Sort, SortKeys
 
 if TYPE_CHECKING:
@@ -42,3 +45,17 @@ def sort_values(frame: F, by: str | Sequence[str], ascending: bool | Sequence[bo
     (None: by the data's size, at least one per worker)."""
     keys = SortKeys.of(frame.plan.meta, by, ascending, na_position, "sort_values")
     return type(frame)(frame.engine, Sort(frame.plan, keys, npartitions))
+
+
+def concat(frames: Sequence[F]) -> F:
+    """The rows of ``frames`` one after another, as ``pandas.concat(frames)`` (rows) gives them:
+    the union of their columns, each in the type pandas gives it; the partitions are the
+    frames' partitions, in order (see :class:`~gpuframe.plan.concat.Concat`)."""
+    frames = list(frames)
+    if not frames:
+        raise OptionError("concat: give at least one frame")
+    engine = frames[0].engine
+    if any(frame.engine is not engine for frame in frames):
+        raise OptionError("concat: every frame must live on the same engine")
+    plan = Concat(tuple(frame.plan for frame in frames), engine.backend.name)
+    return type(frames[0])(engine, plan)
