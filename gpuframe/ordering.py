@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from .errors import OptionError
 from .operators import concat as _concat_operator  # noqa: F401  (registers the lowering)
 from .operators import sort as _sort_operator  # noqa: F401  (registers the lowering)
+from .operators import topk as _topk_operator  # noqa: F401  (registers the lowering)
 from .plan.concat import Concat
 from .plan.sort import Sort, SortKeys
+from .plan.topk import TopK, selection
 
 if TYPE_CHECKING:
     from .cluster.engine import Engine
@@ -45,6 +47,28 @@ def sort_values(frame: F, by: str | Sequence[str], ascending: bool | Sequence[bo
     (None: by the data's size, at least one per worker)."""
     keys = SortKeys.of(frame.plan.meta, by, ascending, na_position, "sort_values")
     return type(frame)(frame.engine, Sort(frame.plan, keys, npartitions))
+
+
+def top_k(frame: F, n: int, by: str | Sequence[str], ascending: bool | Sequence[bool] = True,
+          na_position: str = "last") -> F:
+    """``sort_values(frame, by, ascending, na_position).head(n)`` as one partition, without
+    sorting or moving the whole frame: what ``head(n)`` of a sorted frame becomes."""
+    keys = SortKeys.of(frame.plan.meta, by, ascending, na_position, "top_k")
+    return type(frame)(frame.engine, TopK(frame.plan, n, keys))
+
+
+def nlargest(frame: F, n: int, columns: str | Sequence[str], keep: str = "first") -> F:
+    """``pandas.DataFrame.nlargest(n, columns, keep=)`` for ``keep`` 'first' or 'last': the
+    ``n`` rows of largest ``columns``, largest first. Rows whose keys are missing come last,
+    where ``n`` reaches them (pandas' own order of those rows varies)."""
+    return type(frame)(frame.engine,
+                       selection(frame.plan.meta, n, columns, True, keep, frame.plan))
+
+
+def nsmallest(frame: F, n: int, columns: str | Sequence[str], keep: str = "first") -> F:
+    """``pandas.DataFrame.nsmallest(n, columns, keep=)``, as :func:`nlargest` does it."""
+    return type(frame)(frame.engine,
+                       selection(frame.plan.meta, n, columns, False, keep, frame.plan))
 
 
 def concat(frames: Sequence[F]) -> F:

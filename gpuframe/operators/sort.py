@@ -70,9 +70,10 @@ class LocalSort:
         return frames.astype(ordered.drop(columns=[self.position]), list(self.meta.dtypes))
 
 
-def sort_with_positions(frame: Any, keys: SortKeys, position: str) -> Any:
-    """``frame`` (pandas or cuDF) ordered by ``keys`` and then ascending ``position``."""
-    return frame.sort_values([*keys.by, position], ascending=[*keys.ascending, True],
+def sort_with_positions(frame: Any, keys: SortKeys, position: str, first: bool = True) -> Any:
+    """``frame`` (pandas or cuDF) ordered by ``keys`` and then by ``position``, ascending
+    (equal keys in input order) where ``first``."""
+    return frame.sort_values([*keys.by, position], ascending=[*keys.ascending, first],
                              na_position=keys.na_position, ignore_index=True)
 
 

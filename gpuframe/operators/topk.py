@@ -1,0 +1,87 @@
+"""The top-k operator: each partition's first ``n`` rows where it lies, then a tree of merges.
+
+Every partition keeps its own first ``n`` rows of the order, with their positions
+(:mod:`~gpuframe.operators.positions`) so that equal keys keep their input order across
+partitions; groups of :data:`FAN_IN` of those lists are merged (each merge on the worker of its
+group's first list) until one remains, which is the answer. Nothing but ``n`` rows per partition
+ever moves, and no partition is sorted as a whole frame would be; the result is one partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from distributed import Future
+
+from ..backend import get_backend
+from ..plan.sort import SortKeys
+from ..plan.topk import TopK
+from ..runtime.runner import Partitions
+from .lowering import Lowering, lower
+from .positions import position_column, with_positions
+from .sort import sort_with_positions
+
+FAN_IN = 8
+"""Lists merged per merge task: a few merge rounds even for thousands of partitions."""
+
+
+@dataclass(frozen=True)
+class LocalTop:
+    """The first ``n`` rows of a frame in the order of ``keys`` and then of the positions in
+    ``position``, ascending where ``first``."""
+
+    n: int
+    keys: SortKeys
+    position: str
+    first: bool
+    meta: pd.DataFrame
+    backend: str
+
+    def top(self, frame: Any) -> Any:
+        return sort_with_positions(frame, self.keys, self.position, self.first).head(self.n)
+
+
+def partition_top(part: Any, local: LocalTop, partition: int) -> Any:
+    """On the partition's owner: its first ``n`` rows, with their positions."""
+    return local.top(with_positions(part, partition, local.position))
+
+
+def merge_tops(local: LocalTop, tops: list[Any], last: bool) -> Any:
+    """The first ``n`` rows of several partitions' lists; without positions if ``last``."""
+    frames = get_backend(local.backend)
+    top = local.top(frames.concat(tops))
+    if not last:
+        return top
+    return frames.astype(top.drop(columns=[local.position]), list(local.meta.dtypes))
+
+
+@lower.register
+def _(node: TopK, lowering: Lowering) -> Partitions:
+    job = lowering.job
+    inputs = lowering.input(node.child)
+    if not inputs.futures:
+        return Partitions([], [], node.meta)
+    local = LocalTop(node.n, node.keys, position_column(node.meta.columns),
+                     node.ties == "first", node.meta, job.backend)
+    stage = job.stage("top")
+    tops: list[Future] = [stage.submit(partition_top, part, local, i, index=(i,), owner=owner)
+                          for i, (part, owner) in enumerate(zip(inputs.futures,
+                                                                inputs.owners))]
+    owners = list(inputs.owners)
+    rounds = 0
+    while True:
+        rounds += 1
+        last = len(tops) <= FAN_IN
+        merge = job.stage("merge-top")
+        groups = range(0, len(tops), FAN_IN)
+        tops = [merge.submit(merge_tops, local, tops[g:g + FAN_IN], last, index=(g // FAN_IN,),
+                             owner=owners[g], node=lowering.number(node) if last else None)
+                for g in groups]
+        owners = [owners[g] for g in groups]
+        if last:
+            break
+    lowering.note(node, f"top {node.n} of {len(inputs)} partitions in {rounds} merge "
+                        f"round{'s' if rounds > 1 else ''}")
+    return Partitions(tops, owners, node.meta)
