@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .errors import OptionError
 from .operators import concat as _concat_operator  # noqa: F401  (registers the lowering)
+from .operators import distinct as _distinct_operator  # noqa: F401  (registers the lowering)
 from .operators import sort as _sort_operator  # noqa: F401  (registers the lowering)
 from .operators import topk as _topk_operator  # noqa: F401  (registers the lowering)
 from .plan.concat import Concat
+from .plan.distinct import Distinct
 from .plan.sort import Sort, SortKeys
 from .plan.topk import TopK, selection
 
@@ -69,6 +71,15 @@ def nsmallest(frame: F, n: int, columns: str | Sequence[str], keep: str = "first
     """``pandas.DataFrame.nsmallest(n, columns, keep=)``, as :func:`nlargest` does it."""
     return type(frame)(frame.engine,
                        selection(frame.plan.meta, n, columns, False, keep, frame.plan))
+
+
+def drop_duplicates(frame: F, subset: str | Sequence[str] | None = None,
+                    keep: str | bool = "first", npartitions: int | None = None) -> F:
+    """``pandas.DataFrame.drop_duplicates(subset, keep=)``: the same rows kept (``keep``
+    'first', 'last' or False), placed by the hash of ``subset`` into ``npartitions`` (None:
+    one per worker), each partition in input order; the order across partitions is the
+    hash's, not the input's."""
+    return type(frame)(frame.engine, Distinct.of(frame.plan, subset, keep, npartitions))
 
 
 def concat(frames: Sequence[F]) -> F:
