@@ -118,6 +118,18 @@ class JoinOptions:
         return self.broadcast_ratio is None or small * n_workers <= self.broadcast_ratio * large
 
 
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """How a job watches the workers it runs on."""
+
+    worker_silence: float = _option(
+        60.0, float,
+        "seconds a worker that runs or holds a job's tasks may go unheard (no heartbeat) before "
+        "the job fails naming it; Dask itself waits its worker-ttl (5 minutes) before it drops "
+        "such a worker, and a task pinned to it waits forever",
+    )
+
+
 def resolve(cls: type[Options], overrides: Mapping[str, Any] | None = None,
             environ: Mapping[str, str] | None = None) -> Options:
     """Build ``cls`` from its defaults, the environment, then ``overrides``."""

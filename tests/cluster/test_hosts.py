@@ -6,6 +6,7 @@ with certificates from deploy/make-certs.sh. Skips, saying why, where namespaces
 from __future__ import annotations
 
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from netns_hosts import Hosts, HostsUnavailable, wait_for_port
 
 import gpuframe
 from gpuframe.cluster.engine import connect
-from gpuframe.errors import ClusterError
+from gpuframe.errors import ClusterError, PartitionError
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 8786
@@ -123,3 +124,29 @@ def test_a_client_without_the_clusters_certificate_is_refused(cluster, certifica
         connect(cluster.address, security=_security(certificates["stranger"]), timeout=5)
     with pytest.raises(ClusterError):  # no certificate at all, in plain TCP
         connect(cluster.address.replace("tls://", "tcp://"), timeout=5)
+
+
+@pytest.mark.parametrize("cluster", ["tcp"], indirect=True)
+@pytest.mark.timeout(120)
+def test_a_worker_host_cut_off_fails_the_join_naming_it(cluster, tmp_path, monkeypatch):
+    """The link of a worker host that holds half of the join's inputs goes down: the join ends
+    in an error naming that worker within the allowed silence, not in a hang."""
+    monkeypatch.setenv("GPUFRAME_WORKER_SILENCE", "5")
+    engine = connect(cluster.address, timeout=60)
+    try:
+        engine.client.wait_for_workers(2, timeout=60)
+        _demo_tables(tmp_path)
+        orders = gpuframe.read_parquet(str(tmp_path / "orders")).persist()
+        customers = gpuframe.read_parquet(str(tmp_path / "customers")).persist()
+        cut = next(w for w in orders.owners if cluster.hosts.addresses[2] in w)
+        cluster.hosts.link(2, up=False)
+        try:
+            started = time.monotonic()
+            with pytest.raises(PartitionError, match="not been heard from|unheard") as raised:
+                gpuframe.merge(orders, customers, on="customer", broadcast_bytes=0).to_pandas()
+            assert cut in str(raised.value)
+            assert time.monotonic() - started < 45
+        finally:
+            cluster.hosts.link(2, up=True)
+    finally:
+        engine.close()
