@@ -181,15 +181,16 @@ def finalize(components: list[Any], partial: Partial) -> Any:
         counted = counted.reset_index()
         counted.columns = keys + [agg.name]
         out = frames.join(out, counted, "left", keys, keys, ("", "_nunique"))
-    if partial.whole:
-        out = out if len(out) else _empty_whole(partial, frames)
+    if partial.whole and not len(out):
+        return _empty_whole(partial, frames)
     out = out[list(partial.meta.columns)].reset_index(drop=True)
     return frames.astype(out, list(partial.meta.dtypes))
 
 
 def _empty_whole(partial: Partial, frames: Backend) -> Any:
-    """The one row a whole-frame aggregate of no rows gives: counts of 0, sums of 0, and
-    missing values elsewhere (which a column of integers cannot hold: it becomes float)."""
+    """The one row a whole-frame aggregate of no rows gives, as pandas' reductions of empty
+    columns: counts and sums of 0, and missing values elsewhere (in float64 where the schema's
+    dtype, an integer's, holds none)."""
     zero = {"count": 0, "size": 0, "nunique": 0, "sum": 0}
     row = pd.DataFrame({a.name: [zero.get(a.function)] for a in partial.aggregations})
     for name, dtype in partial.meta.dtypes.items():

@@ -81,6 +81,9 @@ def test_auto_reduces_few_groups_as_a_tree_and_many_by_a_shuffle(engine, data):
     few = groupby(frame, "k").agg(total=("x", "sum"))
     many = groupby(frame, "k", tree_max_rows=10).agg(total=("x", "sum"))
     expected = data.groupby("k", as_index=False).agg(total=("x", "sum"))
+    predicted = explained(few).splitlines()[0]
+    assert "est. 400 rows" in predicted  # a tenth of the input's
+    assert "strategy: tree up to 1,000,000 partial rows, else shuffle (predicted)" in predicted
     assert_matches(few, expected, ["k"])
     assert_matches(many, expected, ["k"])
     assert "tree: 4 partials" in explained(few).splitlines()[0]
@@ -117,9 +120,9 @@ def test_whole_frame_aggregate_is_one_row(engine, data):
             expected = pytest.approx(expected, rel=1e-9)
         assert got[name].iloc[0] == expected, name
     empty = aggregate(gpuframe.from_pandas(data.head(0)), n=("x", "count"), t=("f", "sum"),
-                      m=("f", "mean")).to_pandas()
+                      m=("f", "mean"), low=("x", "min"), s=("s", "max")).to_pandas()
     assert empty["n"].tolist() == [0] and empty["t"].tolist() == [0.0]
-    assert empty["m"].isna().all()
+    assert empty[["m", "low", "s"]].isna().all(axis=None)
 
 
 def test_groupby_after_a_join_on_its_keys_moves_nothing(engine, data):
