@@ -1,8 +1,9 @@
 """The groupby operator: partial aggregates where the rows lie, then one of three ways to finish.
 
 Every partition is first reduced to its partial aggregates, one row per group it holds
-(:class:`Partial`): a sum, count, size, min, max, first or last as itself; a mean as a sum and a
-count; a variance as (count, mean, M2), merged by Chan's formula, which stays exact where a sum
+(:class:`Partial`): a sum, count, size, min, max, first or last as itself; a mean as a count
+and the mean times the count (in floats, as pandas' mean adds, where a sum of int32 would wrap);
+a variance as (count, mean, M2), merged by Chan's formula, which stays exact where a sum
 of squares would cancel; a nunique as the distinct (keys, value) pairs, in a frame of its own
 (a *component*). Then, chosen when the plan runs:
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 from distributed import Future
@@ -43,11 +44,17 @@ ROWS = "__gpuframe_rows__"
 """A constant column whose group size is ``size``."""
 VALUE = "__gpuframe_value__"
 """The value column of a nunique's distinct (keys, value) pairs (which may be a key's)."""
-COMBINE = {"sum": "sum", "count": "sum", "size": "sum", "min": "min", "max": "max",
-           "first": "first", "last": "last", "mean": "first", "var": "sum"}
-"""How a partial column made by each function merges across partials (a variance's mean is
-the group's after :func:`_chan`, and its m2 a share of the group's)."""
 LABELS = "abcdefghijklmnopqrstuvwxyz"
+
+
+class PartialColumn(NamedTuple):
+    """A column of the main partial: ``function`` of ``source`` per group in a partition, and
+    ``merge`` of it per group across partials."""
+
+    name: str
+    source: str
+    function: str
+    merge: str
 
 
 @dataclass(frozen=True)
@@ -75,19 +82,26 @@ class Partial:
         """Whether partials must be combined in partition order (first, last)."""
         return any(a.function in ("first", "last") for a in self.aggregations)
 
-    def columns(self) -> list[tuple[str, str, str]]:
-        """The main component's partial columns: (name, input column, function)."""
+    def columns(self) -> list[PartialColumn]:
+        """The main component's partial columns. A variance's mean merges as "first": after
+        :func:`_chan` every partial row of a group holds the group's; a mean's and a
+        variance's "mean" and "var" are turned into a sum and an m2 once made
+        (:func:`partial_aggregate`)."""
         made = []
         for i, agg in enumerate(self.aggregations):
             source = agg.column if agg.column is not None else ROWS
             if agg.function in ("var", "std"):
-                made += [(f"__{i}_n", source, "count"), (f"__{i}_mean", source, "mean"),
-                         (f"__{i}_m2", source, "var")]
+                made += [PartialColumn(f"__{i}_n", source, "count", "sum"),
+                         PartialColumn(f"__{i}_mean", source, "mean", "first"),
+                         PartialColumn(f"__{i}_m2", source, "var", "sum")]
             elif agg.function == "mean":
-                made += [(f"__{i}_sum", source, "sum"), (f"__{i}_n", source, "count")]
+                made += [PartialColumn(f"__{i}_sum", source, "mean", "sum"),
+                         PartialColumn(f"__{i}_n", source, "count", "sum")]
+            elif agg.function in ("count", "size"):
+                made.append(PartialColumn(f"__{i}", source, agg.function, "sum"))
             elif agg.function != "nunique":
-                made.append((f"__{i}", source, agg.function))
-        return made or [("__rows", ROWS, "size")]
+                made.append(PartialColumn(f"__{i}", source, agg.function, agg.function))
+        return made or [PartialColumn("__rows", ROWS, "size", "sum")]
 
 
 def _grouped(frame: Any, keys: Sequence[str], columns: Sequence[tuple[str, str, str]],
@@ -114,16 +128,19 @@ def partial_aggregate(part: Any, partial: Partial) -> list[Any]:
     distinct (keys, value) pairs."""
     part = cast_keys(part, partial.casts)
     constants = {WHOLE: 0} if partial.whole else {}
-    if any(column == ROWS for _, column, _ in partial.columns()):
+    if any(c.source == ROWS for c in partial.columns()):
         constants[ROWS] = 0
     if constants:
         part = part.assign(**constants)
     keys = list(partial.keys)
-    main = _grouped(part, keys, partial.columns(), partial.dropna)
+    made = partial.columns()
+    main = _grouped(part, keys, [(c.name, c.source, c.function) for c in made], partial.dropna)
     for i, agg in enumerate(partial.aggregations):
         if agg.function in ("var", "std"):
             m2 = main[f"__{i}_m2"] * (main[f"__{i}_n"] - 1)
             main[f"__{i}_m2"] = m2.fillna(0)
+        elif agg.function == "mean":
+            main[f"__{i}_sum"] = (main[f"__{i}_sum"] * main[f"__{i}_n"]).fillna(0)
     components = [main]
     for agg in partial.distinct:
         pairs = part[keys].assign(**{VALUE: part[agg.column]})
@@ -140,8 +157,8 @@ def combine(components: list[Any], partial: Partial) -> list[Any]:
     for i, agg in enumerate(partial.aggregations):
         if agg.function in ("var", "std"):
             main = _chan(main, keys, f"__{i}")
-    columns = [(name, name, COMBINE[function]) for name, _, function in partial.columns()]
-    merged = _grouped(main, keys, columns, dropna=False)
+    merged = _grouped(main, keys, [(c.name, c.name, c.merge) for c in partial.columns()],
+                      dropna=False)
     return [merged] + [frame.drop_duplicates() for frame in components[1:]]
 
 

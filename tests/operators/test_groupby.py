@@ -234,3 +234,12 @@ def test_every_function_matches_pandas_on_gpus(gpu_engine, data, dropna, options
     result = groupby(frame, ["k", "s"], dropna=dropna, **options).agg(**EVERY)
     expected = data.groupby(["k", "s"], as_index=False, dropna=dropna).agg(**EVERY)
     assert_matches(result, expected, ["k", "s"])
+
+
+@pytest.mark.parametrize("strategy", ["tree", "shuffle"])
+def test_means_of_large_int32_do_not_wrap(engine, strategy):
+    data = pd.DataFrame({"k": np.arange(40) % 2, "x": np.full(40, 2_000_000_000, "int32")})
+    result = groupby(gpuframe.from_pandas(data, npartitions=3), "k", strategy=strategy).agg(
+        m=("x", "mean"), v=("x", "var"))
+    expected = data.groupby("k", as_index=False).agg(m=("x", "mean"), v=("x", "var"))
+    assert_matches(result, expected, ["k"])
