@@ -7,25 +7,45 @@ is a lazy :class:`~gpuframe.frame.DistributedFrame` with the keys as columns (pa
 ``as_index=False``): gpuframe frames have no index. Options of
 :class:`~gpuframe.config.GroupByOptions` (``strategy=``, ``tree_max_rows=``, ...) choose how
 partial aggregates are combined.
+
+This module builds on the frame without importing it (:class:`Frame` says what it needs), so
+that the frame's own ``groupby`` and ``agg`` methods may delegate here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Generic, Protocol, Self, TypeVar
+
+import pandas as pd
 
 from .config import GroupByOptions, resolve
 from .errors import OptionError
-from .frame import DistributedFrame
 from .plan.aggregate import FUNCTIONS, Aggregation
 from .plan.aggregate import GroupBy as GroupByNode
-from .plan.nodes import check_columns
+from .plan.nodes import Node, check_columns
 
 
-class GroupBy:
+class Frame(Protocol):
+    """What an aggregate needs of a lazy frame: its plan and schema, and a frame of its kind
+    over another plan."""
+
+    @property
+    def plan(self) -> Node: ...
+
+    @property
+    def meta(self) -> pd.DataFrame: ...
+
+    def _derive(self, plan: Node) -> Self: ...
+
+
+F = TypeVar("F", bound=Frame)
+
+
+class GroupBy(Generic[F]):
     """A frame grouped on ``keys``: nothing is computed until an aggregation is asked for."""
 
-    def __init__(self, frame: DistributedFrame, keys: Sequence[str], dropna: bool,
+    def __init__(self, frame: F, keys: Sequence[str], dropna: bool,
                  options: GroupByOptions) -> None:
         self.frame = frame
         self.keys = tuple(keys)
@@ -33,7 +53,7 @@ class GroupBy:
         self.options = options
 
     def agg(self, spec: dict[str, Any] | None = None, /,
-            **named: tuple[str, str]) -> DistributedFrame:
+            **named: tuple[str, str]) -> F:
         """Named aggregations (``total=("x", "sum")``), or a dict of column to function(s)."""
         if spec is not None and named:
             raise OptionError("agg: give a dict or named aggregations, not both")
@@ -42,55 +62,54 @@ class GroupBy:
 
     aggregate = agg
 
-    def _aggregate(self, aggregations: list[Aggregation]) -> DistributedFrame:
-        node = GroupByNode(self.frame.plan, self.keys, tuple(aggregations), self.dropna,
-                           self.options)
-        return DistributedFrame(self.frame.engine, node)
+    def _aggregate(self, aggregations: list[Aggregation]) -> F:
+        return self.frame._derive(GroupByNode(self.frame.plan, self.keys, tuple(aggregations),
+                                              self.dropna, self.options))
 
-    def _every(self, function: str) -> DistributedFrame:
-        values = [c for c in self.frame.columns if c not in self.keys]
+    def _every(self, function: str) -> F:
+        values = [c for c in self.frame.meta.columns if c not in self.keys]
         if not values:
             raise OptionError(f"{function}(): the frame has no column besides the keys "
                               f"{list(self.keys)}")
         return self._aggregate([Aggregation(c, c, function) for c in values])
 
-    def sum(self) -> DistributedFrame:
+    def sum(self) -> F:
         return self._every("sum")
 
-    def count(self) -> DistributedFrame:
+    def count(self) -> F:
         return self._every("count")
 
-    def mean(self) -> DistributedFrame:
+    def mean(self) -> F:
         return self._every("mean")
 
-    def min(self) -> DistributedFrame:
+    def min(self) -> F:
         return self._every("min")
 
-    def max(self) -> DistributedFrame:
+    def max(self) -> F:
         return self._every("max")
 
-    def var(self) -> DistributedFrame:
+    def var(self) -> F:
         return self._every("var")
 
-    def std(self) -> DistributedFrame:
+    def std(self) -> F:
         return self._every("std")
 
-    def nunique(self) -> DistributedFrame:
+    def nunique(self) -> F:
         return self._every("nunique")
 
-    def first(self) -> DistributedFrame:
+    def first(self) -> F:
         return self._every("first")
 
-    def last(self) -> DistributedFrame:
+    def last(self) -> F:
         return self._every("last")
 
-    def size(self) -> DistributedFrame:
+    def size(self) -> F:
         """Rows per group, in a column named ``size`` (as pandas' ``as_index=False``)."""
         return self._aggregate([Aggregation("size", None, "size")])
 
 
-def groupby(frame: DistributedFrame, by: str | Sequence[str], dropna: bool = True,
-            as_index: bool = False, sort: bool = False, **options: Any) -> GroupBy:
+def groupby(frame: F, by: str | Sequence[str], dropna: bool = True,
+            as_index: bool = False, sort: bool = False, **options: Any) -> GroupBy[F]:
     """``frame`` grouped on the columns ``by``. Missing keys form a group of their own unless
     ``dropna``. The result's rows come in no set order: ``sort_values`` after it for one."""
     keys = [by] if isinstance(by, str) else list(by)
@@ -106,15 +125,14 @@ def groupby(frame: DistributedFrame, by: str | Sequence[str], dropna: bool = Tru
     return GroupBy(frame, keys, dropna, resolve(GroupByOptions, options))
 
 
-def aggregate(frame: DistributedFrame, spec: dict[str, Any] | None = None, /,
-              **named: tuple[str, str]) -> DistributedFrame:
+def aggregate(frame: F, spec: dict[str, Any] | None = None, /,
+              **named: tuple[str, str]) -> F:
     """The whole frame aggregated into one row: named aggregations (``total=("x", "sum")``),
     or a dict of column to function(s)."""
     if spec is not None and named:
         raise OptionError("aggregate: give a dict or named aggregations, not both")
     aggregations = _from_dict(spec) if spec is not None else _from_named(named)
-    node = GroupByNode(frame.plan, (), tuple(aggregations))
-    return DistributedFrame(frame.engine, node)
+    return frame._derive(GroupByNode(frame.plan, (), tuple(aggregations)))
 
 
 def _from_named(named: dict[str, tuple[str, str]]) -> list[Aggregation]:

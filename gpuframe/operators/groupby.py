@@ -254,6 +254,7 @@ def finish_bucket(buckets: list[list[Any]], partial: Partial) -> Any:
 
 
 def component_rows(partial_parts: list[Any]) -> int:
+    """Rows of one partition's partials, all components together."""
     return sum(len(frame) for frame in partial_parts)
 
 
