@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from ..config import GroupByOptions
@@ -95,7 +96,9 @@ class GroupBy(Node):
 def aggregate_schema(meta: pd.DataFrame, keys: Sequence[str],
                      aggregations: Sequence[Aggregation]) -> pd.DataFrame:
     """The schema pandas gives the aggregate of a frame of schema ``meta``, learnt from one
-    row of it (on no rows pandas gives some means another dtype than on data)."""
+    row of it (on no rows pandas gives some means another dtype than on data). A sum of
+    integers is 64 bits wide: pandas keeps the input's width only where every group's sum
+    fits it, which no schema can know beforehand."""
     sample = sample_row(meta)
     by = list(keys)
     if not by:
@@ -104,16 +107,23 @@ def aggregate_schema(meta: pd.DataFrame, keys: Sequence[str],
     named = {a.name: (a.column if a.column is not None else by[0], a.function)
              for a in aggregations}
     result = sample.groupby(by, as_index=False, dropna=False, sort=False).agg(**named)
-    return result.drop(columns=by[0]).head(0) if not keys else result.head(0)
+    if not keys:
+        result = result.drop(columns=by[0])
+    wide = {a.name: np.dtype("uint64" if meta[a.column].dtype.kind == "u" else "int64")
+            for a in aggregations if a.function == "sum" and a.column is not None
+            and isinstance(meta[a.column].dtype, np.dtype) and meta[a.column].dtype.kind in "iub"}
+    return result.astype(wide).head(0)
 
 
 def sample_row(meta: pd.DataFrame) -> pd.DataFrame:
-    """One row of ``meta``'s dtypes (a zero cast to each; a column that cannot take it stays
-    empty-valued)."""
+    """One row of ``meta``'s dtypes: a zero cast to each, a text for objects (which, as keys,
+    pandas then types as strings, as it does a column of strings); a column that cannot take
+    either stays empty-valued."""
     columns = {}
     for name, dtype in meta.dtypes.items():
         try:
-            columns[name] = pd.Series([0]).astype(dtype)
+            value = "0" if pd.api.types.is_object_dtype(dtype) else 0
+            columns[name] = pd.Series([value]).astype(dtype)
         except (TypeError, ValueError):
             columns[name] = pd.Series([None], dtype=dtype)
     return pd.DataFrame(columns)

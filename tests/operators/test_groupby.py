@@ -39,7 +39,7 @@ def data():
         "k": rng.integers(0, 30, n),
         "s": pd.array(rng.choice(["red", "green", "blue", None], n), dtype="str"),
         "g": np.where(rng.random(n) < 0.2, np.nan, rng.integers(0, 5, n).astype(float)),
-        "x": rng.integers(-50, 50, n).astype("int32"),
+        "x": rng.integers(-50, 50, n),
         "f": f,
     })
 
@@ -243,3 +243,16 @@ def test_means_of_large_int32_do_not_wrap(engine, strategy):
         m=("x", "mean"), v=("x", "var"))
     expected = data.groupby("k", as_index=False).agg(m=("x", "mean"), v=("x", "var"))
     assert_matches(result, expected, ["k"])
+
+
+def test_sums_of_small_integers_are_64_bits_wide(engine):
+    """pandas keeps uint8 where every sum fits it and gives uint64 where one does not; the
+    schema cannot know which, so it is always the wide type, which holds both."""
+    data = pd.DataFrame({"k": np.arange(600) % 2, "u": np.full(600, 200, "uint8"),
+                         "b": np.arange(600) % 3 == 0, "o": pd.Series(["p", "q"] * 300,
+                                                                        dtype=object)})
+    result = groupby(gpuframe.from_pandas(data, npartitions=3), ["k", "o"]).agg(
+        u=("u", "sum"), b=("b", "sum"))
+    expected = data.groupby(["k", "o"], as_index=False).agg(u=("u", "sum"), b=("b", "sum"))
+    assert expected.u.dtype == "uint64"
+    assert_matches(result, expected, ["k", "o"])
