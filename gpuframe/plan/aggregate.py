@@ -117,12 +117,14 @@ def aggregate_schema(meta: pd.DataFrame, keys: Sequence[str],
 
 def sample_row(meta: pd.DataFrame) -> pd.DataFrame:
     """One row of ``meta``'s dtypes: a zero cast to each, a text for objects (which, as keys,
-    pandas then types as strings, as it does a column of strings); a column that cannot take
-    either stays empty-valued."""
+    pandas then types as strings, as it does a column of strings), a categorical's first
+    category; a column that can take none of these stays empty-valued."""
     columns = {}
     for name, dtype in meta.dtypes.items():
+        value: object = "0" if pd.api.types.is_object_dtype(dtype) else 0
+        if isinstance(dtype, pd.CategoricalDtype):
+            value = dtype.categories[0] if len(dtype.categories) else None
         try:
-            value = "0" if pd.api.types.is_object_dtype(dtype) else 0
             columns[name] = pd.Series([value]).astype(dtype)
         except (TypeError, ValueError):
             columns[name] = pd.Series([None], dtype=dtype)

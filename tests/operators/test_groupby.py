@@ -256,3 +256,21 @@ def test_sums_of_small_integers_are_64_bits_wide(engine):
     expected = data.groupby(["k", "o"], as_index=False).agg(u=("u", "sum"), b=("b", "sum"))
     assert expected.u.dtype == "uint64"
     assert_matches(result, expected, ["k", "o"])
+
+
+@pytest.mark.parametrize("keys", [["t"], ["c"], ["b"]], ids=["time", "categorical", "bool"])
+@pytest.mark.parametrize("strategy", ["tree", "shuffle"])
+def test_time_categorical_and_bool_keys(engine, keys, strategy):
+    rng = np.random.default_rng(11)
+    n = 1000
+    times = pd.Series(pd.to_datetime(rng.integers(0, 5, n), unit="D"))
+    times[rng.random(n) < 0.1] = pd.NaT
+    data = pd.DataFrame({"t": times, "c": pd.Categorical(rng.choice(["u", "v", "w"], n)),
+                         "b": rng.random(n) < 0.5, "x": rng.random(n)})
+    named = {"mean": ("x", "mean"), "n": ("x", "size"), "first_t": ("t", "first"),
+             "last_c": ("c", "last")}
+    named = {name: pair for name, pair in named.items() if pair[0] not in keys}
+    result = groupby(gpuframe.from_pandas(data, npartitions=3), keys, dropna=False,
+                     strategy=strategy).agg(**named)
+    expected = data.groupby(keys, as_index=False, dropna=False, observed=True).agg(**named)
+    assert_matches(result, expected, keys)
