@@ -41,7 +41,8 @@ from .lowering import Lowering, lower
 WHOLE = "__gpuframe_all__"
 """The constant key a whole-frame aggregate groups by."""
 ROWS = "__gpuframe_rows__"
-"""A constant column whose group size is ``size``."""
+"""A constant column whose count per group is the group's size (whatever the column that
+``size`` names holds)."""
 VALUE = "__gpuframe_value__"
 """The value column of a nunique's distinct (keys, value) pairs (which may be a key's)."""
 LABELS = "abcdefghijklmnopqrstuvwxyz"
@@ -90,18 +91,20 @@ class Partial:
         made = []
         for i, agg in enumerate(self.aggregations):
             source = agg.column if agg.column is not None else ROWS
-            if agg.function in ("var", "std"):
+            if agg.function == "size":
+                made.append(PartialColumn(f"__{i}", ROWS, "count", "sum"))
+            elif agg.function in ("var", "std"):
                 made += [PartialColumn(f"__{i}_n", source, "count", "sum"),
                          PartialColumn(f"__{i}_mean", source, "mean", "first"),
                          PartialColumn(f"__{i}_m2", source, "var", "sum")]
             elif agg.function == "mean":
                 made += [PartialColumn(f"__{i}_sum", source, "mean", "sum"),
                          PartialColumn(f"__{i}_n", source, "count", "sum")]
-            elif agg.function in ("count", "size"):
-                made.append(PartialColumn(f"__{i}", source, agg.function, "sum"))
+            elif agg.function == "count":
+                made.append(PartialColumn(f"__{i}", source, "count", "sum"))
             elif agg.function != "nunique":
                 made.append(PartialColumn(f"__{i}", source, agg.function, agg.function))
-        return made or [PartialColumn("__rows", ROWS, "size", "sum")]
+        return made or [PartialColumn("__rows", ROWS, "count", "sum")]
 
 
 def _grouped(frame: Any, keys: Sequence[str], columns: Sequence[tuple[str, str, str]],
@@ -284,8 +287,9 @@ def _(node: GroupBy, lowering: Lowering) -> Partitions:
                       node.child.meta, node.meta, job.backend)
     number = lowering.number(node)
     placed = None if whole else _serving(inputs, types)
-    if placed is not None:
-        lowering.note(node, f"local: input already {placed.describe()}")
+    if placed is not None or len(inputs) == 1:
+        lowering.note(node, f"local: input already {placed.describe()}" if placed is not None
+                      else "local: one partition")
         futures = job.stage("aggregate").map(aggregate_local, inputs, partial, node=number)
         return Partitions(futures, list(inputs.owners), node.meta, placed)
 

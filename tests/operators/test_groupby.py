@@ -20,7 +20,7 @@ from gpuframe.plan.expr import col
 from gpuframe.plan.nodes import Filter, FromPandas, Scan
 from gpuframe.plan.optimize import optimize
 
-EVERY = dict(total=("x", "sum"), counted=("f", "count"), rows=("x", "size"),
+EVERY = dict(total=("x", "sum"), counted=("f", "count"), rows=("f", "size"),
              average=("x", "mean"), low=("s", "min"), high=("f", "max"), spread=("f", "var"),
              deviation=("f", "std"), distinct=("s", "nunique"), opening=("s", "first"),
              closing=("f", "last"), small=("x", "min"))
@@ -92,6 +92,9 @@ def test_auto_reduces_few_groups_as_a_tree_and_many_by_a_shuffle(engine, data):
     assert few.npartitions == 1 and few.partitioning is None
     assert many.npartitions == 2
     assert many.partitioning.keys == ("k",) and many.partitioning.hash_types == ("int64",)
+    single = groupby(gpuframe.from_pandas(data, npartitions=1), "k").agg(total=("x", "sum"))
+    assert_matches(single, expected, ["k"])
+    assert "local: one partition" in explained(single).splitlines()[0]
 
 
 @pytest.mark.parametrize("strategy", ["tree", "shuffle"])
