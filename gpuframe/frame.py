@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pandas as pd
 from distributed import Future
 
+from . import groupby as grouping
 from .backend import get_backend
 from .cluster.engine import Engine, current_engine
 from .config import JoinOptions, resolve
@@ -145,6 +146,16 @@ class DistributedFrame:
     def merge(self, other: DistributedFrame, on: Any = None, **kwargs: Any) -> DistributedFrame:
         """Join with ``other`` like ``pandas.merge``; see :func:`gpuframe.merge`."""
         return merge(self, other, on, **kwargs)
+
+    def groupby(self, by: str | Sequence[str], dropna: bool = True, **options: Any
+                ) -> grouping.GroupBy[DistributedFrame]:
+        """Groups of rows by ``by``, to aggregate (``.agg(total=("x", "sum"))``); the keys
+        come back as columns (pandas' ``as_index=False``). See :mod:`gpuframe.groupby`."""
+        return grouping.groupby(self, by, dropna=dropna, **options)
+
+    def agg(self, spec: dict[str, Any] | None = None, /, **named: Any) -> DistributedFrame:
+        """The whole frame aggregated into one row: ``frame.agg(total=("x", "sum"))``."""
+        return grouping.aggregate(self, spec, **named)
 
     # --- actions ------------------------------------------------------------------------------
 

@@ -277,3 +277,16 @@ def test_time_categorical_and_bool_keys(engine, keys, strategy):
                      strategy=strategy).agg(**named)
     expected = data.groupby(keys, as_index=False, dropna=False, observed=True).agg(**named)
     assert_matches(result, expected, keys)
+
+
+def test_the_frame_methods_group_and_aggregate_as_pandas(engine, data):
+    """``frame.groupby(...).agg(...)`` and ``frame.agg(...)``, the spelling queries use."""
+    frame = gpuframe.from_pandas(data, npartitions=3)
+    expected = data.groupby(["k", "g"], as_index=False, dropna=False).agg(
+        total=("x", "sum"), high=("f", "max"))
+    assert_matches(frame.groupby(["k", "g"], dropna=False).agg(total=("x", "sum"),
+                                                                high=("f", "max")),
+                   expected, ["k", "g"])
+    whole = frame[frame.x > 0].agg(total=("x", "sum"), n=("x", "size")).to_pandas()
+    assert whole.to_dict("records") == [{"total": data.x[data.x > 0].sum(),
+                                         "n": int((data.x > 0).sum())}]
