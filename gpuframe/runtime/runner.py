@@ -20,7 +20,7 @@ import logging
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pandas as pd
 from dask.sizeof import sizeof
@@ -37,7 +37,7 @@ from ..diagnostics.stages import (
     new_job,
     task_key,
 )
-from ..errors import GpuframeError, PartitionError
+from ..errors import GpuframeError, PartitionError, WorkerLostError
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -146,13 +146,25 @@ class Job:
         their tasks or alone holds a result they read."""
         keys = [f.key for f in futures]
         try:
-            why = self.engine.client.run_on_scheduler(stalled, keys=keys,
-                                                      silence=self.worker_silence)
+            found = self.engine.client.run_on_scheduler(stalled, keys=keys,
+                                                        silence=self.worker_silence)
         except Exception:  # a scheduler that cannot run it: Dask's own timeouts apply
             return
-        if why:
-            self.cancel()
-            raise PartitionError(f"job {self.id} ({self.name}) cannot finish: {why}")
+        if found:
+            worker, key, why = found
+            self._lost(worker, why, key)
+
+    def _lost(self, worker: str, why: str, key: Key) -> NoReturn:
+        """Cancel the job and raise :class:`WorkerLostError`: ``worker`` ``why``, naming the
+        stage and partitions of the job it ran (the task ``key`` where it ran none)."""
+        self.cancel()
+        mine = [info for info in self._info.values() if info.owner in worker.split(", ")]
+        stages = sorted({info.stage for info in mine})
+        parts = sorted({info.partition for info in mine if info.partition >= 0})
+        what = (f"the {', '.join(stages)} stage's partitions {parts}" if mine else
+                f"task {key}")
+        raise WorkerLostError(f"worker {worker} {why}: {what} of job {self.id} ({self.name}) "
+                              f"cannot be made")
 
     def gather(self, futures: Sequence[Future]) -> list[Any]:
         """The results of ``futures`` (small ones: samples, counts), failing as :meth:`wait`."""
@@ -167,11 +179,11 @@ class Job:
             where = f"{info.stage} task of partition {info.partition}" if info else "a task"
             gone = sorted({i.owner for i in self._info.values() if i.owner}
                           - set(self.engine.workers))
-            why = (f"its workers {', '.join(gone)} left the cluster, and the partitions they "
-                   f"held with them" if gone else
-                   f"it was cancelled or lost before it finished (owner "
-                   f"{info.owner if info else 'unknown'})")
-            raise PartitionError(f"{where} of job {self.id} cannot finish: {why}")
+            if gone:
+                self._lost(", ".join(gone), "left the cluster, and the partitions it held with "
+                           "it", failed.key)
+            raise PartitionError(f"{where} of job {self.id} was cancelled or lost before it "
+                                 f"finished (owner {info.owner if info else 'unknown'})")
         error, trace = failed.exception(), failed.traceback()
         started = self._blamed(failed.key)
         info = self._info[started] if started in self._info else self._info[failed.key]
@@ -281,9 +293,10 @@ class Stage:
                 for i, (future, owner) in enumerate(zip(inputs.futures, inputs.owners))]
 
 
-def stalled(dask_scheduler: Scheduler, keys: Sequence[Key], silence: float) -> str | None:
-    """On the scheduler: why the tasks of ``keys`` cannot finish, from what they wait on, their
-    own tasks and those they depend on; None where nothing stands in their way."""
+def stalled(dask_scheduler: Scheduler, keys: Sequence[Key], silence: float
+            ) -> tuple[str, Key, str] | None:
+    """On the scheduler: what stops the tasks of ``keys`` from finishing, from their own tasks
+    and those they depend on, as (worker, task, why); None where nothing does."""
     now = time()
     seen: set[Key] = set()
     todo = [dask_scheduler.tasks[k] for k in keys if k in dask_scheduler.tasks]
@@ -295,17 +308,17 @@ def stalled(dask_scheduler: Scheduler, keys: Sequence[Key], silence: float) -> s
         if task.state == "memory":
             holders = task.who_has or set()
             if holders and all(now - w.last_seen > silence for w in holders):
-                names = ", ".join(sorted(w.address for w in holders))
-                return (f"{task.key} is held only by {names}, unheard for "
-                        f"{min(now - w.last_seen for w in holders):.0f} s")
+                quiet = min(holders, key=lambda w: now - w.last_seen)
+                return (quiet.address, task.key, f"alone holds {task.key} and has not been "
+                        f"heard from for {now - quiet.last_seen:.0f} s")
             continue
         if task.state == "no-worker" and task.worker_restrictions:
-            return (f"{task.key} may run only on {', '.join(sorted(task.worker_restrictions))}, "
-                    f"no longer in the cluster (its partitions went with it)")
+            return (", ".join(sorted(task.worker_restrictions)), task.key,
+                    "left the cluster, and the partitions it held with it")
         worker = task.processing_on
         if task.state == "processing" and worker is not None \
                 and now - worker.last_seen > silence:
-            return (f"{worker.address}, running {task.key}, has not been heard from for "
+            return (worker.address, task.key, f"has not been heard from for "
                     f"{now - worker.last_seen:.0f} s")
         todo.extend(task.dependencies)
     return None

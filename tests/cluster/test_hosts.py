@@ -18,7 +18,7 @@ from netns_hosts import Hosts, HostsUnavailable, wait_for_port
 
 import gpuframe
 from gpuframe.cluster.engine import connect
-from gpuframe.errors import ClusterError, PartitionError
+from gpuframe.errors import ClusterError, WorkerLostError
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 8786
@@ -142,7 +142,7 @@ def test_a_worker_host_cut_off_fails_the_join_naming_it(cluster, tmp_path, monke
         cluster.hosts.link(2, up=False)
         try:
             started = time.monotonic()
-            with pytest.raises(PartitionError, match="not been heard from|unheard") as raised:
+            with pytest.raises(WorkerLostError, match="not been heard from|unheard") as raised:
                 gpuframe.merge(orders, customers, on="customer", broadcast_bytes=0).to_pandas()
             assert cut in str(raised.value)
             assert time.monotonic() - started < 45
