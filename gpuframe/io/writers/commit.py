@@ -46,7 +46,9 @@ class DatasetExistsError(GpuframeError, FileExistsError):
 
 
 def check_target(store: DatasetStore, path: str, overwrite: bool) -> None:
-    """:class:`DatasetExistsError` where ``path`` exists and is not to be replaced."""
+    """:class:`DatasetExistsError` where ``path`` exists and is not to be replaced, and
+    :class:`~gpuframe.errors.OptionError` where it cannot hold a dataset."""
+    parent_and_name(path)
     if not overwrite and store.exists(path):
         raise DatasetExistsError(f"{path} exists already: pass overwrite=True to replace it, "
                                  "or write to another path")
@@ -54,13 +56,19 @@ def check_target(store: DatasetStore, path: str, overwrite: bool) -> None:
 
 def staging_path(path: str, job: str) -> str:
     """Where a write of ``path`` by ``job`` stages its files: a hidden sibling of ``path``."""
+    parent, name = parent_and_name(path)
+    return f"{parent}/.{name}.gpuframe-{job}"
+
+
+def parent_and_name(path: str) -> tuple[str, str]:
+    """The folder that holds ``path`` (a local path made absolute), and its name in it."""
     if scheme_of(path) == "file":
         path = local_path(path)
     elif "/" not in path.split("://", 1)[1].strip("/"):
         raise OptionError(f"cannot write a dataset at {path}, a bucket's root: name a prefix, "
                           f"such as {path.rstrip('/')}/dataset")
     parent, name = path.rstrip("/").rsplit("/", 1)
-    return f"{parent}/.{name}.gpuframe-{job}"
+    return parent, name
 
 
 class Commit:
