@@ -53,12 +53,55 @@ def _marking(folder):
 
 
 def _failing_in_second(partition: pd.DataFrame) -> pd.DataFrame:
-    """Raises in the partition holding id 20; the others are slow, so they still write after
-    it failed."""
+    """Raises in the partition holding id 20."""
     if (partition["id"] == 20).any():
         raise ValueError("boom in the second partition")
-    time.sleep(0.5)
     return partition
+
+
+def _unwritable_in_second(partition: pd.DataFrame) -> pd.DataFrame:
+    """A column of text, but of Python objects Arrow cannot convert in the partition holding
+    id 20: the frame computes, and that partition's write task fails."""
+    unwritable = (partition["id"] == 20).any()
+    values = [object() if unwritable else "text"] * len(partition)
+    return partition.assign(value=pd.Series(values, index=partition.index, dtype=object))
+
+
+def _unwritable_frame(source: pd.DataFrame):
+    meta = source.head(0).assign(value=pd.Series([], dtype=object))
+    return gpuframe.from_pandas(source, npartitions=3).map_partitions(_unwritable_in_second,
+                                                                      meta=meta)
+
+
+SLOW_WRITE = 0.5
+"""Seconds each write task waits before writing, under :func:`_slow_writes`."""
+
+
+def _patch_conformed(slow: bool) -> None:
+    """On a worker: its write tasks wait :data:`SLOW_WRITE` seconds before writing (or no
+    longer)."""
+    from gpuframe.io.writers import parquet
+
+    original = getattr(parquet.conformed, "original", parquet.conformed)
+    if not slow:
+        parquet.conformed = original
+        return
+
+    def waiting(table: pa.Table, schema: pa.Schema) -> pa.Table:
+        time.sleep(SLOW_WRITE)
+        return original(table, schema)
+
+    waiting.original = original  # type: ignore[attr-defined]
+    parquet.conformed = waiting
+
+
+@pytest.fixture(name="slow_writes")
+def _slow_writes(engine):
+    """Write tasks still writing when another partition's task fails: a write that outlived
+    the clean-up would leave its file."""
+    engine.client.run(_patch_conformed, True)
+    yield
+    engine.client.run(_patch_conformed, False)
 
 
 def test_partitions_are_written_by_their_owners_and_read_back_whole(engine, source, tmp_path):
@@ -157,7 +200,7 @@ def test_an_existing_path_is_refused_before_anything_runs_and_replaced_on_reques
 
 
 @pytest.mark.parametrize("existing", [False, True])
-def test_a_task_failing_mid_write_leaves_no_dataset_and_no_staged_files(
+def test_a_partition_failing_before_its_write_leaves_the_path_as_it_was(
         engine, source, tmp_path, existing):
     path = tmp_path / "out"
     if existing:
@@ -167,7 +210,21 @@ def test_a_task_failing_mid_write_leaves_no_dataset_and_no_staged_files(
     with pytest.raises(PartitionError, match="boom in the second partition") as failure:
         write_parquet(frame, path, overwrite=True)
     assert "partition 1" in str(failure.value)
-    time.sleep(0.6)  # had a slow partition's write outlived the clean-up, it would show now
+    assert [p.name for p in tmp_path.iterdir()] == (["out"] if existing else [])
+    if existing:
+        pd.testing.assert_frame_equal(pd.read_parquet(path), source.head(5))
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_write_task_failing_leaves_no_dataset_and_no_staged_files(
+        engine, source, tmp_path, existing, slow_writes):
+    path = tmp_path / "out"
+    if existing:
+        write_parquet(gpuframe.from_pandas(source.head(5), npartitions=1), path)
+    with pytest.raises(PartitionError, match=r"partition 1 \(write, owner") as failure:
+        write_parquet(_unwritable_frame(source), path, overwrite=True)
+    assert "raised by the write task gpuframe-write-" in str(failure.value)
+    time.sleep(SLOW_WRITE)  # a write that outlived the clean-up would show by now
     assert [p.name for p in tmp_path.iterdir()] == (["out"] if existing else [])
     if existing:
         pd.testing.assert_frame_equal(pd.read_parquet(path), source.head(5))
@@ -217,14 +274,12 @@ def test_s3_write_with_the_readers_options(engine, source, s3_server):
                                   source.astype({"year": "int32"}))
 
 
-def test_s3_overwrite_and_failure(engine, source, s3_server):
+def test_s3_overwrite_and_failure(engine, source, s3_server, slow_writes):
     url = s3_server.url("written/replaced")
     write_parquet(gpuframe.from_pandas(source, npartitions=3), url, **s3_server.options())
-    failing = gpuframe.from_pandas(source, npartitions=3).map_partitions(
-        _failing_in_second, meta=source.head(0))
-    with pytest.raises(PartitionError, match="boom"):
-        write_parquet(failing, url, overwrite=True, **s3_server.options())
-    time.sleep(0.6)
+    with pytest.raises(PartitionError, match=r"partition 1 \(write"):
+        write_parquet(_unwritable_frame(source), url, overwrite=True, **s3_server.options())
+    time.sleep(SLOW_WRITE)
     assert not [k for k in _keys(s3_server) if "gpuframe-" in k], "no staged object is left"
     pd.testing.assert_frame_equal(
         _by_id(gpuframe.read_parquet(url, **s3_server.options()).to_pandas()), source)
