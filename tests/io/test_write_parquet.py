@@ -109,8 +109,8 @@ def test_partitions_are_written_by_their_owners_and_read_back_whole(engine, sour
     path = tmp_path / "out"
     with get_task_stream(engine.client) as stream:
         written = write_parquet(frame, path)
-    assert written.files == ("part-00000-0.parquet", "part-00001-0.parquet",
-                             "part-00002-0.parquet")
+    assert written.files == ("part-00000.parquet", "part-00001.parquet",
+                             "part-00002.parquet")
     assert written.rows == len(source)
     where = {t["key"]: t["worker"] for t in stream.data
              if t["key"].startswith("gpuframe-write-")}
@@ -287,7 +287,7 @@ def test_s3_overwrite_and_failure(engine, source, s3_server, slow_writes):
                   **s3_server.options())
     assert _keys(s3_server, "written/replaced/") == [
         "written/replaced/_SUCCESS", "written/replaced/_metadata",
-        "written/replaced/part-00000-0.parquet"]
+        "written/replaced/part-00000.parquet"]
     pd.testing.assert_frame_equal(
         gpuframe.read_parquet(url, **s3_server.options()).to_pandas(), source.head(10))
 

@@ -1,26 +1,33 @@
 """One partition written as Parquet, on the worker that holds it.
 
-A partition becomes one file in the staging folder, ``part-<partition>-0.parquet``, or, with
-hive partitioning, one file in each ``<column>=<value>/`` folder it has rows for, the partition
-columns left out of the files as hive does (a null value is ``__HIVE_DEFAULT_PARTITION__``,
-values are URL-encoded). Partition numbers are zero-padded so that the files sort in the
-frame's order, which is the order readers list them in. Each task hands back its files'
-footers, from which the client writes ``_metadata`` (:mod:`.commit`).
+A partition becomes one file in the staging folder, ``part-<partition>.parquet``, or, with
+hive partitioning, one file of that name in each ``<column>=<value>/`` folder it has rows for,
+the partition columns left out of the files as hive does (a null value is
+``__HIVE_DEFAULT_PARTITION__``, values are URL-encoded); a partition without rows writes none.
+Partition numbers are zero-padded so that the files sort in the frame's order, which is the
+order readers list them in. Each task hands back its files' footers, from which the client
+writes ``_metadata`` (:mod:`.commit`).
 
-Both backends write through Arrow: a cuDF partition is copied to host memory first.
+Both backends write through Arrow's Parquet writer: a cuDF partition is copied to host memory
+first. Hive folders are split here rather than by ``pyarrow.dataset.write_dataset``, whose
+Acero source warns of every partition that arrived over the network in unaligned buffers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+from urllib.parse import quote
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ...backend import get_backend
 from ...errors import OptionError
+from ..planning.sources import HIVE_NULL
 from ..storage import open_store
 from ..storage.base import StorageOptions
 
@@ -69,32 +76,51 @@ class WrittenFile(NamedTuple):
 
 def write_partition(partition: Any, backend: str, write: ParquetWrite,
                     index: int) -> list[WrittenFile]:
-    """On a worker: partition ``index`` written under ``write.staged``; the files written."""
+    """On a worker: partition ``index`` written under ``write.staged``; the files written (none
+    for a partition without rows)."""
     table = conformed(get_backend(backend).to_arrow(partition), write.schema)
     store = open_store(write.staged, write.storage)
-    root = store.location(write.staged)
-    written: list[WrittenFile] = []
-
-    def record(file: Any) -> None:
-        relative = file.path[len(root) + 1:]
-        file.metadata.set_file_path(relative)
-        written.append(WrittenFile(relative, file.metadata.num_rows, file.metadata))
-
-    partitioning = None
-    if write.partition_on:
-        keys = pa.schema([table.schema.field(name) for name in write.partition_on])
-        partitioning = ds.partitioning(keys, flavor="hive")
-    try:
-        ds.write_dataset(
-            table, root, format="parquet", filesystem=store.filesystem,
-            partitioning=partitioning, basename_template=f"part-{index:0{write.digits}d}-{{i}}"
-            ".parquet", file_options=ds.ParquetFileFormat().make_write_options(
-                compression=write.compression),
-            existing_data_behavior="overwrite_or_ignore", create_dir=store.creates_folders,
-            preserve_order=True, file_visitor=record)
-    except OSError as exc:
-        raise store.failure(exc, write.staged) from exc
+    name = f"part-{index:0{write.digits}d}.parquet"
+    groups = (hive_groups(table, write.partition_on) if write.partition_on
+              else [("", table)] if table.num_rows else [])
+    written = []
+    for folder, rows in groups:
+        relative = f"{folder}/{name}" if folder else name
+        where = store.location(f"{write.staged}/{relative}")
+        footers: list[pq.FileMetaData] = []
+        try:
+            if folder and store.creates_folders:
+                store.filesystem.create_dir(where.rsplit("/", 1)[0], recursive=True)
+            pq.write_table(rows, where, filesystem=store.filesystem,
+                           compression=write.compression, metadata_collector=footers)
+        except OSError as exc:
+            raise store.failure(exc, f"{write.staged}/{relative}") from exc
+        footers[0].set_file_path(relative)
+        written.append(WrittenFile(relative, rows.num_rows, footers[0]))
     return written
+
+
+def hive_groups(table: pa.Table, columns: tuple[str, ...]) -> Iterator[tuple[str, pa.Table]]:
+    """(hive folder, its rows less the hive columns) for each combination of ``columns``'
+    values in ``table``, the rows in their order. Each value's code is its place in its
+    column's dictionary, with one more for null; a row's codes make one number to sort by."""
+    codes = np.zeros(table.num_rows, dtype=np.int64)
+    for name in columns:
+        encoded = table.column(name).combine_chunks().dictionary_encode()
+        places = pc.fill_null(encoded.indices, len(encoded.dictionary))
+        codes = codes * (len(encoded.dictionary) + 1) + places.to_numpy()
+    order = np.argsort(codes, kind="stable")
+    data = table.drop_columns(list(columns))
+    for rows in np.split(order, np.flatnonzero(np.diff(codes[order])) + 1):
+        if len(rows):
+            folder = "/".join(f"{quote(name, safe='')}={hive_value(table.column(name)[rows[0]])}"
+                              for name in columns)
+            yield folder, data.take(rows)
+
+
+def hive_value(value: pa.Scalar) -> str:
+    """A value as its hive folder names it: URL-encoded text, or the hive writers' null."""
+    return HIVE_NULL if not value.is_valid else quote(str(value.as_py()), safe="")
 
 
 def conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
