@@ -169,6 +169,21 @@ def test_hive_values_that_need_encoding_read_back_as_written(engine, tmp_path):
     pd.testing.assert_frame_equal(_by_id(back), frame, check_dtype=False)
 
 
+def test_a_file_url_under_folders_not_yet_made(engine, source, tmp_path):
+    url = f"file://{tmp_path}/a/b/out"
+    write_parquet(gpuframe.from_pandas(source, npartitions=2), url)
+    pd.testing.assert_frame_equal(_by_id(gpuframe.read_parquet(url).to_pandas()), source)
+    assert [p.name for p in (tmp_path / "a" / "b").iterdir()] == ["out"]
+
+
+def test_overwrite_replaces_a_file_with_a_dataset(engine, source, tmp_path):
+    path = tmp_path / "out"
+    path.write_text("not a dataset")
+    write_parquet(gpuframe.from_pandas(source, npartitions=2), path, overwrite=True)
+    pd.testing.assert_frame_equal(pd.read_parquet(path), source)
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
 def test_partitions_without_rows_write_no_file(engine, source, tmp_path):
     frame = gpuframe.from_pandas(source, npartitions=3)
     written = write_parquet(frame[frame.id < 10], tmp_path / "out")
