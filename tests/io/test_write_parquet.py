@@ -150,6 +150,8 @@ def test_hive_folders_leave_their_columns_out_and_read_back(engine, source, tmp_
     pd.testing.assert_frame_equal(_by_id(back)[list(source.columns)], expected)
     only = gpuframe.read_parquet(str(path), filters=[("city", "==", "oslo")]).to_pandas()
     assert sorted(only["id"]) == sorted(source.loc[source["city"] == "oslo", "id"])
+    through_metadata = ds.parquet_dataset(str(path / "_metadata"), partitioning="hive")
+    assert through_metadata.to_table().num_rows == len(source)
 
 
 def test_hive_groups_keep_row_order_and_encode_values():
@@ -237,6 +239,16 @@ def test_an_existing_path_is_refused_before_anything_runs_and_replaced_on_reques
     assert "old.parquet" not in {p.name for p in path.iterdir()}
     pd.testing.assert_frame_equal(pd.read_parquet(path), source)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["marks", "out"]
+
+
+def test_a_dataset_can_be_replaced_by_a_frame_read_from_it(engine, source, tmp_path):
+    """The frame is computed before any file is written, so its source may be replaced."""
+    path = tmp_path / "out"
+    write_parquet(gpuframe.from_pandas(source, npartitions=2), path)
+    frame = gpuframe.read_parquet(str(path))
+    write_parquet(frame[frame.id >= 30], path, overwrite=True)
+    pd.testing.assert_frame_equal(pd.read_parquet(path), source[source.id >= 30].reset_index(
+        drop=True))
 
 
 @pytest.mark.parametrize("existing", [False, True])
