@@ -53,7 +53,7 @@ class WrittenDataset(NamedTuple):
 
 
 def write_parquet(frame: RunnableFrame, path: str | os.PathLike[str], *,
-                  partition_on: Sequence[str] | None = None,
+                  partition_on: str | Sequence[str] | None = None,
                   compression: str | None = "snappy", overwrite: bool = False,
                   storage: StorageOptions | dict | None = None,
                   **storage_overrides: Any) -> WrittenDataset:
@@ -61,9 +61,10 @@ def write_parquet(frame: RunnableFrame, path: str | os.PathLike[str], *,
     prefix, one file per partition written by the worker that holds it, with ``_metadata``
     (every file's row groups) and ``_SUCCESS`` beside them.
 
-    ``partition_on``: columns that become hive folders (``col=value/part-...parquet``), left
-    out of the files; gpuframe's and pyarrow's readers give them back as columns, typed by the
-    folders' values (int32 where every value is an integer that fits, else strings).
+    ``partition_on``: a column, or columns, that become hive folders
+    (``col=value/part-...parquet``), left out of the files; gpuframe's and pyarrow's readers
+    give them back as columns, typed by the folders' values (int32 where every value is an
+    integer that fits, else strings).
     ``compression``: one of :data:`~gpuframe.io.writers.parquet.COMPRESSIONS`, or None.
     ``overwrite``: replace a dataset or file at ``path``; without it, an existing path is a
     :class:`~gpuframe.io.writers.commit.DatasetExistsError` before anything runs. Storage
@@ -73,8 +74,8 @@ def write_parquet(frame: RunnableFrame, path: str | os.PathLike[str], *,
     """
     target = os.fspath(path)
     codec = parquet_compression(compression)
-    partition_on = tuple(partition_on or ())
-    check_partition_columns(frame.meta, partition_on)
+    hive = (partition_on,) if isinstance(partition_on, str) else tuple(partition_on or ())
+    check_partition_columns(frame.meta, hive)
     options = storage_options(storage, **storage_overrides)
     store = open_store(target, options)
     check_target(store, target, overwrite)
@@ -82,7 +83,7 @@ def write_parquet(frame: RunnableFrame, path: str | os.PathLike[str], *,
     with Job(frame.engine, "write_parquet") as job:
         parts = frame.run_within(job).output
         commit = Commit(store, target, job.id, overwrite)
-        write = ParquetWrite(commit.staged, options, schema, codec, partition_on,
+        write = ParquetWrite(commit.staged, options, schema, codec, hive,
                              max(5, len(str(len(parts) - 1))))
         files = write_partitions(job, parts, write, commit)
     return WrittenDataset(target, tuple(f.path for f in files), sum(f.rows for f in files))

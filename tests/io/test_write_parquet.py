@@ -166,7 +166,7 @@ def test_hive_groups_keep_row_order_and_encode_values():
 def test_hive_values_that_need_encoding_read_back_as_written(engine, tmp_path):
     frame = pd.DataFrame({"id": range(4), "k": ["a/b", "x y", "50%", "a/b"]})
     write_parquet(gpuframe.from_pandas(frame, npartitions=2), tmp_path / "out",
-                  partition_on=["k"])
+                  partition_on="k")
     back = gpuframe.read_parquet(str(tmp_path / "out")).to_pandas()
     pd.testing.assert_frame_equal(_by_id(back), frame, check_dtype=False)
 

@@ -219,7 +219,8 @@ class S3Store:
     (the markers a reader may trust, ``_SUCCESS`` at the very end), then deleting the staged
     objects. A reader that lists the prefix while the copies run sees part of the dataset
     without its marker; where ``replace``, the old objects are deleted first, so the path is
-    empty or partial until the copies are done. A failed copy deletes what it had published."""
+    empty or partial until the copies are done. A failed copy deletes what it had published,
+    which leaves the path empty where it replaced a dataset."""
 
     creates_folders = False
 
