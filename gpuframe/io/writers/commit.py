@@ -13,7 +13,7 @@ partition's have been written.
    disk, so a reader sees all of the dataset or none of it; on S3, which has no rename, copies
    with ``_metadata`` and then ``_SUCCESS`` last, so a reader that waits for ``_SUCCESS`` never
    sees a partial dataset (:class:`~gpuframe.io.storage.s3.S3Store` says what one that does not
-   wait may see).
+   wait may see: gpuframe's readers do not wait for it).
 4. When any failed, :meth:`Commit.abort` deletes the staged folder; the caller first waits for
    every task, so that none writes after it.
 
