@@ -11,6 +11,7 @@ lives. A frame built on a run frame starts from its partitions.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -19,6 +20,7 @@ import pandas as pd
 from distributed import Future
 
 from . import groupby as grouping
+from . import writers
 from .backend import get_backend
 from .cluster.engine import Engine, current_engine
 from .config import JoinOptions, resolve
@@ -45,6 +47,7 @@ from .runtime.runner import Job, Partitions
 
 if TYPE_CHECKING:
     from .exchange.placement import Partitioning
+    from .writers import WrittenDataset
 
 
 class DistributedFrame:
@@ -261,6 +264,12 @@ class DistributedFrame:
         meta = self.engine.backend.from_pandas(self.meta)
         return dd.from_delayed([dask.delayed(f) for f in parts.futures], meta=meta,
                                verify_meta=False)
+
+    def write_parquet(self, path: str | os.PathLike[str], **options: Any) -> WrittenDataset:
+        """Write the frame as a Parquet dataset, atomically: see
+        :func:`gpuframe.writers.write_parquet` for ``partition_on=``, ``compression=``,
+        ``overwrite=`` and the storage options."""
+        return writers.write_parquet(self, path, **options)
 
     def explain(self, file: TextIO | None = None) -> None:
         """Print the optimized plan: every operator with its estimated rows and bytes, where

@@ -362,3 +362,13 @@ def test_cudf_partitions_are_written_and_read_back(source, tmp_path):
                                   check_dtype=False)
     pd.testing.assert_frame_equal(_by_id(hive)[list(source.columns)],
                                   source.astype({"year": "int32"}), check_dtype=False)
+
+
+def test_the_frame_method_writes_a_query_result(engine, source, tmp_path):
+    """``frame.write_parquet``, the end of a query: the lazy frame runs, then writes."""
+    frame = gpuframe.from_pandas(source, npartitions=3)
+    kept = frame[frame.id % 2 == 0]
+    written = kept.write_parquet(tmp_path / "even", compression="zstd")
+    expected = source[source.id % 2 == 0].reset_index(drop=True)
+    assert written.rows == len(expected)
+    pd.testing.assert_frame_equal(_by_id(pd.read_parquet(tmp_path / "even")), expected)
