@@ -18,6 +18,10 @@ $(STAMP): $(SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[test$(if $(EXTRAS),$(comma)$(EXTRAS))]"
+	# The dask-kubernetes operator's resource definitions, for the offline schema test of
+	# deploy/kubernetes (tests/deploy/test_kubernetes.py reads its files; nothing imports it,
+	# so its Kubernetes clients are left out).
+	$(BIN)/python -m pip install -q --no-deps "dask-kubernetes==2026.3.0"
 	touch $@
 
 comma := ,

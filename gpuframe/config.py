@@ -118,6 +118,38 @@ class JoinOptions:
         return self.broadcast_ratio is None or small * n_workers <= self.broadcast_ratio * large
 
 
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """How a job watches the workers it runs on."""
+
+    worker_silence: float = _option(
+        60.0, float,
+        "seconds a worker that runs or holds a job's tasks may go unheard (no heartbeat) before "
+        "the job fails naming it; Dask itself waits its worker-ttl (5 minutes) before it drops "
+        "such a worker, and a task pinned to it waits forever",
+    )
+
+
+@dataclass(frozen=True)
+class GroupByOptions:
+    """How a groupby combines its partial aggregates."""
+
+    strategy: str = _option(
+        "auto", _text,
+        "'tree' (partials combined in rounds, the result in one partition), 'shuffle' "
+        "(partials hashed on the keys to every worker) or 'auto': tree up to tree_max_rows",
+    )
+    tree_max_rows: int = _option(
+        1_000_000, _count,
+        "the most partial-aggregate rows, summed over the partitions, that 'auto' reduces as a "
+        "tree: past it the groups are too many for one worker to finish them all",
+    )
+    tree_fanin: int = _option(8, _count, "partials one task of a tree reduction combines")
+    partitions_per_worker: int = _option(
+        1, _count, "output partitions (hash buckets) per worker after a shuffle",
+    )
+
+
 def resolve(cls: type[Options], overrides: Mapping[str, Any] | None = None,
             environ: Mapping[str, str] | None = None) -> Options:
     """Build ``cls`` from its defaults, the environment, then ``overrides``."""

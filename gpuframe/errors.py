@@ -30,6 +30,11 @@ class PartitionError(GpuframeError, RuntimeError):
     """A partition of a distributed frame failed to compute or was lost."""
 
 
+class WorkerLostError(PartitionError):
+    """A worker that a job needs left the cluster or stopped answering: the message names it,
+    the stage and the partitions that cannot be made."""
+
+
 class JoinError(GpuframeError, ValueError):
     """A join was asked for with keys, types or options that cannot be joined."""
 

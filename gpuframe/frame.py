@@ -11,6 +11,7 @@ lives. A frame built on a run frame starts from its partitions.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pandas as pd
 from distributed import Future
 
+from . import groupby as grouping
+from . import writers
 from .backend import get_backend
 from .cluster.engine import Engine, current_engine
 from .config import JoinOptions, resolve
@@ -44,6 +47,7 @@ from .runtime.runner import Job, Partitions
 
 if TYPE_CHECKING:
     from .exchange.placement import Partitioning
+    from .writers import WrittenDataset
 
 
 class DistributedFrame:
@@ -145,6 +149,16 @@ class DistributedFrame:
     def merge(self, other: DistributedFrame, on: Any = None, **kwargs: Any) -> DistributedFrame:
         """Join with ``other`` like ``pandas.merge``; see :func:`gpuframe.merge`."""
         return merge(self, other, on, **kwargs)
+
+    def groupby(self, by: str | Sequence[str], dropna: bool = True, **options: Any
+                ) -> grouping.GroupBy[DistributedFrame]:
+        """Groups of rows by ``by``, to aggregate (``.agg(total=("x", "sum"))``); the keys
+        come back as columns (pandas' ``as_index=False``). See :mod:`gpuframe.groupby`."""
+        return grouping.groupby(self, by, dropna=dropna, **options)
+
+    def agg(self, spec: dict[str, Any] | None = None, /, **named: Any) -> DistributedFrame:
+        """The whole frame aggregated into one row: ``frame.agg(total=("x", "sum"))``."""
+        return grouping.aggregate(self, spec, **named)
 
     # --- actions ------------------------------------------------------------------------------
 
@@ -250,6 +264,12 @@ class DistributedFrame:
         meta = self.engine.backend.from_pandas(self.meta)
         return dd.from_delayed([dask.delayed(f) for f in parts.futures], meta=meta,
                                verify_meta=False)
+
+    def write_parquet(self, path: str | os.PathLike[str], **options: Any) -> WrittenDataset:
+        """Write the frame as a Parquet dataset, atomically: see
+        :func:`gpuframe.writers.write_parquet` for ``partition_on=``, ``compression=``,
+        ``overwrite=`` and the storage options."""
+        return writers.write_parquet(self, path, **options)
 
     def explain(self, file: TextIO | None = None) -> None:
         """Print the optimized plan: every operator with its estimated rows and bytes, where

@@ -20,6 +20,7 @@ from .hardware import has_module, list_gpus
 if TYPE_CHECKING:
     from distributed.core import PooledRPCCall, rpc
     from distributed.deploy import Cluster
+    from distributed.security import Security
     from typing_extensions import Self
 
 logger = logging.getLogger("gpuframe")
@@ -115,17 +116,23 @@ def worker_backend_support() -> dict[str, bool]:
 
 
 def connect(address: str | None = None, *, scheduler_file: str | None = None,
-            backend: str | None = None, timeout: float = 30) -> Engine:
+            backend: str | None = None, timeout: float = 30,
+            security: Security | None = None) -> Engine:
     """Join a running Dask scheduler (one worker per GPU on each host) and make it current.
 
     The backend is cudf when every worker has a GPU and cuDF, else pandas; ask for one with
-    ``backend=`` and get an error naming the workers that cannot run it.
+    ``backend=`` and get an error naming the workers that cannot run it. ``security``: Dask's
+    TLS settings for a ``tls://`` scheduler (``Security(tls_ca_file=..., tls_client_cert=...,
+    tls_client_key=..., require_encryption=True)``; certificates from
+    ``deploy/make-certs.sh``); without them the Dask configuration's ``distributed.comm.tls``
+    applies.
     """
     if (address is None) == (scheduler_file is None):
         raise OptionError("connect() takes exactly one of address= or scheduler_file=")
     target = address or f"scheduler_file={scheduler_file}"
     try:
-        client = Client(address, scheduler_file=scheduler_file, timeout=timeout)
+        client = Client(address, scheduler_file=scheduler_file, timeout=timeout,
+                        security=security)
     except (OSError, TimeoutError, ValueError) as exc:
         raise ClusterError(f"cannot reach the Dask scheduler at {target}: {exc}") from exc
     try:

@@ -37,6 +37,11 @@ class SourceNotFoundError(DatasetError, FileNotFoundError):
     """A file, URL or object named by the source does not exist, or a glob matched nothing."""
 
 
+class NotARegularFileError(DatasetError, OSError):
+    """A dataset entry that is not a regular file (a FIFO, a socket, a device): reading it
+    could block forever or never end."""
+
+
 class CorruptFileError(DatasetError, ValueError):
     """A file is not Parquet, or its footer cannot be parsed."""
 

@@ -61,8 +61,41 @@ def _normalize_term(term: Any, schema: pa.Schema, path: str) -> Term:
         if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
             raise FilterError(f"filter term {term!r}: {op!r} needs a list, set or tuple of "
                               "values")
-        return column, op, tuple(_typed(v, kind, term, column) for v in value)
+        values = tuple(_typed(v, kind, term, column) for v in value)
+        if pa.types.is_integer(kind):
+            lo, hi = _bounds(kind)
+            values = tuple(v for v in values if not _is_int(v) or lo <= v <= hi)
+            if not values:  # only values the column cannot hold
+                return _constant(column, kind, op == "not in")
+        return column, op, values
+    if pa.types.is_integer(kind) and _is_int(value):
+        lo, hi = _bounds(kind)
+        # A value beyond the column's type (2**70 for int64) compares the same with every
+        # row, and Arrow cannot make it a scalar of that type: the term becomes that constant.
+        if value > hi:
+            return _constant(column, kind, op in ("<", "<=", "!="))
+        if value < lo:
+            return _constant(column, kind, op in (">", ">=", "!="))
     return column, op, _typed(value, kind, term, column)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _bounds(kind: pa.DataType) -> tuple[int, int]:
+    """The least and greatest values of an Arrow integer type."""
+    bits = kind.bit_width
+    if pa.types.is_signed_integer(kind):
+        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    return 0, 2**bits - 1
+
+
+def _constant(column: str, kind: pa.DataType, holds: bool) -> Term:
+    """A term on an integer ``column`` that holds for every row with a value (``holds``), or
+    for none."""
+    lo, _ = _bounds(kind)
+    return (column, ">=", lo) if holds else (column, "<", lo)
 
 
 def _typed(value: Any, kind: pa.DataType, term: Any, column: str) -> Any:

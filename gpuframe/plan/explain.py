@@ -8,7 +8,8 @@ inputs' rows are expected to be.
 
 Estimates are rough by design: a read knows its rows from the files' metadata, a filter keeps a
 fixed share per kind of condition (a tenth for an equality, a third for a range), a join keeps
-the rows of the side it preserves. They order operators by size; they are not a cost model.
+the rows of the side it preserves, a groupby a tenth of its input's (a whole-frame aggregate
+one). They order operators by size; they are not a cost model.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pandas as pd
 
 from ..exchange.placement import HashPartitioning
 from ..units import byte_text
+from .aggregate import GroupBy
 from .expr import Between, Binary, Expr, IsIn, Unary
 from .nodes import (
     BROADCASTS,
@@ -38,6 +40,8 @@ from .nodes import (
 
 TEXT_WIDTH = 32
 """Bytes a string or object value is taken to hold, for estimates."""
+GROUPS_SHARE = 0.1
+"""The share of its input's rows a groupby is taken to keep (one per group)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ def explain(root: Node, n_workers: int, actual: Mapping[int, Actual] | None = No
             parts.append("strategy: " + predicted_strategy(
                 node, estimates[id(node.left)], estimates[id(node.right)], n_workers)
                 + " (predicted)")
+        elif isinstance(node, GroupBy):
+            parts.append("strategy: " + predicted_aggregation(node) + " (predicted)")
         lines[index] = " | ".join(parts)
 
     walk(root, 0)
@@ -149,6 +155,14 @@ def _(node: Join, children: list[Estimate]) -> float | None:
         return None
     return {"inner": max(left, right), "left": left, "right": right, "outer": left + right,
             "leftsemi": left / 2, "leftanti": left / 2}[node.how]
+
+
+@_estimated_rows.register
+def _(node: GroupBy, children: list[Estimate]) -> float | None:
+    rows = children[0].rows
+    if not node.keys:
+        return 1.0
+    return None if rows is None else max(1.0, rows * GROUPS_SHARE)
 
 
 def selectivity(predicate: Expr) -> float:
@@ -217,6 +231,19 @@ def predicted_strategy(node: Join, left: Estimate, right: Estimate, n_workers: i
                 and node.options.broadcasts(small_bytes, big_bytes, n_workers):
             return f"broadcast {small} side"
     return "shuffle"
+
+
+def predicted_aggregation(node: GroupBy) -> str:
+    """The way the groupby is expected to finish (see :mod:`gpuframe.operators.groupby`): the
+    tree or the shuffle is chosen only once the partials' rows are counted."""
+    if not node.keys:
+        return "tree"
+    below = expected_placement(node.child)
+    if below is not None and set(below[0]) <= set(node.keys):
+        return "local (input hashed on the keys)"
+    if node.options.strategy != "auto":
+        return node.options.strategy
+    return f"tree up to {node.options.tree_max_rows:,} partial rows, else shuffle"
 
 
 def _rows(rows: float | None) -> str:

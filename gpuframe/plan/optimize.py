@@ -13,6 +13,10 @@ Two passes, each a walk of the tree that rebuilds what it changes:
   read, sent or joined. A join keeps both columns of a pair whose names clash whenever either is
   used, so that the suffixes it gives stay what the user saw.
 
+Through a groupby, a condition on its keys alone moves below it (it keeps or drops whole
+groups), and its input is asked only for the keys and the columns that the aggregates still
+wanted read.
+
 Reuse of hash partitioning is decided when the plan runs, from where the inputs' rows really are
 (:class:`~gpuframe.exchange.placement.HashPartitioning`): a join whose input is already hashed on
 its keys does not move that input again.
@@ -23,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import singledispatch
 
+from .aggregate import GroupBy
 from .expr import Expr, as_reader_filters, conjunction, conjuncts
 from .nodes import (
     Assign,
@@ -124,6 +129,13 @@ def _split_through(node: Node, conditions: list[Expr], passes: Callable[[Expr], 
     below = [c for c in conditions if passes(c)]
     above = [c for c in conditions if not passes(c)]
     return _above(node.with_children([_pushed(node.children[0], below, memo)]), above)
+
+
+@_push.register
+def _(node: GroupBy, conditions: list[Expr], memo: Memo) -> Node:
+    keys = set(node.keys)
+    return _split_through(node, conditions, lambda c: bool(c.columns()) and c.columns() <= keys,
+                          memo)
 
 
 @_push.register
@@ -270,3 +282,11 @@ def _(node: Join, wanted: set[str], memo: Memo) -> Node:
     left = _exactly(_pruned(node.left, needed["left"], memo), needed["left"])
     right = _exactly(_pruned(node.right, needed["right"], memo), needed["right"])
     return node.with_children([left, right])
+
+
+@_prune.register
+def _(node: GroupBy, wanted: set[str], memo: Memo) -> Node:
+    kept = tuple(a for a in node.aggregations if a.name in wanted) or node.aggregations[:1]
+    narrowed = GroupBy(node.child, node.keys, kept, node.dropna, node.options)
+    child = _pruned(node.child, narrowed.inputs, memo)
+    return _exactly(narrowed.with_children([child]), wanted)

@@ -20,14 +20,16 @@ import logging
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pandas as pd
 from dask.sizeof import sizeof
 from dask.typing import Key
-from distributed import Future, as_completed, get_worker
+from distributed import Future, get_worker, wait
+from distributed.client import FuturesCancelledError
 from distributed.metrics import time
 
+from ..config import RuntimeOptions, resolve
 from ..diagnostics.stages import (
     JOB_EVENT_TOPIC,
     OUTPUT_EVENT_TOPIC,
@@ -35,7 +37,7 @@ from ..diagnostics.stages import (
     new_job,
     task_key,
 )
-from ..errors import GpuframeError, PartitionError
+from ..errors import GpuframeError, PartitionError, WorkerLostError
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -93,6 +95,10 @@ class Job:
         # have run, as Dask releases any key no one holds, not when the whole action ends.
         self._submitted: weakref.WeakSet[Future] = weakref.WeakSet()
         self._info: dict[Key, _TaskInfo] = {}
+        self.worker_silence = resolve(RuntimeOptions).worker_silence
+        # Often enough to notice a lost worker within a fraction of the allowed silence, and
+        # one cheap scheduler call in a few seconds of a long job otherwise.
+        self._check_every = min(5.0, max(self.worker_silence / 4, 0.5))
 
     def __enter__(self) -> Job:
         # Not waited for (a round trip to the scheduler, behind whatever its event loop is
@@ -118,10 +124,47 @@ class Job:
 
     def wait(self, futures: Sequence[Future]) -> None:
         """Block until ``futures`` are in memory; on the first failure, cancel the job's tasks
-        and raise naming the stage, partition and worker where it started."""
-        for future in as_completed(list(futures)):
-            if future.status != "finished":
-                self.fail(future)
+        and raise naming the stage, partition and worker where it started. A worker that the
+        job needs and that left the cluster or went unheard fails it too (:meth:`check`)."""
+        remaining = list(futures)
+        while remaining:
+            try:
+                done = wait(remaining, timeout=self._check_every, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                self.check(remaining)
+                continue
+            except FuturesCancelledError:  # Dask forgot a task whose input it lost
+                self.fail(next(f for f in remaining if f.cancelled()))
+            failed = [f for f in done.done if f.status != "finished"]
+            if failed:
+                self.fail(failed[0])
+            remaining = list(done.not_done)
+
+    def check(self, futures: Sequence[Future]) -> None:
+        """Fail the job where what ``futures`` need cannot come: a task pinned to a worker that
+        left the cluster, or a worker unheard for ``worker_silence`` seconds that runs one of
+        their tasks or alone holds a result they read."""
+        keys = [f.key for f in futures]
+        try:
+            found = self.engine.client.run_on_scheduler(stalled, keys=keys,
+                                                        silence=self.worker_silence)
+        except Exception:  # a scheduler that cannot run it: Dask's own timeouts apply
+            return
+        if found:
+            worker, key, why = found
+            self._lost(worker, why, key)
+
+    def _lost(self, worker: str, why: str, key: Key) -> NoReturn:
+        """Cancel the job and raise :class:`WorkerLostError`: ``worker`` ``why``, naming the
+        stage and partitions of the job it ran (the task ``key`` where it ran none)."""
+        self.cancel()
+        mine = [info for info in self._info.values() if info.owner in worker.split(", ")]
+        stages = sorted({info.stage for info in mine})
+        parts = sorted({info.partition for info in mine if info.partition >= 0})
+        what = (f"the {', '.join(stages)} stage's partitions {parts}" if mine else
+                f"task {key}")
+        raise WorkerLostError(f"worker {worker} {why}: {what} of job {self.id} ({self.name}) "
+                              f"cannot be made")
 
     def gather(self, futures: Sequence[Future]) -> list[Any]:
         """The results of ``futures`` (small ones: samples, counts), failing as :meth:`wait`."""
@@ -134,6 +177,11 @@ class Job:
             info = self._info.get(failed.key)
             self.cancel()
             where = f"{info.stage} task of partition {info.partition}" if info else "a task"
+            gone = sorted({i.owner for i in self._info.values() if i.owner}
+                          - set(self.engine.workers))
+            if gone:
+                self._lost(", ".join(gone), "left the cluster, and the partitions it held with "
+                           "it", failed.key)
             raise PartitionError(f"{where} of job {self.id} was cancelled or lost before it "
                                  f"finished (owner {info.owner if info else 'unknown'})")
         error, trace = failed.exception(), failed.traceback()
@@ -243,6 +291,37 @@ class Stage:
         return [self.submit(fn, future, *args, index=(i,), owner=owner, node=node,
                             strict=strict)
                 for i, (future, owner) in enumerate(zip(inputs.futures, inputs.owners))]
+
+
+def stalled(dask_scheduler: Scheduler, keys: Sequence[Key], silence: float
+            ) -> tuple[str, Key, str] | None:
+    """On the scheduler: what stops the tasks of ``keys`` from finishing, from their own tasks
+    and those they depend on, as (worker, task, why); None where nothing does."""
+    now = time()
+    seen: set[Key] = set()
+    todo = [dask_scheduler.tasks[k] for k in keys if k in dask_scheduler.tasks]
+    while todo:
+        task = todo.pop()
+        if task.key in seen:
+            continue
+        seen.add(task.key)
+        if task.state == "memory":
+            holders = task.who_has or set()
+            if holders and all(now - w.last_seen > silence for w in holders):
+                quiet = min(holders, key=lambda w: now - w.last_seen)
+                return (quiet.address, task.key, f"alone holds {task.key} and has not been "
+                        f"heard from for {now - quiet.last_seen:.0f} s")
+            continue
+        if task.state == "no-worker" and task.worker_restrictions:
+            return (", ".join(sorted(task.worker_restrictions)), task.key,
+                    "left the cluster, and the partitions it held with it")
+        worker = task.processing_on
+        if task.state == "processing" and worker is not None \
+                and now - worker.last_seen > silence:
+            return (worker.address, task.key, f"has not been heard from for "
+                    f"{now - worker.last_seen:.0f} s")
+        todo.extend(task.dependencies)
+    return None
 
 
 def blamed_task(dask_scheduler: Scheduler, key: Key) -> Key | None:

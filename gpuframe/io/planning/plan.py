@@ -221,6 +221,12 @@ def plan_fragments(source: DatasetSource,
                                     storage, fmt, partition_bytes))
     footers = {path: file.metadata for path, file in planned.items()}
     file_schema = fmt.resolve_schema(common_schema(paths[:1] + others, footers, fmt))
+    if any(pa.types.is_null(f.type) for f in full if f.name in file_schema.names):
+        # A column of nulls only in the first file takes the type the others give it.
+        full = pa.schema([file_schema.field(f.name) if f.name in file_schema.names else f
+                          for f in full], full.metadata)
+        output = _select_columns(full, columns, paths[0])
+        dnf = normalize_filters(filters, full, paths[0])
     filter_columns = [t[0] for conj in dnf or () for t in conj]
     names = output.names + [c for c in dict.fromkeys(filter_columns) if c not in output.names]
     columns_read = [c for c in names if c in file_schema.names]

@@ -7,13 +7,14 @@ from __future__ import annotations
 import fnmatch
 import glob as globbing
 import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import unquote
 
 import pyarrow as pa
 
 from ...errors import OptionError
-from ..errors import SchemaMismatchError, SourceNotFoundError
+from ..errors import NotARegularFileError, SchemaMismatchError, SourceNotFoundError
 from ..statistics import HiveValue
 from ..storage.base import StorageOptions, scheme_of
 from ..storage.s3 import list_s3
@@ -53,7 +54,8 @@ def expand_source(source: DatasetSource, storage: StorageOptions
     if path.startswith("file://"):
         path = unquote(path[len("file://"):])
     if any(c in path for c in _GLOB_CHARS):
-        matches = sorted(p for p in globbing.glob(path, recursive=True) if os.path.isfile(p))
+        matches = sorted(check_regular(p) for p in globbing.glob(path, recursive=True)
+                         if not os.path.isdir(p))
         if not matches:
             raise SourceNotFoundError(f"no file matches {path}")
         return [(p, _glob_base(path)) for p in matches]
@@ -65,10 +67,31 @@ def expand_source(source: DatasetSource, storage: StorageOptions
                          if not n.startswith(("_", ".")))
         if not files:
             raise SourceNotFoundError(f"no data files in directory {path}")
-        return [(f, path) for f in files]
+        return [(check_regular(f), path) for f in files]
     if not os.path.exists(path):
         raise SourceNotFoundError(f"no such file: {path}")
-    return [(path, None)]
+    return [(check_regular(path), None)]
+
+
+def check_regular(path: str) -> str:
+    """``path``, where it is a regular file (a link to one too); :class:`NotARegularFileError`
+    names it where it is a FIFO, socket or device, whose reads could block forever."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError as exc:  # a dangling link
+        raise SourceNotFoundError(f"no such file: {path}") from exc
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise NotARegularFileError(f"{path} is not a regular file ({_kind(mode)}): refused, as "
+                                   f"reading it could block")
+    return path
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 def _glob_base(pattern: str) -> str:

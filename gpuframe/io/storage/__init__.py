@@ -6,15 +6,24 @@
 - :mod:`.local`, :mod:`.http`, :mod:`.s3`: local files, ``http(s)://`` URLs, ``s3://`` objects;
 - :mod:`.ranges`: many ranges of a source fetched at once, and a file object over one.
 
-:func:`open_source` picks the backend by the path's scheme.
+:func:`open_source` picks the backend by the path's scheme, and :func:`open_store` the
+:class:`~.base.DatasetStore` a dataset is written to.
 """
 
 from __future__ import annotations
 
-from .base import RemoteVersion, Source, StorageOptions, scheme_of, storage_options
+from ...errors import OptionError
+from .base import (
+    DatasetStore,
+    RemoteVersion,
+    Source,
+    StorageOptions,
+    scheme_of,
+    storage_options,
+)
 from .http import HttpSource
-from .local import LocalSource
-from .s3 import S3Source
+from .local import LocalSource, LocalStore
+from .s3 import S3Source, S3Store
 
 
 def open_source(path: str, storage: StorageOptions | None = None,
@@ -28,3 +37,14 @@ def open_source(path: str, storage: StorageOptions | None = None,
     if scheme in ("http", "https"):
         return HttpSource(path, storage, version)
     return S3Source(path, storage, version)
+
+
+def open_store(path: str, storage: StorageOptions | None = None) -> DatasetStore:
+    """The :class:`~.base.DatasetStore` of a local path, ``file://`` or ``s3://`` URL."""
+    scheme = scheme_of(path)
+    if scheme == "file":
+        return LocalStore()
+    if scheme == "s3":
+        return S3Store(storage or storage_options())
+    raise OptionError(f"cannot write to {path}: HTTP has no writes; write to a local path or "
+                      "an s3:// URL")

@@ -10,6 +10,9 @@ range-read contract.
   must match.
 - :class:`RangeSource`: one file's bytes by range, counted, as planning and reading use them;
   :class:`Source` is what the backends (:mod:`.local`, :mod:`.http`, :mod:`.s3`) have in common.
+- :class:`DatasetStore`: what writing a dataset asks of a backend that can be written (local
+  folders, S3): Arrow's file system for the Parquet writer, and the staging folder's
+  publication, each backend as atomic as it can make it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import dataclasses
 import json
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -27,6 +30,7 @@ from ...errors import OptionError
 from ..errors import FileChangedError, without_passwords
 
 if TYPE_CHECKING:
+    from pyarrow import fs
     from typing_extensions import Self
 
 
@@ -373,3 +377,34 @@ class Source:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {without_passwords(self.path)}>"
 
+
+
+class DatasetStore(Protocol):
+    """A place datasets are written to (:func:`~gpuframe.io.storage.open_store`). Paths are
+    the user's (a local path, ``file://`` or ``s3://`` URL); :meth:`location` turns one into
+    what :attr:`filesystem` takes."""
+
+    filesystem: fs.FileSystem
+    creates_folders: bool
+    """Whether folders must exist before files are written in them (local), or a key's
+    slashes are enough (S3)."""
+
+    def location(self, path: str) -> str: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def write_bytes(self, path: str, data: bytes) -> None: ...
+
+    def publish(self, staged: str, path: str, replace: bool, last: Sequence[str] = ()) -> None:
+        """Make the files under the folder ``staged`` the dataset at ``path`` (the old one
+        gone where ``replace``), and remove ``staged``; where files appear one by one, those
+        named in ``last`` (relative to ``staged``) appear after every other, in that order."""
+        ...
+
+    def remove(self, path: str) -> None:
+        """Delete the file, or the folder and all under it, at ``path``; nothing if none."""
+        ...
+
+    def failure(self, exc: OSError, path: str) -> Exception:
+        """The error to raise for ``exc``, met writing ``path``."""
+        ...

@@ -1,4 +1,5 @@
-"""S3 objects, read with ranged GETs through Arrow's S3 client, and listed by prefix.
+"""S3 objects, read with ranged GETs through Arrow's S3 client, listed by prefix, and written
+as datasets (:class:`S3Store`).
 
 One ``pyarrow.fs.S3FileSystem`` per set of options and process (:func:`s3_filesystem`); Arrow's
 failures become the specific errors (:func:`s3_error`), and KvikIO's remote reads are given the
@@ -7,8 +8,10 @@ same key where they can sign with it (:func:`kvikio_s3_args`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Sequence
 from typing import TypedDict
 from urllib.parse import urlparse
 
@@ -207,3 +210,74 @@ def list_s3(url: str, storage: StorageOptions) -> list[str]:
     except OSError as exc:
         raise s3_error(exc, url, storage) from exc
     return sorted("s3://" + f.path for f in found if f.type == fs.FileType.File)
+
+
+class S3Store:
+    """Datasets under S3 prefixes (:class:`~.base.DatasetStore`), written with the readers'
+    options and credentials. S3 has no rename: a staged prefix is published by copying each
+    object to the dataset's prefix on the server, the files named ``last`` after every other
+    (the markers a reader may trust, ``_SUCCESS`` at the very end), then deleting the staged
+    objects. A reader that lists the prefix while the copies run sees part of the dataset
+    without its marker; where ``replace``, the old objects are deleted first, so the path is
+    empty or partial until the copies are done. A failed copy deletes what it had published,
+    which leaves the path empty where it replaced a dataset."""
+
+    creates_folders = False
+
+    def __init__(self, storage: StorageOptions) -> None:
+        self.storage = storage
+        self.filesystem = s3_filesystem(storage)
+
+    def location(self, path: str) -> str:
+        return path[len("s3://"):].rstrip("/")
+
+    def exists(self, path: str) -> bool:
+        try:
+            info = self.filesystem.get_file_info(self.location(path))
+        except OSError as exc:
+            raise s3_error(exc, path, self.storage) from exc
+        return info.type != fs.FileType.NotFound
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        try:
+            with self.filesystem.open_output_stream(self.location(path)) as stream:
+                stream.write(data)
+        except OSError as exc:
+            raise s3_error(exc, path, self.storage) from exc
+
+    def publish(self, staged: str, path: str, replace: bool,
+                last: Sequence[str] = ()) -> None:
+        source, target = self.location(staged), self.location(path)
+        published: list[str] = []
+        try:
+            found = self.filesystem.get_file_info(fs.FileSelector(source, recursive=True))
+            names = sorted(f.path[len(source) + 1:] for f in found
+                           if f.type == fs.FileType.File)
+            order = [n for n in names if n not in last] + [n for n in last if n in names]
+            if replace:
+                self._delete(target)
+            for name in order:
+                self.filesystem.copy_file(f"{source}/{name}", f"{target}/{name}")
+                published.append(f"{target}/{name}")
+            self._delete(source)
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # the copy's error is the one to report
+                for key in published:
+                    self._delete(key)
+            raise s3_error(exc, path, self.storage) from exc
+
+    def remove(self, path: str) -> None:
+        try:
+            self._delete(self.location(path))
+        except OSError as exc:
+            raise s3_error(exc, path, self.storage) from exc
+
+    def failure(self, exc: OSError, path: str) -> Exception:
+        return s3_error(exc, path, self.storage)
+
+    def _delete(self, key: str) -> None:
+        info = self.filesystem.get_file_info(key)
+        if info.type == fs.FileType.File:
+            self.filesystem.delete_file(key)
+        elif info.type == fs.FileType.Directory:
+            self.filesystem.delete_dir(key)

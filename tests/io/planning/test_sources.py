@@ -3,6 +3,8 @@ discovery of the same folders."""
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from gpuframe.errors import OptionError
 from gpuframe.io.errors import (
     FilterError,
+    NotARegularFileError,
     SourceNotFoundError,
 )
 from gpuframe.io.planning.plan import (
@@ -59,3 +62,19 @@ def test_hive_values_typed_like_pyarrow_and_pruned(dataset_dir):
     assert plan.schema.names == ["id", "city"]
     with pytest.raises(FilterError, match="value 'x' does not fit column 'year' of type int32"):
         plan_fragments(str(hive), filters=[("year", "==", "x")])
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("how", ["folder", "glob", "path"])
+def test_a_fifo_in_a_dataset_is_refused_by_name(tmp_path, how):
+    """A FIFO named like a data file would block the read that opens it forever."""
+    import pandas as pd
+
+    pd.DataFrame({"x": [1]}).to_parquet(tmp_path / "part-0.parquet")
+    fifo = tmp_path / "part-1.parquet"
+    os.mkfifo(fifo)
+    source = {"folder": str(tmp_path), "glob": str(tmp_path / "*.parquet"),
+              "path": str(fifo)}[how]
+    with pytest.raises(NotARegularFileError, match="part-1.parquet is not a regular file "
+                                                   r"\(a FIFO\)"):
+        expand_source(source, storage_options())

@@ -1,0 +1,363 @@
+"""The groupby operator: partial aggregates where the rows lie, then one of three ways to finish.
+
+Every partition is first reduced to its partial aggregates, one row per group it holds
+(:class:`Partial`): a sum, count, size, min, max, first or last as itself; a mean as a count
+and the mean times the count (in floats, as pandas' mean adds, where a sum of int32 would wrap);
+a variance as (count, mean, M2), merged by Chan's formula, which stays exact where a sum
+of squares would cancel; a nunique as the distinct (keys, value) pairs, in a frame of its own
+(a *component*). Then, chosen when the plan runs:
+
+- **local**: the input is already hash-partitioned on (a subset of) the keys, so each group lies
+  in one partition: each is aggregated where it lies, nothing moves, and the placement stays;
+- **tree**: the partials' rows, counted, are few (``tree_max_rows``): they are combined in rounds
+  of ``tree_fanin`` into one partition (in partition order where first/last need it);
+- **shuffle**: the partials are hashed on the keys into ``partitions_per_worker`` buckets per
+  worker, and each bucket finished by its owner; the result is hash-partitioned on the keys,
+  which a later join or groupby on them reuses.
+
+The same code runs on pandas and cuDF partitions: both share the groupby API used here.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import pandas as pd
+from distributed import Future
+
+from ..backend import Backend, get_backend
+from ..exchange.bucket import HOST_PROTOCOLS, arrived
+from ..exchange.exchange import exchange
+from ..exchange.placement import Contiguous, HashPartitioning
+from ..exchange.splitters import HashSplitter, cast_keys
+from ..plan.aggregate import Aggregation, GroupBy
+from ..runtime.runner import Partitions
+from .join_schema import hash_type
+from .lowering import Lowering, lower
+
+WHOLE = "__gpuframe_all__"
+"""The constant key a whole-frame aggregate groups by."""
+ROWS = "__gpuframe_rows__"
+"""A constant column whose count per group is the group's size (whatever the column that
+``size`` names holds)."""
+VALUE = "__gpuframe_value__"
+"""The value column of a nunique's distinct (keys, value) pairs (which may be a key's)."""
+LABELS = "abcdefghijklmnopqrstuvwxyz"
+
+
+class PartialColumn(NamedTuple):
+    """A column of the main partial: ``function`` of ``source`` per group in a partition, and
+    ``merge`` of it per group across partials."""
+
+    name: str
+    source: str
+    function: str
+    merge: str
+
+
+@dataclass(frozen=True)
+class Partial:
+    """What every task of one groupby needs: the keys (``WHOLE`` for a whole-frame aggregate),
+    their casts to hash types, the aggregations, and the result's schema."""
+
+    keys: tuple[str, ...]
+    casts: dict[str, Any]
+    aggregations: tuple[Aggregation, ...]
+    dropna: bool
+    whole: bool
+    source: pd.DataFrame
+    """The input's schema, whose empty partials stand in for buckets that got no rows."""
+    meta: pd.DataFrame
+    backend: str
+
+    @property
+    def distinct(self) -> list[Aggregation]:
+        """The nunique aggregations, each partial as a component of its own."""
+        return [a for a in self.aggregations if a.function == "nunique"]
+
+    @property
+    def ordered(self) -> bool:
+        """Whether partials must be combined in partition order (first, last)."""
+        return any(a.function in ("first", "last") for a in self.aggregations)
+
+    def columns(self) -> list[PartialColumn]:
+        """The main component's partial columns. A variance's mean merges as "first": after
+        :func:`_chan` every partial row of a group holds the group's; a mean's and a
+        variance's "mean" and "var" are turned into a sum and an m2 once made
+        (:func:`partial_aggregate`)."""
+        made = []
+        for i, agg in enumerate(self.aggregations):
+            source = agg.column if agg.column is not None else ROWS
+            if agg.function == "size":
+                made.append(PartialColumn(f"__{i}", ROWS, "count", "sum"))
+            elif agg.function in ("var", "std"):
+                made += [PartialColumn(f"__{i}_n", source, "count", "sum"),
+                         PartialColumn(f"__{i}_mean", source, "mean", "first"),
+                         PartialColumn(f"__{i}_m2", source, "var", "sum")]
+            elif agg.function == "mean":
+                made += [PartialColumn(f"__{i}_sum", source, "mean", "sum"),
+                         PartialColumn(f"__{i}_n", source, "count", "sum")]
+            elif agg.function == "count":
+                made.append(PartialColumn(f"__{i}", source, "count", "sum"))
+            elif agg.function != "nunique":
+                made.append(PartialColumn(f"__{i}", source, agg.function, agg.function))
+        return made or [PartialColumn("__rows", ROWS, "count", "sum")]
+
+
+def _grouped(frame: Any, keys: Sequence[str], columns: Sequence[tuple[str, str, str]],
+             dropna: bool) -> Any:
+    """``frame`` grouped on ``keys``, each (name, column, function) of ``columns`` made, the
+    keys as columns. By lists of functions per column, the form pandas and cuDF both take;
+    a (column, function) pair that several names ask for is computed once."""
+    first: dict[tuple[str, str], str] = {}
+    for name, column, function in columns:
+        first.setdefault((column, function), name)
+    spec: dict[str, list[str]] = {}
+    for column, function in first:
+        spec.setdefault(column, []).append(function)
+    result = frame.groupby(list(keys), dropna=dropna, sort=False).agg(spec)
+    result.columns = [first[(column, function)] for column in spec for function in spec[column]]
+    for name, column, function in columns:
+        if first[(column, function)] != name:
+            result[name] = result[first[(column, function)]]
+    return result.reset_index()
+
+
+def partial_aggregate(part: Any, partial: Partial) -> list[Any]:
+    """On a worker: one partition's partials, the main component first, then each nunique's
+    distinct (keys, value) pairs."""
+    part = cast_keys(part, partial.casts)
+    constants = {WHOLE: 0} if partial.whole else {}
+    if any(c.source == ROWS for c in partial.columns()):
+        constants[ROWS] = 0
+    if constants:
+        part = part.assign(**constants)
+    keys = list(partial.keys)
+    made = partial.columns()
+    main = _grouped(part, keys, [(c.name, c.source, c.function) for c in made], partial.dropna)
+    for i, agg in enumerate(partial.aggregations):
+        if agg.function in ("var", "std"):
+            m2 = main[f"__{i}_m2"] * (main[f"__{i}_n"] - 1)
+            main[f"__{i}_m2"] = m2.fillna(0)
+        elif agg.function == "mean":
+            main[f"__{i}_sum"] = (main[f"__{i}_sum"] * main[f"__{i}_n"]).fillna(0)
+    components = [main]
+    for agg in partial.distinct:
+        pairs = part[keys].assign(**{VALUE: part[agg.column]})
+        if partial.dropna:
+            pairs = pairs.dropna(subset=keys)
+        components.append(pairs.drop_duplicates())
+    return components
+
+
+def combine(components: list[Any], partial: Partial) -> list[Any]:
+    """Partials (each a list of frames, concatenated per component) merged into one."""
+    keys = list(partial.keys)
+    main = components[0]
+    for i, agg in enumerate(partial.aggregations):
+        if agg.function in ("var", "std"):
+            main = _chan(main, keys, f"__{i}")
+    merged = _grouped(main, keys, [(c.name, c.name, c.merge) for c in partial.columns()],
+                      dropna=False)
+    return [merged] + [frame.drop_duplicates() for frame in components[1:]]
+
+
+def _chan(main: Any, keys: list[str], prefix: str) -> Any:
+    """Each partial's (n, mean, m2) turned into its share of the merged group's: the mean
+    becomes the group's, and m2 gains ``n * (mean - group mean)**2`` (Chan et al.)."""
+    n, mean, m2 = main[f"{prefix}_n"], main[f"{prefix}_mean"], main[f"{prefix}_m2"]
+    weighted = (mean * n).fillna(0)
+    main = main.assign(**{f"{prefix}_weighted": weighted})
+    grouped = main.groupby(keys, dropna=False, sort=False)
+    total = grouped[f"{prefix}_n"].transform("sum")
+    group_mean = grouped[f"{prefix}_weighted"].transform("sum") / total
+    spread = (m2 + n * (mean - group_mean) ** 2).where(n > 0, 0)
+    return main.drop(columns=[f"{prefix}_weighted"]).assign(
+        **{f"{prefix}_mean": group_mean, f"{prefix}_m2": spread})
+
+
+def finalize(components: list[Any], partial: Partial) -> Any:
+    """The result of merged partials: each aggregation from its partial columns, in the
+    schema's columns and dtypes."""
+    frames = get_backend(partial.backend)
+    keys = list(partial.keys)
+    main = components[0]
+    out = main[keys].copy()
+    for i, agg in enumerate(partial.aggregations):
+        if agg.function == "mean":
+            out[agg.name] = main[f"__{i}_sum"] / main[f"__{i}_n"].where(main[f"__{i}_n"] > 0)
+        elif agg.function in ("var", "std"):
+            n = main[f"__{i}_n"]
+            var = main[f"__{i}_m2"] / (n - 1).where(n > 1)
+            out[agg.name] = var if agg.function == "var" else var ** 0.5
+        elif agg.function != "nunique":
+            out[agg.name] = main[f"__{i}"]
+    # Joined last: a join gives its rows in an order of its own, which main's no longer match.
+    for agg, pairs in zip(partial.distinct, components[1:]):
+        counted = pairs.groupby(keys, dropna=False, sort=False)[VALUE].nunique()
+        counted = counted.reset_index()
+        counted.columns = keys + [agg.name]
+        out = frames.join(out, counted, "left", keys, keys, ("", "_nunique"))
+    if partial.whole and not len(out):
+        return _empty_whole(partial, frames)
+    out = out[list(partial.meta.columns)].reset_index(drop=True)
+    return frames.astype(out, list(partial.meta.dtypes))
+
+
+def _empty_whole(partial: Partial, frames: Backend) -> Any:
+    """The one row a whole-frame aggregate of no rows gives, as pandas' reductions of empty
+    columns: counts and sums of 0, and missing values elsewhere (in float64 where the schema's
+    dtype, an integer's, holds none)."""
+    zero = {"count": 0, "size": 0, "nunique": 0, "sum": 0}
+    row = pd.DataFrame({a.name: [zero.get(a.function)] for a in partial.aggregations})
+    for name, dtype in partial.meta.dtypes.items():
+        try:
+            row[name] = row[name].astype(dtype)
+        except (TypeError, ValueError):
+            row[name] = row[name].astype("float64")
+    return frames.from_pandas(row)
+
+
+def aggregate_local(part: Any, partial: Partial) -> Any:
+    """The local task: a partition that holds its groups whole, aggregated."""
+    return finalize(partial_aggregate(part, partial), partial)
+
+
+def empty_partials(partial: Partial) -> list[Any]:
+    """The partials of a partition with no rows."""
+    return partial_aggregate(get_backend(partial.backend).from_pandas(partial.source), partial)
+
+
+def combine_partials(partials: list[list[Any]], partial: Partial) -> list[Any]:
+    """A tree task: several partials merged into one (none: those of no rows)."""
+    frames = get_backend(partial.backend)
+    partials = partials or [empty_partials(partial)]
+    return combine([frames.concat([p[c] for p in partials]) for c in range(len(partials[0]))],
+                   partial)
+
+
+def finish_partials(partials: list[list[Any]], partial: Partial) -> Any:
+    """The tree's last task: the remaining partials merged and finalized."""
+    return finalize(combine_partials(partials, partial), partial)
+
+
+def finish_bucket(buckets: list[list[Any]], partial: Partial) -> Any:
+    """A shuffle task: one bucket of every component (``buckets[c]``: its parts from every
+    input partition, in partition order) merged and finalized."""
+    frames = get_backend(partial.backend)
+    empty = empty_partials(partial)
+    components = []
+    for parts, schema in zip(buckets, empty):
+        arrivals = [arrived(p) for p in parts if p is not None]
+        components.append(frames.concat(arrivals) if arrivals else schema)
+    return finalize(combine(components, partial), partial)
+
+
+def component_rows(partial_parts: list[Any]) -> int:
+    """Rows of one partition's partials, all components together."""
+    return sum(len(frame) for frame in partial_parts)
+
+
+def hash_types(meta: pd.DataFrame, keys: Sequence[str]) -> dict[str, Any]:
+    """Each key's hash type: the one a join of it with itself would hash it as."""
+    return {k: hash_type(meta[k].dtype, meta[k].dtype) for k in keys}
+
+
+def _serving(parts: Partitions, types: dict[str, Any]) -> HashPartitioning | None:
+    """``parts``' placement where it puts rows of equal keys together: hashed on some of the
+    keys, as their hash types."""
+    placed = parts.partitioning
+    if placed is None or not placed.keys or not set(placed.keys) <= set(types):
+        return None
+    wanted = tuple(str(types[k]) for k in placed.keys)
+    return placed if wanted == placed.hash_types else None
+
+
+@lower.register
+def _(node: GroupBy, lowering: Lowering) -> Partitions:
+    job = lowering.job
+    inputs = lowering.input(node.child)
+    types = hash_types(node.child.meta, node.keys)
+    casts = {k: t for k, t in types.items() if str(t) != str(node.child.meta[k].dtype)}
+    whole = not node.keys
+    partial = Partial(node.keys or (WHOLE,), casts, node.aggregations, node.dropna, whole,
+                      node.child.meta, node.meta, job.backend)
+    number = lowering.number(node)
+    placed = None if whole else _serving(inputs, types)
+    if placed is not None or len(inputs) == 1:
+        lowering.note(node, f"local: input already {placed.describe()}" if placed is not None
+                      else "local: one partition")
+        futures = job.stage("aggregate").map(aggregate_local, inputs, partial, node=number)
+        return Partitions(futures, list(inputs.owners), node.meta, placed)
+
+    partials = job.stage("partial").map(partial_aggregate, inputs, partial)
+    opts = node.options
+    strategy = "tree" if whole else opts.strategy
+    rows = None
+    if strategy == "auto" and partials:
+        count = job.stage("count-partial")
+        rows = sum(job.gather([count.submit(component_rows, f, index=(i,), owner=o)
+                               for i, (f, o) in enumerate(zip(partials, inputs.owners))]))
+        strategy = "tree" if rows <= opts.tree_max_rows else "shuffle"
+    seen = "" if rows is None else f" ({rows:,} partial rows)"
+    if strategy == "tree" or not partials:
+        lowering.note(node, f"tree: {len(partials)} partials combined {opts.tree_fanin} at a "
+                            f"time{seen}")
+        return _tree(lowering, node, partial, partials, list(inputs.owners))
+    n = len(job.workers) * opts.partitions_per_worker
+    lowering.note(node, f"shuffle: partials hashed into {n} buckets{seen}")
+    return _shuffle(lowering, node, partial, partials, list(inputs.owners), n,
+                    tuple(str(types[k]) for k in node.keys))
+
+
+def _tree(lowering: Lowering, node: GroupBy, partial: Partial, partials: list[Future],
+          owners: list[str]) -> Partitions:
+    """Partials combined ``tree_fanin`` at a time until one task finishes the rest. Without
+    first/last, partials are taken worker by worker, so the first round moves nothing."""
+    job = lowering.job
+    fanin = max(2, node.options.tree_fanin)
+    level = list(zip(partials, owners))
+    if not partial.ordered:
+        level.sort(key=lambda item: item[1])
+    while len(level) > fanin:
+        stage = job.stage("combine")
+        level = [(stage.submit(combine_partials, [f for f, _ in chunk], partial, index=(i,),
+                               owner=chunk[0][1]), chunk[0][1])
+                 for i, chunk in enumerate(_chunks(level, fanin))]
+    stage = job.stage("aggregate")
+    owner = level[0][1] if level else job.workers[0]
+    future = stage.submit(finish_partials, [f for f, _ in level], partial, index=(0,),
+                          owner=owner, node=lowering.number(node))
+    return Partitions([future], [owner], node.meta, None)
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _shuffle(lowering: Lowering, node: GroupBy, partial: Partial, partials: list[Future],
+             owners: list[str], n: int, types: tuple[str, ...]) -> Partitions:
+    """Each component of the partials hashed on the keys into ``n`` buckets, each bucket's
+    parts merged and finalized by its owner."""
+    job = lowering.job
+    wrap = job.engine.backend.on_device and job.engine.protocol in HOST_PROTOCOLS
+    splitter = HashSplitter(partial.keys, n)
+    buckets = []
+    for c in range(1 + len(partial.distinct)):
+        pick = job.stage("component")
+        parts = Partitions([pick.submit(operator.getitem, f, c, index=(i,), owner=o)
+                            for i, (f, o) in enumerate(zip(partials, owners))],
+                           owners, node.meta)
+        label = "partial" if c == 0 else "distinct" + LABELS[(c - 1) % len(LABELS)]
+        buckets.append(exchange(job, parts, splitter, Contiguous(), label, wrap))
+    out_owners = buckets[0].owners
+    stage = job.stage("aggregate")
+    futures = [stage.submit(finish_bucket, [b.parts[i] for b in buckets], partial,
+                            index=(i,), owner=owner, node=lowering.number(node))
+               for i, owner in enumerate(out_owners)]
+    placement = HashPartitioning(node.keys, types, n, tuple(out_owners))
+    return Partitions(futures, out_owners, node.meta, placement)
+

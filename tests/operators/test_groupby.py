@@ -1,0 +1,292 @@
+"""``groupby(...).agg(...)`` and ``aggregate(...)`` against pandas on the same input: every
+function, each way of finishing (local, tree, shuffle), null and string keys, empty partitions,
+the reuse of hash partitioning, and the optimizer's rules through a groupby."""
+
+import io
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dask.utils import key_split
+from distributed import get_task_stream
+
+import gpuframe
+from gpuframe.errors import OptionError, UnknownColumnError
+from gpuframe.groupby import aggregate, groupby
+from gpuframe.plan.aggregate import Aggregation, GroupBy
+from gpuframe.plan.expr import col
+from gpuframe.plan.nodes import Filter, FromPandas, Scan
+from gpuframe.plan.optimize import optimize
+
+EVERY = dict(total=("x", "sum"), counted=("f", "count"), rows=("f", "size"),
+             average=("x", "mean"), low=("s", "min"), high=("f", "max"), spread=("f", "var"),
+             deviation=("f", "std"), distinct=("s", "nunique"), opening=("s", "first"),
+             closing=("f", "last"), small=("x", "min"))
+"""Every function, over integer, float (with NaN) and string (with nulls) columns."""
+STRATEGIES = [{"strategy": "tree"}, {"strategy": "shuffle"},
+              {"strategy": "tree", "tree_fanin": 2}]
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(7)
+    n = 4000
+    f = rng.random(n) * 1000 + 1e9  # a large mean: a variance from sums of squares cancels
+    f[rng.random(n) < 0.1] = np.nan
+    return pd.DataFrame({
+        "k": rng.integers(0, 30, n),
+        "s": pd.array(rng.choice(["red", "green", "blue", None], n), dtype="str"),
+        "g": np.where(rng.random(n) < 0.2, np.nan, rng.integers(0, 5, n).astype(float)),
+        "x": rng.integers(-50, 50, n),
+        "f": f,
+    })
+
+
+def by_keys(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    return frame.sort_values(keys).reset_index(drop=True)
+
+
+def assert_matches(result, expected: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Same rows as pandas', and the schema the plan reported is the data's and pandas'."""
+    got = result.to_pandas()
+    assert got.dtypes.to_dict() == result.dtypes.to_dict(), "schema is not the data's"
+    assert result.dtypes.to_dict() == expected.dtypes.to_dict(), "schema is not pandas'"
+    pd.testing.assert_frame_equal(by_keys(got, keys), by_keys(expected, keys),
+                                  check_exact=False, rtol=1e-9)
+    return got
+
+
+def explained(frame) -> str:
+    out = io.StringIO()
+    frame.explain(file=out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("options", STRATEGIES, ids=["tree", "shuffle", "tree-fanin2"])
+@pytest.mark.parametrize("dropna", [True, False])
+@pytest.mark.parametrize("keys", [["k", "s"], ["s"], ["g"]], ids=["int-str", "str", "float"])
+def test_every_function_matches_pandas(engine, data, keys, dropna, options):
+    frame = gpuframe.from_pandas(data, npartitions=5)
+    result = groupby(frame, keys, dropna=dropna, **options).agg(**EVERY)
+    expected = data.groupby(keys, as_index=False, dropna=dropna).agg(**EVERY)
+    got = assert_matches(result, expected, keys)
+    assert got[keys].isna().any(axis=None) == (not dropna)
+    assert options["strategy"] in explained(result).splitlines()[0]
+
+
+def test_auto_reduces_few_groups_as_a_tree_and_many_by_a_shuffle(engine, data):
+    frame = gpuframe.from_pandas(data, npartitions=4)
+    few = groupby(frame, "k").agg(total=("x", "sum"))
+    many = groupby(frame, "k", tree_max_rows=10).agg(total=("x", "sum"))
+    expected = data.groupby("k", as_index=False).agg(total=("x", "sum"))
+    predicted = explained(few).splitlines()[0]
+    assert "est. 400 rows" in predicted  # a tenth of the input's
+    assert "strategy: tree up to 1,000,000 partial rows, else shuffle (predicted)" in predicted
+    assert_matches(few, expected, ["k"])
+    assert_matches(many, expected, ["k"])
+    assert "tree: 4 partials" in explained(few).splitlines()[0]
+    assert "shuffle: partials hashed into 2 buckets (120 partial rows)" in \
+        explained(many).splitlines()[0]
+    assert few.npartitions == 1 and few.partitioning is None
+    assert many.npartitions == 2
+    assert many.partitioning.keys == ("k",) and many.partitioning.hash_types == ("int64",)
+    single = groupby(gpuframe.from_pandas(data, npartitions=1), "k").agg(total=("x", "sum"))
+    assert_matches(single, expected, ["k"])
+    assert "local: one partition" in explained(single).splitlines()[0]
+
+
+@pytest.mark.parametrize("strategy", ["tree", "shuffle"])
+def test_empty_partitions_and_an_empty_frame(engine, data, strategy):
+    ordered = data.sort_values("k").reset_index(drop=True)
+    frame = gpuframe.from_pandas(ordered, npartitions=6)
+    few = frame[frame.k < 4]  # most partitions keep no row
+    result = groupby(few, ["k", "s"], strategy=strategy).agg(**EVERY)
+    kept = ordered[ordered.k < 4]
+    assert_matches(result, kept.groupby(["k", "s"], as_index=False).agg(**EVERY), ["k", "s"])
+    none = groupby(frame[frame.k < -1], "k", strategy=strategy).agg(**EVERY)
+    expected = ordered.head(0).groupby("k", as_index=False).agg(**EVERY)
+    assert len(none.to_pandas()) == 0
+    assert list(none.columns) == list(expected.columns)
+
+
+def test_whole_frame_aggregate_is_one_row(engine, data):
+    named = {name: pair for name, pair in EVERY.items() if pair[1] not in ("first", "last")}
+    result = aggregate(gpuframe.from_pandas(data, npartitions=3), **named)
+    got = result.to_pandas()
+    assert len(got) == 1
+    assert got.dtypes.to_dict() == result.dtypes.to_dict()
+    for name, (column, function) in named.items():
+        expected = len(data) if function == "size" else getattr(data[column], function)()
+        if not isinstance(expected, str):
+            expected = pytest.approx(expected, rel=1e-9)
+        assert got[name].iloc[0] == expected, name
+    empty = aggregate(gpuframe.from_pandas(data.head(0)), n=("x", "count"), t=("f", "sum"),
+                      m=("f", "mean"), low=("x", "min"), s=("s", "max")).to_pandas()
+    assert empty["n"].tolist() == [0] and empty["t"].tolist() == [0.0]
+    assert empty[["m", "low", "s"]].isna().all(axis=None)
+
+
+def test_groupby_after_a_join_on_its_keys_moves_nothing(engine, data):
+    left = gpuframe.from_pandas(data, npartitions=3)
+    right = gpuframe.from_pandas(pd.DataFrame({"k": np.arange(30), "w": np.arange(30) * 2}))
+    joined = left.merge(right, on="k", broadcast_bytes=0)
+    with get_task_stream(client=engine.client) as stream:
+        result = groupby(joined, ["k", "s"], strategy="shuffle").agg(total=("w", "sum"),
+                                                                     rows=("x", "size"))
+        got = result.to_pandas()
+    names = {key_split(entry["key"]) for entry in stream.data}
+    assert "gpuframe-partial" not in names and "gpuframe-split-partial" not in names
+    assert "gpuframe-aggregate" in names
+    assert "local: input already hash(k) into 2" in explained(result).splitlines()[0]
+    expected = data.merge(right.to_pandas(), on="k").groupby(["k", "s"], as_index=False).agg(
+        total=("w", "sum"), rows=("x", "size"))
+    pd.testing.assert_frame_equal(by_keys(got, ["k", "s"]), by_keys(expected, ["k", "s"]))
+    assert result.partitioning == joined.partitioning
+
+
+def test_a_join_after_a_shuffled_groupby_reuses_its_partitioning(engine, data):
+    counts = groupby(gpuframe.from_pandas(data, npartitions=3), "k", strategy="shuffle").agg(
+        rows=("x", "size"))
+    other = gpuframe.from_pandas(pd.DataFrame({"k": np.arange(30), "w": 1.0}))
+    joined = counts.merge(other, on="k", broadcast_bytes=0)
+    assert "shuffle right side only: left side already hash(k)" in explained(
+        joined.persist()).splitlines()[0]
+    assert len(joined) == data.k.nunique()
+
+
+def test_dict_specs_and_shortcuts(engine, data):
+    frame = gpuframe.from_pandas(data[["k", "x", "f"]], npartitions=3)
+    grouped = groupby(frame, "k")
+    result = grouped.agg({"x": "sum", "f": ["min", "max"]})
+    expected = data.groupby("k", as_index=False).agg(x=("x", "sum"), f_min=("f", "min"),
+                                                       f_max=("f", "max"))
+    assert_matches(result, expected, ["k"])
+    for shortcut in ("sum", "count", "mean", "min", "max", "nunique", "var", "std", "first",
+                     "last"):
+        expected = getattr(data[["k", "x", "f"]].groupby("k", as_index=False), shortcut)()
+        assert_matches(getattr(grouped, shortcut)(), expected, ["k"])
+    size = data.groupby("k", as_index=False).size()
+    assert_matches(grouped.size(), size, ["k"])
+
+
+def test_unknown_columns_functions_and_options_are_named(engine, data):
+    frame = gpuframe.from_pandas(data)
+    with pytest.raises(UnknownColumnError, match="'nope'"):
+        groupby(frame, "nope")
+    with pytest.raises(UnknownColumnError, match="'nope'"):
+        groupby(frame, "k").agg(t=("nope", "sum"))
+    with pytest.raises(OptionError, match="'median'"):
+        groupby(frame, "k").agg(t=("x", "median"))
+    with pytest.raises(OptionError, match="sort_values"):
+        groupby(frame, "k", sort=True)
+    with pytest.raises(OptionError, match="strategy"):
+        groupby(frame, "k", strategy="fast").agg(t=("x", "sum"))
+    with pytest.raises(OptionError, match="unknown option 'fanin'"):
+        groupby(frame, "k", fanin=3)
+
+
+def test_key_conditions_move_below_and_others_stay_above():
+    data = pd.DataFrame({"k": [1, 2], "x": [1.0, 2.0], "y": [3, 4]})
+    node = GroupBy(FromPandas(data), ("k",), (Aggregation("t", "x", "sum"),))
+    plan = Filter(node, (col("k") > 1) & (col("t") > 0))
+    optimized = optimize(plan)
+    assert isinstance(optimized, Filter) and repr(optimized.predicate) == repr(col("t") > 0)
+    below = optimized.child
+    assert isinstance(below, GroupBy) and isinstance(below.child, Filter)
+    assert repr(below.child.predicate) == repr(col("k") > 1)
+    assert isinstance(below.child.child, FromPandas)
+    assert below.child.child.columns == ["k", "x"]  # y is read by no aggregate
+    assert optimized.meta.dtypes.equals(plan.meta.dtypes)
+
+
+def test_projection_reaches_the_parquet_read(engine, tmp_path, data):
+    path = tmp_path / "data.parquet"
+    pq.write_table(pa.Table.from_pandas(data, preserve_index=False), path)
+    frame = gpuframe.read_parquet(str(path))
+    result = groupby(frame, "k").agg(total=("x", "sum"), high=("f", "max"))[["k", "total"]]
+    result = result[result.k < 10]
+    scan = next(n for n in _nodes(optimize(result.plan)) if isinstance(n, Scan))
+    assert scan.read_columns == ("k", "x")  # high is not asked for: f is not read
+    assert scan.filters == [[("k", "<", 10)]]
+    expected = data[data.k < 10].groupby("k", as_index=False).agg(total=("x", "sum"))
+    assert_matches(result, expected, ["k"])
+
+
+def _nodes(plan):
+    found = [plan]
+    for child in plan.children:
+        found += _nodes(child)
+    return found
+
+
+@pytest.fixture(scope="module")
+def gpu_engine():
+    """A cluster of cuDF workers, one per GPU, for this module's GPU tests."""
+    with gpuframe.start_cluster(backend="cudf", protocol="tcp",
+                                dashboard_address="127.0.0.1:0") as engine:
+        yield engine
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("options", STRATEGIES[:2], ids=["tree", "shuffle"])
+@pytest.mark.parametrize("dropna", [True, False])
+def test_every_function_matches_pandas_on_gpus(gpu_engine, data, dropna, options):
+    frame = gpuframe.from_pandas(data, npartitions=5, engine=gpu_engine)
+    result = groupby(frame, ["k", "s"], dropna=dropna, **options).agg(**EVERY)
+    expected = data.groupby(["k", "s"], as_index=False, dropna=dropna).agg(**EVERY)
+    assert_matches(result, expected, ["k", "s"])
+
+
+@pytest.mark.parametrize("strategy", ["tree", "shuffle"])
+def test_means_of_large_int32_do_not_wrap(engine, strategy):
+    data = pd.DataFrame({"k": np.arange(40) % 2, "x": np.full(40, 2_000_000_000, "int32")})
+    result = groupby(gpuframe.from_pandas(data, npartitions=3), "k", strategy=strategy).agg(
+        m=("x", "mean"), v=("x", "var"))
+    expected = data.groupby("k", as_index=False).agg(m=("x", "mean"), v=("x", "var"))
+    assert_matches(result, expected, ["k"])
+
+
+def test_sums_of_small_integers_are_64_bits_wide(engine):
+    """pandas keeps uint8 where every sum fits it and gives uint64 where one does not; the
+    schema cannot know which, so it is always the wide type, which holds both."""
+    data = pd.DataFrame({"k": np.arange(600) % 2, "u": np.full(600, 200, "uint8"),
+                         "b": np.arange(600) % 3 == 0, "o": pd.Series(["p", "q"] * 300,
+                                                                        dtype=object)})
+    result = groupby(gpuframe.from_pandas(data, npartitions=3), ["k", "o"]).agg(
+        u=("u", "sum"), b=("b", "sum"))
+    expected = data.groupby(["k", "o"], as_index=False).agg(u=("u", "sum"), b=("b", "sum"))
+    assert expected.u.dtype == "uint64"
+    assert_matches(result, expected, ["k", "o"])
+
+
+@pytest.mark.parametrize("keys", [["t"], ["c"], ["b"]], ids=["time", "categorical", "bool"])
+@pytest.mark.parametrize("strategy", ["tree", "shuffle"])
+def test_time_categorical_and_bool_keys(engine, keys, strategy):
+    rng = np.random.default_rng(11)
+    n = 1000
+    times = pd.Series(pd.to_datetime(rng.integers(0, 5, n), unit="D"))
+    times[rng.random(n) < 0.1] = pd.NaT
+    data = pd.DataFrame({"t": times, "c": pd.Categorical(rng.choice(["u", "v", "w"], n)),
+                         "b": rng.random(n) < 0.5, "x": rng.random(n)})
+    named = {"mean": ("x", "mean"), "n": ("x", "size"), "first_t": ("t", "first"),
+             "last_c": ("c", "last")}
+    named = {name: pair for name, pair in named.items() if pair[0] not in keys}
+    result = groupby(gpuframe.from_pandas(data, npartitions=3), keys, dropna=False,
+                     strategy=strategy).agg(**named)
+    expected = data.groupby(keys, as_index=False, dropna=False, observed=True).agg(**named)
+    assert_matches(result, expected, keys)
+
+
+def test_the_frame_methods_group_and_aggregate_as_pandas(engine, data):
+    """``frame.groupby(...).agg(...)`` and ``frame.agg(...)``, the spelling queries use."""
+    frame = gpuframe.from_pandas(data, npartitions=3)
+    expected = data.groupby(["k", "g"], as_index=False, dropna=False).agg(
+        total=("x", "sum"), high=("f", "max"))
+    assert_matches(frame.groupby(["k", "g"], dropna=False).agg(total=("x", "sum"),
+                                                                high=("f", "max")),
+                   expected, ["k", "g"])
+    whole = frame[frame.x > 0].agg(total=("x", "sum"), n=("x", "size")).to_pandas()
+    assert whole.to_dict("records") == [{"total": data.x[data.x > 0].sum(),
+                                         "n": int((data.x > 0).sum())}]
