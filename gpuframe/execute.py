@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .operators import groupby, join, load, scan
+from .operators import concat, distinct, groupby, join, load, scan, sort, topk
 from .operators import map as per_partition
 from .operators.lowering import Lowering, ScanRecord
 from .plan.nodes import Node
 from .plan.optimize import optimize
 from .runtime.runner import Job, Partitions
 
-OPERATORS = (groupby, join, load, per_partition, scan)
+OPERATORS = (concat, distinct, groupby, join, load, per_partition, scan, sort, topk)
 """The operator modules; importing them registers their lowerings."""
 
 

@@ -2,40 +2,42 @@
 and concatenation, as functions of :class:`~gpuframe.frame.DistributedFrame` (whose methods of
 the same names call them).
 
-Each builds a plan node (:mod:`gpuframe.plan`) over its inputs' plans; importing this module
-also registers the operators that lower them.
+Each builds a plan node (:mod:`gpuframe.plan`) over its inputs' plans. This module builds on
+the frame without importing it (:class:`Frame` says what it needs), so that the frame's methods
+may delegate here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, Self, TypeVar
+
+import pandas as pd
 
 from .errors import OptionError
-from .operators import concat as _concat_operator  # noqa: F401  (registers the lowering)
-from .operators import distinct as _distinct_operator  # noqa: F401  (registers the lowering)
-from .operators import sort as _sort_operator  # noqa: F401  (registers the lowering)
-from .operators import topk as _topk_operator  # noqa: F401  (registers the lowering)
 from .plan.concat import Concat
 from .plan.distinct import Distinct
+from .plan.nodes import Node
 from .plan.sort import Sort, SortKeys
 from .plan.topk import TopK, selection
 
 if TYPE_CHECKING:
     from .cluster.engine import Engine
-    from .plan.nodes import Node
 
 
 class Frame(Protocol):
-    """What these functions take of a frame: its engine and its plan, and the constructor of
-    the frames they return (a DistributedFrame's)."""
+    """What these functions need of a lazy frame: its engine, plan and schema, and a frame of
+    its kind over another plan."""
 
     engine: Engine
 
-    def __init__(self, engine: Engine, plan: Node) -> None: ...
-
     @property
     def plan(self) -> Node: ...
+
+    @property
+    def meta(self) -> pd.DataFrame: ...
+
+    def _derive(self, plan: Node) -> Self: ...
 
 
 F = TypeVar("F", bound=Frame)
@@ -47,30 +49,28 @@ def sort_values(frame: F, by: str | Sequence[str], ascending: bool | Sequence[bo
     kind="stable")`` orders it: ``to_pandas()`` gives the rows in that order, and partition i
     holds rows that order before partition i + 1's. ``npartitions``: the output's partitions
     (None: by the data's size, at least one per worker)."""
-    keys = SortKeys.of(frame.plan.meta, by, ascending, na_position, "sort_values")
-    return type(frame)(frame.engine, Sort(frame.plan, keys, npartitions))
+    keys = SortKeys.of(frame.meta, by, ascending, na_position, "sort_values")
+    return frame._derive(Sort(frame.plan, keys, npartitions))
 
 
 def top_k(frame: F, n: int, by: str | Sequence[str], ascending: bool | Sequence[bool] = True,
           na_position: str = "last") -> F:
     """``sort_values(frame, by, ascending, na_position).head(n)`` as one partition, without
     sorting or moving the whole frame: what ``head(n)`` of a sorted frame becomes."""
-    keys = SortKeys.of(frame.plan.meta, by, ascending, na_position, "top_k")
-    return type(frame)(frame.engine, TopK(frame.plan, n, keys))
+    keys = SortKeys.of(frame.meta, by, ascending, na_position, "top_k")
+    return frame._derive(TopK(frame.plan, n, keys))
 
 
 def nlargest(frame: F, n: int, columns: str | Sequence[str], keep: str = "first") -> F:
     """``pandas.DataFrame.nlargest(n, columns, keep=)`` for ``keep`` 'first' or 'last': the
     ``n`` rows of largest ``columns``, largest first. Rows whose keys are missing come last,
     where ``n`` reaches them (pandas' own order of those rows varies)."""
-    return type(frame)(frame.engine,
-                       selection(frame.plan.meta, n, columns, True, keep, frame.plan))
+    return frame._derive(selection(frame.meta, n, columns, True, keep, frame.plan))
 
 
 def nsmallest(frame: F, n: int, columns: str | Sequence[str], keep: str = "first") -> F:
     """``pandas.DataFrame.nsmallest(n, columns, keep=)``, as :func:`nlargest` does it."""
-    return type(frame)(frame.engine,
-                       selection(frame.plan.meta, n, columns, False, keep, frame.plan))
+    return frame._derive(selection(frame.meta, n, columns, False, keep, frame.plan))
 
 
 def drop_duplicates(frame: F, subset: str | Sequence[str] | None = None,
@@ -79,7 +79,7 @@ def drop_duplicates(frame: F, subset: str | Sequence[str] | None = None,
     'first', 'last' or False), placed by the hash of ``subset`` into ``npartitions`` (None:
     one per worker), each partition in input order; the order across partitions is the
     hash's, not the input's."""
-    return type(frame)(frame.engine, Distinct.of(frame.plan, subset, keep, npartitions))
+    return frame._derive(Distinct.of(frame.plan, subset, keep, npartitions))
 
 
 def concat(frames: Sequence[F]) -> F:
@@ -93,4 +93,4 @@ def concat(frames: Sequence[F]) -> F:
     if any(frame.engine is not engine for frame in frames):
         raise OptionError("concat: every frame must live on the same engine")
     plan = Concat(tuple(frame.plan for frame in frames), engine.backend.name)
-    return type(frames[0])(engine, plan)
+    return frames[0]._derive(plan)
