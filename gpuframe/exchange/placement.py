@@ -7,7 +7,9 @@ stretch of the order, and several buckets per worker keep each task's share of m
 
 A :class:`HashPartitioning` records that partition ``b`` of a frame holds exactly the rows whose
 keys, cast to their hash types, hash to bucket ``b`` of ``n``: a later join or groupby on the same
-keys, hash types and buckets finds equal keys already together and moves nothing.
+keys, hash types and buckets finds equal keys already together and moves nothing. A
+:class:`RangeOrdering` records that a frame's partitions in order are sorted (a sort's output): a
+later sort that it already serves moves nothing.
 """
 
 from __future__ import annotations
@@ -60,6 +62,29 @@ class HashPartitioning:
 
     def describe(self) -> str:
         return f"hash({', '.join(self.keys)}) into {self.n}"
+
+
+@dataclass(frozen=True)
+class RangeOrdering:
+    """Rows ordered by ``keys`` (one direction each; missing values last or first) across a
+    frame's partitions: each partition in order, and partition ``b``'s rows ordering at or
+    before partition ``b + 1``'s, so the partitions in order are the sorted frame."""
+
+    keys: tuple[str, ...]
+    ascending: tuple[bool, ...]
+    nulls_last: bool
+
+    def serves(self, keys: Sequence[str], ascending: Sequence[bool], nulls_last: bool) -> bool:
+        """Whether a stable sort by ``keys`` would leave these rows as they are: the keys and
+        directions asked lead this order, with missing values on the same side."""
+        n = len(keys)
+        return (tuple(keys) == self.keys[:n] and tuple(ascending) == self.ascending[:n]
+                and nulls_last == self.nulls_last)
+
+    def describe(self) -> str:
+        keys = ", ".join(f"{k} {'asc' if a else 'desc'}" for k, a in zip(self.keys,
+                                                                          self.ascending))
+        return f"ordered by [{keys}] nulls {'last' if self.nulls_last else 'first'}"
 
 
 Partitioning = HashPartitioning

@@ -15,7 +15,9 @@
 The position makes every row's sort key distinct: a key that holds most rows is cut over as many
 buckets as its rows fill, like any other stretch of the order, and equal keys come out in their
 input order (pandas' ``kind="stable"``), on either backend. The output's index is a fresh
-RangeIndex per partition.
+RangeIndex per partition, and it records its
+:class:`~gpuframe.exchange.placement.RangeOrdering`: a later sort that the order already serves
+(the same leading keys and directions) passes the partitions through.
 """
 
 from __future__ import annotations
@@ -128,6 +130,11 @@ def _(node: Sort, lowering: Lowering) -> Partitions:
     if not inputs.futures:
         return Partitions([], [], node.meta)
     keys = node.keys
+    placed = inputs.ordering
+    if placed is not None and placed.serves(keys.by, keys.ascending, keys.nulls_last):
+        lowering.note(node, f"none: the input is already {placed.describe()}")
+        return Partitions(inputs.futures, inputs.owners, node.meta, inputs.partitioning,
+                          ordering=placed)
     position = position_column(node.meta.columns)
     stage = job.stage("sample-sort")
     samples: list[Sample] = job.gather([
@@ -148,4 +155,4 @@ def _(node: Sort, lowering: Lowering) -> Partitions:
     futures = [sort.submit(sort_bucket, local, buckets.parts[b], index=(b,), owner=owner,
                            node=lowering.number(node))
                for b, owner in enumerate(buckets.owners)]
-    return Partitions(futures, buckets.owners, node.meta)
+    return Partitions(futures, buckets.owners, node.meta, ordering=keys.ordering)

@@ -84,4 +84,4 @@ def _(node: TopK, lowering: Lowering) -> Partitions:
             break
     lowering.note(node, f"top {node.n} of {len(inputs)} partitions in {rounds} merge "
                         f"round{'s' if rounds > 1 else ''}")
-    return Partitions(tops, owners, node.meta)
+    return Partitions(tops, owners, node.meta, ordering=node.keys.ordering)

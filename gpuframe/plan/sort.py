@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..errors import ColumnTypeError, OptionError
+from ..exchange.placement import RangeOrdering
 from .nodes import Node, check_columns
 
 NA_POSITIONS = ("last", "first")
@@ -51,6 +52,11 @@ class SortKeys:
     @property
     def nulls_last(self) -> bool:
         return self.na_position == "last"
+
+    @property
+    def ordering(self) -> RangeOrdering:
+        """The ordering of a frame sorted by these keys."""
+        return RangeOrdering(self.by, self.ascending, self.nulls_last)
 
     def describe(self) -> str:
         keys = ", ".join(f"{name} {'asc' if up else 'desc'}"

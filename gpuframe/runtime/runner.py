@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from distributed import Scheduler
 
     from ..cluster.engine import Engine
-    from ..exchange.placement import Partitioning
+    from ..exchange.placement import Partitioning, RangeOrdering
 
 logger = logging.getLogger("gpuframe")
 
@@ -59,6 +59,8 @@ class Partitions:
     partitioning: Partitioning | None = None
     lengths: list[int] | None = field(default=None, repr=False)
     """Rows per partition, once counted."""
+    ordering: RangeOrdering | None = None
+    """How rows are ordered across the partitions (None: nothing known)."""
 
     def __post_init__(self) -> None:
         if len(self.futures) != len(self.owners):

@@ -115,3 +115,19 @@ def test_sort_on_gpus(data):
         pd.testing.assert_frame_equal(frame.to_pandas().reset_index(drop=True),
                                       expected_order(data, ["s", "x"], [True, False], "first"),
                                       check_dtype=False)
+
+
+def test_the_output_records_its_order_and_a_sort_it_serves_moves_nothing(engine, data):
+    frame = sort_values(gpuframe.from_pandas(data, npartitions=3), ["k", "x"], [True, False])
+    ordering = frame.partitions.ordering
+    assert ordering is not None and ordering.keys == ("k", "x")
+    again = sort_values(frame, "k")
+    assert again.futures == frame.futures
+    assert any(n.startswith("none") for n in again._execution.notes.values())
+    first = expected_order(data, ["k", "x"], [True, False])
+    pd.testing.assert_frame_equal(again.to_pandas().reset_index(drop=True),
+                                  expected_order(first, "k"))
+    other = sort_values(frame, "k", ascending=False)
+    assert other.futures != frame.futures
+    pd.testing.assert_frame_equal(other.to_pandas().reset_index(drop=True),
+                                  expected_order(first, "k", ascending=False))
