@@ -131,3 +131,32 @@ def test_the_output_records_its_order_and_a_sort_it_serves_moves_nothing(engine,
     assert other.futures != frame.futures
     pd.testing.assert_frame_equal(other.to_pandas().reset_index(drop=True),
                                   expected_order(first, "k", ascending=False))
+
+
+@pytest.mark.parametrize("na_position", ["last", "first"])
+def test_boundaries_among_missing_keys(engine, na_position):
+    """Most keys missing: some boundaries fall among them (ordered by position there)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=2000)
+    x[rng.random(2000) < 0.8] = np.nan
+    data = pd.DataFrame({"x": x, "s": pd.array(np.where(rng.random(2000) < 0.7, None, "v"),
+                                               dtype="str"), "row": np.arange(2000)})
+    assert_sorted_like_pandas(data, ["s", "x"], [False, True], na_position, npartitions=4)
+    frame = sort_values(gpuframe.from_pandas(data, npartitions=3), "x",
+                        na_position=na_position, npartitions=6)
+    assert sum(1 for length in frame.partition_lengths() if length) >= 5
+    pd.testing.assert_frame_equal(frame.to_pandas().reset_index(drop=True),
+                                  expected_order(data, "x", na_position=na_position))
+
+
+def test_bools_signed_zeros_infinities_and_zoned_times(engine):
+    rng = np.random.default_rng(4)
+    n = 600
+    data = pd.DataFrame({
+        "b": rng.random(n) < 0.5,
+        "f": rng.choice([-0.0, 0.0, np.inf, -np.inf, 1.5, np.nan], n),
+        "t": pd.to_datetime(rng.integers(0, 50, n), unit="D").tz_localize("Europe/Paris"),
+        "row": np.arange(n),
+    })
+    assert_sorted_like_pandas(data, ["b", "f"], [False, True])
+    assert_sorted_like_pandas(data, ["t", "f"], [False, False], "first")
