@@ -29,10 +29,14 @@ def position_column(names: Sequence[Any]) -> str:
     return name
 
 
+def positions(partition: int, rows: np.ndarray) -> np.ndarray:
+    """The positions of partition ``partition``'s rows numbered ``rows``."""
+    return (np.int64(partition) << np.int64(ROW_BITS)) + rows.astype(np.int64)
+
+
 def with_positions(frame: Any, partition: int, column: str) -> Any:
     """``frame`` (pandas or cuDF) with each row's position in ``column``."""
-    first = np.int64(partition) << np.int64(ROW_BITS)
-    return frame.assign(**{column: np.arange(len(frame), dtype=np.int64) + first})
+    return frame.assign(**{column: positions(partition, np.arange(len(frame)))})
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from ..exchange.splitters import RangeSplitter
 from ..plan.sort import Sort, SortKeys
 from ..runtime.runner import Partitions
 from .lowering import Lowering, lower
-from .positions import ROW_BITS, PositionedSplitter, position_column
+from .positions import PositionedSplitter, position_column, positions
 
 SAMPLE_ROWS = 1024
 """Key tuples sampled from each partition to choose the boundaries."""
@@ -94,7 +94,7 @@ def sample_partition(part: Any, keys: list[str], rows: int, partition: int, posi
     if length > rows:
         picked = np.sort(np.random.default_rng(partition).choice(length, rows, replace=False))
     sample = frames.to_pandas(part[keys].iloc[picked]).reset_index(drop=True)
-    sample[position] = (np.int64(partition) << np.int64(ROW_BITS)) + picked.astype(np.int64)
+    sample[position] = positions(partition, picked)
     return Sample(sample, length, frames.nbytes(part))
 
 
