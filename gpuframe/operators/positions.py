@@ -10,12 +10,9 @@ order do, with no count of earlier partitions' rows needed first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from ..exchange.splitters import Splitter
 
 ROW_BITS = 40
 """Bits of a position that number rows within a partition (2**40 rows at most)."""
@@ -38,18 +35,3 @@ def with_positions(frame: Any, partition: int, column: str) -> Any:
     """``frame`` (pandas or cuDF) with each row's position in ``column``."""
     return frame.assign(**{column: positions(partition, np.arange(len(frame)))})
 
-
-@dataclass(frozen=True)
-class PositionedSplitter:
-    """``inner``'s split of a partition with each row's position added in ``column`` first
-    (the exchange numbers partitions as the frame orders them)."""
-
-    inner: Splitter
-    column: str
-
-    @property
-    def n(self) -> int:
-        return self.inner.n
-
-    def split(self, frame: Any, index: int) -> list[Any]:
-        return self.inner.split(with_positions(frame, index, self.column), index)

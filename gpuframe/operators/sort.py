@@ -12,6 +12,9 @@
    holds one stretch of the order.
 4. **Local sort** of each bucket by the keys and then the position.
 
+Decimal keys, which the packer cannot compare, are cut on a float64 proxy that ends the cut
+(:func:`split_keys`); the local sort still orders by the decimals themselves.
+
 The position makes every row's sort key distinct: a key that holds most rows is cut over as many
 buckets as its rows fill, like any other stretch of the order, and equal keys come out in their
 input order (pandas' ``kind="stable"``), on either backend. The output's index is a fresh
@@ -22,12 +25,15 @@ RangeIndex per partition, and it records its
 
 from __future__ import annotations
 
+import decimal
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+from pandas.api.types import is_object_dtype
 
 from ..backend import get_backend
 from ..exchange.bucket import HOST_PROTOCOLS, arrived
@@ -37,10 +43,12 @@ from ..exchange.splitters import RangeSplitter
 from ..plan.sort import Sort, SortKeys
 from ..runtime.runner import Partitions
 from .lowering import Lowering, lower
-from .positions import PositionedSplitter, position_column, positions
+from .positions import position_column, positions, with_positions
 
 SAMPLE_ROWS = 1024
 """Key tuples sampled from each partition to choose the boundaries."""
+Proxies = tuple[tuple[str, str], ...]
+"""(proxy column, key column) pairs: float64 stand-ins the exchange cuts on."""
 PARTITION_BYTES = 256 * 2**20
 """Bytes an output partition is sized for when the caller does not say how many to make: the
 sort's buckets and their sorted copy must fit one task's memory at once."""
@@ -98,22 +106,83 @@ def sample_partition(part: Any, keys: list[str], rows: int, partition: int, posi
     return Sample(sample, length, frames.nbytes(part))
 
 
-def choose_boundaries(samples: list[Sample], keys: SortKeys, position: str, n: int
+def split_keys(keys: SortKeys, position: str, proxied: set[str]) -> tuple[SortKeys, Proxies]:
+    """The keys the exchange cuts on, with the proxies it computes first: the sort's keys, then
+    the position. A key the packer cannot compare (``proxied``: decimals) is cut on as float64,
+    whose order agrees with the key's but may tie distinct values, so it ends the cut: no later
+    key, nor the position, may separate rows of one float."""
+    by: list[str] = []
+    ascending: list[bool] = []
+    proxies: list[tuple[str, str]] = []
+    for name, up in zip(keys.by, keys.ascending):
+        ascending.append(up)
+        if name in proxied:
+            proxy = f"{position}{len(proxies)}"
+            proxies.append((proxy, name))
+            by.append(proxy)
+            return SortKeys(tuple(by), tuple(ascending), keys.na_position), tuple(proxies)
+        by.append(name)
+    return (SortKeys((*by, position), (*ascending, True), keys.na_position), ())
+
+
+def needs_proxy(column: pd.Series) -> bool:
+    """Whether a sampled key column holds decimals (Arrow-backed, or as Python objects where
+    the partitions' library gave them so), which the range packer cannot compare."""
+    dtype = column.dtype
+    if isinstance(dtype, pd.ArrowDtype):
+        return pa.types.is_decimal(dtype.pyarrow_dtype)
+    if not is_object_dtype(dtype):
+        return False
+    present = column.dropna()
+    return bool(len(present)) and isinstance(present.iloc[0], decimal.Decimal)
+
+
+def with_proxies(frame: Any, proxies: Proxies) -> Any:
+    """``frame`` (pandas or cuDF) with each proxy column computed from its key."""
+    if not proxies:
+        return frame
+    return frame.assign(**{proxy: frame[key].astype("float64") for proxy, key in proxies})
+
+
+def choose_boundaries(samples: list[Sample], split: SortKeys, proxies: Proxies, n: int
                       ) -> pd.DataFrame:
-    """At most ``n - 1`` distinct rows over the keys and the position, in sort order, that cut
-    the rows the samples stand for into ``n`` stretches of about equal rows."""
+    """At most ``n - 1`` distinct rows over the ``split`` keys, in their order, that cut the
+    rows the samples stand for into ``n`` stretches of about equal rows."""
     taken = [s for s in samples if len(s.keys)]
-    columns = [*keys.by, position]
+    columns = list(split.by)
     if not taken or n < 2:
         return pd.DataFrame({c: [] for c in columns})
-    sample = pd.concat([s.keys for s in taken], ignore_index=True)
-    weight = f"{position}weight"
+    sample = with_proxies(pd.concat([s.keys for s in taken], ignore_index=True), proxies)
+    weight = f"{columns[-1]}weight"
     weights = np.concatenate([np.full(len(s.keys), s.length / len(s.keys)) for s in taken])
-    ordered = sort_with_positions(sample.assign(**{weight: weights}), keys, position)
+    ordered = sample.assign(**{weight: weights}).sort_values(
+        columns, ascending=list(split.ascending), na_position=split.na_position, kind="stable",
+        ignore_index=True)
     reached = np.cumsum(ordered[weight].to_numpy())
     targets = reached[-1] * np.arange(1, n) / n
     cuts = np.unique(np.minimum(np.searchsorted(reached, targets), len(ordered) - 1))
-    return ordered.iloc[cuts][columns].reset_index(drop=True)
+    return ordered.iloc[cuts][columns].drop_duplicates(ignore_index=True)
+
+
+@dataclass(frozen=True)
+class SortSplitter:
+    """A partition cut where it lies: positions and proxies added, cut by ``inner``, proxies
+    dropped again."""
+
+    inner: RangeSplitter
+    position: str
+    proxies: Proxies
+
+    @property
+    def n(self) -> int:
+        return self.inner.n
+
+    def split(self, frame: Any, index: int) -> list[Any]:
+        positioned = with_proxies(with_positions(frame, index, self.position), self.proxies)
+        pieces = self.inner.split(positioned, index)
+        if not self.proxies:
+            return pieces
+        return [piece.drop(columns=[proxy for proxy, _ in self.proxies]) for piece in pieces]
 
 
 def output_count(nbytes: int, n_workers: int) -> int:
@@ -142,10 +211,12 @@ def _(node: Sort, lowering: Lowering) -> Partitions:
                      job.backend, index=(i,), owner=owner, strict=False)
         for i, (part, owner) in enumerate(zip(inputs.futures, inputs.owners))])
     wanted = node.npartitions or output_count(sum(s.nbytes for s in samples), len(job.workers))
-    boundaries = choose_boundaries(samples, keys, position, wanted)
-    splitter = PositionedSplitter(
-        RangeSplitter((*keys.by, position), boundaries, (*keys.ascending, True),
-                      keys.nulls_last), position)
+    proxied = {name for name in keys.by
+               if any(len(s.keys) and needs_proxy(s.keys[name]) for s in samples)}
+    split, proxies = split_keys(keys, position, proxied)
+    boundaries = choose_boundaries(samples, split, proxies, wanted)
+    splitter = SortSplitter(RangeSplitter(split.by, boundaries, split.ascending,
+                                          split.nulls_last), position, proxies)
     wrap = job.engine.backend.on_device and job.engine.protocol in HOST_PROTOCOLS
     buckets = exchange(job, inputs, splitter, Contiguous(), "sort", wrap)
     lowering.note(node, f"range exchange into {splitter.n} partitions (asked {wanted}), "

@@ -1,5 +1,8 @@
+import decimal
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import gpuframe
@@ -160,3 +163,21 @@ def test_bools_signed_zeros_infinities_and_zoned_times(engine):
     })
     assert_sorted_like_pandas(data, ["b", "f"], [False, True])
     assert_sorted_like_pandas(data, ["t", "f"], [False, False], "first")
+
+
+def test_decimal_keys(engine):
+    """Decimals are cut on a float proxy (distinct values a float ties stay together) and
+    sorted exactly."""
+    rng = np.random.default_rng(9)
+    n = 800
+    cents = rng.integers(-500, 500, n)
+    cents[:200] = 10**17 + rng.integers(0, 3, 200)  # floats tie these, decimals do not
+    values = [None if i % 13 == 0 else decimal.Decimal(int(c)) / 100 for i, c in
+              enumerate(cents)]
+    data = pd.DataFrame({
+        "d": pd.array(values, dtype=pd.ArrowDtype(pa.decimal128(38, 2))),
+        "s": pd.array(rng.choice(["b", "a"], n), dtype="str"),
+        "row": np.arange(n),
+    })
+    assert_sorted_like_pandas(data, ["d", "s"], [False, True], npartitions=4)
+    assert_sorted_like_pandas(data, ["s", "d"], [True, True], "first", npartitions=4)
