@@ -62,3 +62,12 @@ def test_concat_on_gpus():
         result = concat(frames)
         assert result.to_pandas().dtypes.to_dict() == result.meta.dtypes.to_dict()
         assert len(result.to_pandas()) == 7
+
+
+def test_a_frame_with_itself_runs_it_once(engine):
+    a = pd.DataFrame({"k": np.arange(5)})
+    frame = gpuframe.from_pandas(a, npartitions=2)
+    doubled = concat([frame, frame])
+    assert doubled.futures[:2] == doubled.futures[2:]
+    pd.testing.assert_frame_equal(doubled.to_pandas().reset_index(drop=True),
+                                  pd.concat([a, a], ignore_index=True))
