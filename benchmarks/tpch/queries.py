@@ -299,7 +299,7 @@ def q18(read: Read) -> Any:
     result = (orders.merge(large, left_on="o_orderkey", right_on="l_orderkey")
               .merge(customer, left_on="o_custkey", right_on="c_custkey"))
     result = result[["c_name", "c_custkey", "o_orderkey", "o_orderdate", "o_totalprice",
-                     "quantity"]]
+                     "quantity"]].rename(columns={"quantity": "sum(l_quantity)"})
     return result.sort_values(["o_totalprice", "o_orderdate"], ascending=[False, True]).head(100)
 
 
