@@ -3,7 +3,7 @@
 It lets ``queries.py`` run, unchanged, where gpuframe's operators are not available, and gives a
 single-process answer to hold gpuframe's against. Expressions are gpuframe's own
 (:mod:`gpuframe.plan.expr`), evaluated on the whole frame, so the queries' expressions are tested
-as gpuframe evaluates them per partition.
+as gpuframe evaluates them per partition. ``dask_engine`` runs the same on dask.dataframe.
 """
 
 from __future__ import annotations
@@ -23,24 +23,27 @@ Keys = str | Sequence[str]
 class PandasFrame:
     """A pandas DataFrame behind gpuframe's frame API."""
 
-    def __init__(self, data: pd.DataFrame) -> None:
-        self._data = data.reset_index(drop=True)
+    def __init__(self, data: Any) -> None:
+        self._data = data
+
+    def _wrap(self, data: Any) -> Any:
+        return type(self)(data)
 
     @property
     def columns(self) -> pd.Index:
         return self._data.columns
 
-    def __len__(self) -> int:
-        return len(self._data)
-
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, Expr):
-            return PandasFrame(self._data[evaluate_mask(key, self._data)])
+            return self._wrap(self._data[self._mask(key)])
         if isinstance(key, (list, tuple, pd.Index)):
-            return PandasFrame(self._data[list(key)])
+            return self._wrap(self._data[list(key)])
         if key not in self.columns:
             raise UnknownColumnError(f"column {key!r} is not among {list(self.columns)}")
         return Col(key)
+
+    def _mask(self, condition: Expr) -> Any:
+        return evaluate_mask(condition, self._data)
 
     def __getattr__(self, name: str) -> Col:
         data = self.__dict__.get("_data")
@@ -51,76 +54,65 @@ class PandasFrame:
     def __setitem__(self, name: str, value: Any) -> None:
         self._data = self.assign(**{name: value})._data
 
-    def assign(self, **columns: Any) -> PandasFrame:
-        data = self._data.copy(deep=False)
+    def assign(self, **columns: Any) -> Any:
+        data = self._data
         for name, value in columns.items():
-            data[name] = as_expr(value).evaluate(data)
-        return PandasFrame(data)
+            data = data.assign(**{name: as_expr(value).evaluate(data)})
+        return self._wrap(data)
 
-    def rename(self, columns: dict[str, str]) -> PandasFrame:
-        return PandasFrame(self._data.rename(columns=columns))
-
-    def astype(self, dtype: Any) -> PandasFrame:
-        return PandasFrame(self._data.astype(dtype))
+    def rename(self, columns: dict[str, str]) -> Any:
+        return self._wrap(self._data.rename(columns=columns))
 
     def merge(self, other: PandasFrame, on: Keys | None = None, *, left_on: Keys | None = None,
               right_on: Keys | None = None, how: str = "inner",
-              suffixes: Sequence[str] = ("_x", "_y")) -> PandasFrame:
+              suffixes: Sequence[str] = ("_x", "_y")) -> Any:
         left, right = self._data, other._data
         if how == "cross":
-            return PandasFrame(left.merge(right, how="cross", suffixes=tuple(suffixes)))
+            return self._wrap(left.merge(right, how="cross", suffixes=tuple(suffixes)))
         left_keys = _listed(on if on is not None else left_on)
         right_keys = _listed(on if on is not None else right_on)
         if how in ("leftsemi", "leftanti"):
             keys = right[right_keys].drop_duplicates()
-            keys.columns = left_keys
-            marked = left.merge(keys, on=left_keys, how="left", indicator="_side")
-            kept = marked["_side"] == ("both" if how == "leftsemi" else "left_only")
-            return PandasFrame(marked[kept].drop(columns="_side"))
-        return PandasFrame(left.merge(right, left_on=left_keys, right_on=right_keys, how=how,
-                                      suffixes=tuple(suffixes)))
+            keys = keys.rename(columns=dict(zip(right_keys, left_keys))).assign(_matched=True)
+            marked = left.merge(keys, on=left_keys, how="left")
+            hit = marked["_matched"].notna()
+            return self._wrap(marked[hit if how == "leftsemi" else ~hit].drop(
+                columns="_matched"))
+        return self._wrap(left.merge(right, left_on=left_keys, right_on=right_keys, how=how,
+                                     suffixes=tuple(suffixes)))
 
     def groupby(self, by: Keys, as_index: bool = False, dropna: bool = True) -> PandasGroupBy:
         if as_index:
             raise ValueError("gpuframe's groupby gives its keys back as columns: as_index=False")
-        return PandasGroupBy(self._data, _listed(by), dropna)
+        return PandasGroupBy(self, _listed(by), dropna)
 
-    def agg(self, **named: tuple[str, str]) -> PandasFrame:
+    def agg(self, **named: tuple[str, str]) -> Any:
         """A one-row frame of whole-frame aggregates, as gpuframe's ``frame.agg(name=(col,
         how))``."""
         row = {name: _whole(self._data[column], how) for name, (column, how) in named.items()}
-        return PandasFrame(pd.DataFrame({name: [value] for name, value in row.items()}))
+        return self._wrap(pd.DataFrame({name: [value] for name, value in row.items()}))
 
-    def sort_values(self, by: Keys, ascending: bool | Sequence[bool] = True) -> PandasFrame:
-        return PandasFrame(self._data.sort_values(_listed(by), ascending=ascending,
-                                                  kind="stable"))
+    def sort_values(self, by: Keys, ascending: bool | Sequence[bool] = True) -> Any:
+        return self._wrap(self._data.sort_values(_listed(by), ascending=ascending))
 
-    def head(self, n: int = 5) -> PandasFrame:
-        return PandasFrame(self._data.head(n))
-
-    def nlargest(self, n: int, columns: Keys) -> PandasFrame:
-        return PandasFrame(self._data.nlargest(n, _listed(columns)))
-
-    def nsmallest(self, n: int, columns: Keys) -> PandasFrame:
-        return PandasFrame(self._data.nsmallest(n, _listed(columns)))
-
-    def drop_duplicates(self, subset: Keys | None = None) -> PandasFrame:
-        return PandasFrame(self._data.drop_duplicates(None if subset is None
-                                                      else _listed(subset)))
+    def head(self, n: int = 5) -> pd.DataFrame:
+        """The first ``n`` rows, as pandas (as gpuframe's ``head`` gives them)."""
+        return self._data.head(n)
 
     def to_pandas(self) -> pd.DataFrame:
-        return self._data.copy()
+        return self._data.reset_index(drop=True)
 
     compute = to_pandas
 
 
 class PandasGroupBy:
-    def __init__(self, data: pd.DataFrame, keys: list[str], dropna: bool) -> None:
-        self._data, self._keys, self._dropna = data, keys, dropna
+    def __init__(self, frame: PandasFrame, keys: list[str], dropna: bool) -> None:
+        self._frame, self._keys, self._dropna = frame, keys, dropna
 
-    def agg(self, **named: tuple[str, str]) -> PandasFrame:
-        grouped = self._data.groupby(self._keys, as_index=False, dropna=self._dropna, sort=False)
-        return PandasFrame(grouped.agg(**named))
+    def agg(self, **named: tuple[str, str]) -> Any:
+        data = self._frame._data
+        grouped = data.groupby(self._keys, dropna=self._dropna, sort=False)
+        return self._frame._wrap(grouped.agg(**named).reset_index())
 
 
 def _whole(column: pd.Series, how: str) -> Any:
@@ -131,10 +123,6 @@ def _listed(keys: Keys | None) -> list[str]:
     if keys is None:
         raise ValueError("a merge needs on= or left_on= and right_on=")
     return [keys] if isinstance(keys, str) else list(keys)
-
-
-def concat(frames: Sequence[PandasFrame]) -> PandasFrame:
-    return PandasFrame(pd.concat([frame._data for frame in frames], ignore_index=True))
 
 
 def read_parquet(path: str | Path, columns: Sequence[str] | None = None) -> PandasFrame:
