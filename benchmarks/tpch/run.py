@@ -6,6 +6,8 @@ its files' footers read cold) and as the best of ``--repeat`` warm runs; each ru
 query's frames again, from the read on. Baselines run in the same process on the same files:
 
   duckdb        DuckDB (CPU, all cores) on the official query texts; also the reference answers
+  pandas        the same query code on pandas in this process (``pandas_engine``), tables read
+                in each run
   polars        polars on the CPU, and
   cudf-polars   cudf-polars' ``DaskEngine``, both on the PDS-H queries cudf_polars ships
 
@@ -36,9 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gpuframe  # noqa: E402
 from tpch.check import DuckDB, Verdict, compare  # noqa: E402
 from tpch.datagen import generate  # noqa: E402
+from tpch.pandas_engine import read_parquet as read_pandas  # noqa: E402
 from tpch.queries import QUERIES  # noqa: E402
 
-BASELINES = ("duckdb", "polars", "cudf-polars")
+BASELINES = ("duckdb", "pandas", "polars", "cudf-polars")
 
 
 def answer(result: Any) -> pd.DataFrame:
@@ -87,7 +90,7 @@ class Polars:
 
 def baseline_problem(name: str) -> str | None:
     """Why the baseline cannot run here, or None."""
-    if name == "duckdb":
+    if name in ("duckdb", "pandas"):
         return None
     try:
         import polars  # noqa: F401
@@ -114,6 +117,8 @@ def main() -> int:
                         help="gpuframe workers (default: one per GPU, or per core)")
     parser.add_argument("--backend", default=None, help="'cudf' or 'pandas' (default: cudf "
                         "where GPUs and cuDF are present)")
+    parser.add_argument("--dashboard", default="127.0.0.1:8787",
+                        help="where the cluster's dashboard listens (127.0.0.1:0: any port)")
     parser.add_argument("--baselines", default=",".join(BASELINES),
                         help=f"comma-separated, of {', '.join(BASELINES)}")
     args = parser.parse_args()
@@ -133,7 +138,8 @@ def main() -> int:
     root = generate(args.dir, args.sf)
     duck = DuckDB(root)
     rows: list[dict[str, Any]] = []
-    with gpuframe.start_cluster(backend=args.backend, n_workers=args.workers) as engine:
+    with gpuframe.start_cluster(backend=args.backend, n_workers=args.workers,
+                                dashboard_address=args.dashboard) as engine:
         print(f"gpuframe: {engine!r}; data: {root}")
         def read(table: str) -> Any:
             return gpuframe.read_parquet(str(root / table))
@@ -161,6 +167,15 @@ def run_baseline(name: str, root: Path, duck: DuckDB, numbers: list[int],
     if name == "duckdb":
         for number, row in zip(numbers, rows):
             row["duckdb"] = timed(lambda n=number: duck.answer(n), repeat)[1]
+        return
+    if name == "pandas":
+        for number, row in zip(numbers, rows):
+            _, best, got = timed(lambda n=number: answer(
+                QUERIES[n](lambda table: read_pandas(root / table))), repeat)
+            verdict = compare(number, got, duck.answer(number))
+            row["pandas"] = best if verdict.ok else math.nan
+            if not verdict.ok:
+                print(f"pandas q{number}: answer {verdict}")
         return
     polars = Polars(root, on_gpu=name == "cudf-polars")
     with polars.engine() as engine:

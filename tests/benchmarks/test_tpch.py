@@ -126,7 +126,18 @@ def test_the_runner_reads_query_lists_and_prints_one_table():
     assert "geomean 1.00x" in text and "1/2 OK" in text
 
 
-def test_the_runner_has_help():
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "tpch" / "run.py"), "--help"],
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0 and "--baselines" in done.stdout, done.stderr
+def test_the_runner_checks_gpuframe_and_times_the_baselines(tpch_root):
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "tpch" / "run.py"), "--sf", "0.01",
+         "--dir", str(tpch_root.parent), "--queries", "6,13", "--repeat", "1", "--workers", "2",
+         "--dashboard", "127.0.0.1:0", "--baselines", "duckdb,pandas"],
+        capture_output=True, text=True, timeout=240, check=False)
+    out = done.stdout
+    rows = [line for line in out.splitlines() if line.startswith(("| q6 |", "| q13 |"))]
+    assert len(rows) == 2, out + done.stderr[-3000:]
+    assert all(row.split("|")[4].strip() != "-" for row in rows), out  # DuckDB's seconds
+    assert all(row.split("|")[6].strip() != "-" for row in rows), out  # pandas' seconds
+    if CAN_GROUP:
+        assert done.returncode == 0 and "2/2 OK" in out, out
+    else:
+        assert done.returncode == 1 and "FAIL: AttributeError" in out, out
