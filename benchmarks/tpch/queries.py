@@ -45,8 +45,8 @@ def q1(read: Read) -> Any:
 
 
 def q2(read: Read) -> Any:
-    region, nation = read("region"), read("nation")
-    supplier, partsupp, part = read("supplier"), read("partsupp"), read("part")
+    region, nation = map(read, ("region", "nation"))
+    supplier, partsupp, part = map(read, ("supplier", "partsupp", "part"))
     europe = region[region.r_name == "EUROPE"]
     suppliers = (europe.merge(nation, left_on="r_regionkey", right_on="n_regionkey")
                  .merge(supplier, left_on="n_nationkey", right_on="s_nationkey"))
@@ -66,7 +66,7 @@ def q2(read: Read) -> Any:
 
 
 def q3(read: Read) -> Any:
-    customer, orders, lineitem = read("customer"), read("orders"), read("lineitem")
+    customer, orders, lineitem = map(read, ("customer", "orders", "lineitem"))
     day = _date("1995-03-15")
     building = customer[customer.c_mktsegment == "BUILDING"]
     early = orders[orders.o_orderdate < day]
@@ -81,7 +81,7 @@ def q3(read: Read) -> Any:
 
 
 def q4(read: Read) -> Any:
-    orders, lineitem = read("orders"), read("lineitem")
+    orders, lineitem = map(read, ("orders", "lineitem"))
     quarter = orders[(orders.o_orderdate >= _date("1993-07-01"))
                      & (orders.o_orderdate < _date("1993-10-01"))]
     late = lineitem[lineitem.l_commitdate < lineitem.l_receiptdate]
@@ -92,8 +92,8 @@ def q4(read: Read) -> Any:
 
 
 def q5(read: Read) -> Any:
-    region, nation, customer = read("region"), read("nation"), read("customer")
-    orders, lineitem, supplier = read("orders"), read("lineitem"), read("supplier")
+    region, nation, customer = map(read, ("region", "nation", "customer"))
+    orders, lineitem, supplier = map(read, ("orders", "lineitem", "supplier"))
     asia = region[region.r_name == "ASIA"]
     year = orders[(orders.o_orderdate >= _date("1994-01-01"))
                   & (orders.o_orderdate < _date("1995-01-01"))]
@@ -119,8 +119,8 @@ def q6(read: Read) -> Any:
 
 
 def q7(read: Read) -> Any:
-    nation, supplier, customer = read("nation"), read("supplier"), read("customer")
-    orders, lineitem = read("orders"), read("lineitem")
+    nation, supplier, customer = map(read, ("nation", "supplier", "customer"))
+    orders, lineitem = map(read, ("orders", "lineitem"))
     pair = nation[nation.n_name.isin(["FRANCE", "GERMANY"])]
     suppliers = supplier.merge(pair, left_on="s_nationkey", right_on="n_nationkey").rename(
         columns={"n_name": "supp_nation"})
@@ -141,9 +141,8 @@ def q7(read: Read) -> Any:
 
 
 def q8(read: Read) -> Any:
-    part, supplier, lineitem = read("part"), read("supplier"), read("lineitem")
-    orders, customer, nation, region = read("orders"), read("customer"), read("nation"), \
-        read("region")
+    part, supplier, lineitem = map(read, ("part", "supplier", "lineitem"))
+    orders, customer, nation, region = map(read, ("orders", "customer", "nation", "region"))
     steel = part[part.p_type == "ECONOMY ANODIZED STEEL"]
     window = orders[orders.o_orderdate.between(_date("1995-01-01"), _date("1996-12-31"))]
     america = region[region.r_name == "AMERICA"]
@@ -164,8 +163,8 @@ def q8(read: Read) -> Any:
 
 
 def q9(read: Read) -> Any:
-    part, supplier, lineitem = read("part"), read("supplier"), read("lineitem")
-    partsupp, orders, nation = read("partsupp"), read("orders"), read("nation")
+    part, supplier, lineitem = map(read, ("part", "supplier", "lineitem"))
+    partsupp, orders, nation = map(read, ("partsupp", "orders", "nation"))
     green = part[part.p_name.str.contains("green", regex=False)]
     lines = (green.merge(lineitem, left_on="p_partkey", right_on="l_partkey")
              .merge(partsupp, left_on=["l_partkey", "l_suppkey"],
@@ -181,8 +180,7 @@ def q9(read: Read) -> Any:
 
 
 def q10(read: Read) -> Any:
-    customer, orders, lineitem, nation = read("customer"), read("orders"), read("lineitem"), \
-        read("nation")
+    customer, orders, lineitem, nation = map(read, ("customer", "orders", "lineitem", "nation"))
     quarter = orders[(orders.o_orderdate >= _date("1993-10-01"))
                      & (orders.o_orderdate < _date("1994-01-01"))]
     returned = lineitem[lineitem.l_returnflag == "R"]
@@ -198,7 +196,7 @@ def q10(read: Read) -> Any:
 
 
 def _german_stock(read: Read) -> Any:
-    partsupp, supplier, nation = read("partsupp"), read("supplier"), read("nation")
+    partsupp, supplier, nation = map(read, ("partsupp", "supplier", "nation"))
     germany = nation[nation.n_name == "GERMANY"]
     stock = (partsupp.merge(supplier, left_on="ps_suppkey", right_on="s_suppkey")
              .merge(germany, left_on="s_nationkey", right_on="n_nationkey"))
@@ -215,7 +213,7 @@ def q11(read: Read) -> Any:
 
 
 def q12(read: Read) -> Any:
-    orders, lineitem = read("orders"), read("lineitem")
+    orders, lineitem = map(read, ("orders", "lineitem"))
     items = lineitem[lineitem.l_shipmode.isin(["MAIL", "SHIP"])
                      & (lineitem.l_commitdate < lineitem.l_receiptdate)
                      & (lineitem.l_shipdate < lineitem.l_commitdate)
@@ -230,7 +228,7 @@ def q12(read: Read) -> Any:
 
 
 def q13(read: Read) -> Any:
-    customer, orders = read("customer"), read("orders")
+    customer, orders = map(read, ("customer", "orders"))
     plain = orders[~orders.o_comment.str.contains("special.*requests")]
     placed = customer.merge(plain, left_on="c_custkey", right_on="o_custkey", how="left")
     counts = placed.groupby("c_custkey", as_index=False).agg(c_count=("o_orderkey", "count"))
@@ -239,7 +237,7 @@ def q13(read: Read) -> Any:
 
 
 def q14(read: Read) -> Any:
-    lineitem, part = read("lineitem"), read("part")
+    lineitem, part = map(read, ("lineitem", "part"))
     month = lineitem[(lineitem.l_shipdate >= _date("1995-09-01"))
                      & (lineitem.l_shipdate < _date("1995-10-01"))]
     lines = month.merge(part, left_on="l_partkey", right_on="p_partkey")
@@ -251,7 +249,7 @@ def q14(read: Read) -> Any:
 
 
 def q15(read: Read) -> Any:
-    lineitem, supplier = read("lineitem"), read("supplier")
+    lineitem, supplier = map(read, ("lineitem", "supplier"))
     quarter = lineitem[(lineitem.l_shipdate >= _date("1996-01-01"))
                        & (lineitem.l_shipdate < _date("1996-04-01"))]
     quarter = quarter.assign(revenue=_revenue(quarter))
@@ -265,7 +263,7 @@ def q15(read: Read) -> Any:
 
 
 def q16(read: Read) -> Any:
-    partsupp, part, supplier = read("partsupp"), read("part"), read("supplier")
+    partsupp, part, supplier = map(read, ("partsupp", "part", "supplier"))
     complained = supplier[supplier.s_comment.str.contains("Customer.*Complaints")]
     wanted = part[(part.p_brand != "Brand#45")
                   & ~part.p_type.str.startswith("MEDIUM POLISHED")
@@ -280,7 +278,7 @@ def q16(read: Read) -> Any:
 
 
 def q17(read: Read) -> Any:
-    lineitem, part = read("lineitem"), read("part")
+    lineitem, part = map(read, ("lineitem", "part"))
     boxes = part[(part.p_brand == "Brand#23") & (part.p_container == "MED BOX")]
     lines = boxes.merge(lineitem, left_on="p_partkey", right_on="l_partkey")
     usual = lines.groupby("p_partkey", as_index=False).agg(avg_quantity=("l_quantity", "mean"))
@@ -293,7 +291,7 @@ def q17(read: Read) -> Any:
 
 
 def q18(read: Read) -> Any:
-    customer, orders, lineitem = read("customer"), read("orders"), read("lineitem")
+    customer, orders, lineitem = map(read, ("customer", "orders", "lineitem"))
     sizes = lineitem.groupby("l_orderkey", as_index=False).agg(quantity=("l_quantity", "sum"))
     large = sizes[sizes.quantity > 300]
     result = (orders.merge(large, left_on="o_orderkey", right_on="l_orderkey")
@@ -304,7 +302,7 @@ def q18(read: Read) -> Any:
 
 
 def q19(read: Read) -> Any:
-    lineitem, part = read("lineitem"), read("part")
+    lineitem, part = map(read, ("lineitem", "part"))
     items = lineitem[lineitem.l_shipmode.isin(["AIR", "AIR REG"])
                      & (lineitem.l_shipinstruct == "DELIVER IN PERSON")]
     lines = items.merge(part, left_on="l_partkey", right_on="p_partkey")
@@ -321,8 +319,8 @@ def q19(read: Read) -> Any:
 
 
 def q20(read: Read) -> Any:
-    supplier, nation, partsupp = read("supplier"), read("nation"), read("partsupp")
-    part, lineitem = read("part"), read("lineitem")
+    supplier, nation, partsupp = map(read, ("supplier", "nation", "partsupp"))
+    part, lineitem = map(read, ("part", "lineitem"))
     forest = part[part.p_name.str.startswith("forest")]
     year = lineitem[(lineitem.l_shipdate >= _date("1994-01-01"))
                     & (lineitem.l_shipdate < _date("1995-01-01"))]
@@ -339,8 +337,7 @@ def q20(read: Read) -> Any:
 
 
 def q21(read: Read) -> Any:
-    supplier, lineitem, orders, nation = read("supplier"), read("lineitem"), read("orders"), \
-        read("nation")
+    supplier, lineitem, orders, nation = map(read, ("supplier", "lineitem", "orders", "nation"))
     late = lineitem[lineitem.l_receiptdate > lineitem.l_commitdate]
     # EXISTS another supplier on the order; NOT EXISTS another late one: the order has more than
     # one supplier, and its late lines one.
@@ -362,7 +359,7 @@ def q21(read: Read) -> Any:
 
 
 def q22(read: Read) -> Any:
-    customer, orders = read("customer"), read("orders")
+    customer, orders = map(read, ("customer", "orders"))
     codes = ["13", "31", "23", "29", "30", "18", "17"]
     customers = customer.assign(cntrycode=customer.c_phone.str.slice(0, 2))
     customers = customers[customers.cntrycode.isin(codes)]
