@@ -130,6 +130,22 @@ def test_the_check_takes_ties_in_any_order_and_float_noise():
     assert "column 'v' differs" in compare(4, ours, duck).reason
 
 
+def test_the_check_compares_decimals_with_floats_and_times_of_any_unit():
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    duck = pd.DataFrame({"d": pd.to_datetime(["1995-03-15", "1996-01-02"]).as_unit("us"),
+                         "v": [Decimal("10.25"), Decimal("3.50")]})
+    ours = pd.DataFrame({"d": pd.to_datetime(["1995-03-15", "1996-01-02"]).as_unit("ns"),
+                         "v": pd.array([Decimal("10.25"), Decimal("3.50")],
+                                       dtype=pd.ArrowDtype(pa.decimal128(12, 2)))})
+    assert compare(4, ours, duck).ok
+    assert compare(4, ours.assign(v=[10.25, 3.5]), duck).ok
+    assert not compare(4, ours.assign(v=[10.25, 3.6]), duck).ok
+    assert not compare(4, ours.assign(d=ours.d + pd.Timedelta(days=1)), duck).ok
+
+
 def test_the_runner_reads_query_lists_and_prints_one_table():
     assert parse_queries("1-3,9") == [1, 2, 3, 9]
     with pytest.raises(SystemExit, match="1 to 22"):
