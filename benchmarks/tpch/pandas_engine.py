@@ -3,7 +3,8 @@
 It lets ``queries.py`` run, unchanged, where gpuframe's operators are not available, and gives a
 single-process answer to hold gpuframe's against. Expressions are gpuframe's own
 (:mod:`gpuframe.plan.expr`), evaluated on the whole frame, so the queries' expressions are tested
-as gpuframe evaluates them per partition. ``dask_engine`` runs the same on dask.dataframe.
+as gpuframe evaluates them per partition. ``run.py`` also times it, as a single-process
+baseline.
 """
 
 from __future__ import annotations
@@ -23,11 +24,8 @@ Keys = str | Sequence[str]
 class PandasFrame:
     """A pandas DataFrame behind gpuframe's frame API."""
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, data: pd.DataFrame) -> None:
         self._data = data
-
-    def _wrap(self, data: Any) -> Any:
-        return type(self)(data)
 
     @property
     def columns(self) -> pd.Index:
@@ -35,15 +33,12 @@ class PandasFrame:
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, Expr):
-            return self._wrap(self._data[self._mask(key)])
+            return PandasFrame(self._data[evaluate_mask(key, self._data)])
         if isinstance(key, (list, tuple, pd.Index)):
-            return self._wrap(self._data[list(key)])
+            return PandasFrame(self._data[list(key)])
         if key not in self.columns:
             raise UnknownColumnError(f"column {key!r} is not among {list(self.columns)}")
         return Col(key)
-
-    def _mask(self, condition: Expr) -> Any:
-        return evaluate_mask(condition, self._data)
 
     def __getattr__(self, name: str) -> Col:
         data = self.__dict__.get("_data")
@@ -54,21 +49,21 @@ class PandasFrame:
     def __setitem__(self, name: str, value: Any) -> None:
         self._data = self.assign(**{name: value})._data
 
-    def assign(self, **columns: Any) -> Any:
+    def assign(self, **columns: Any) -> PandasFrame:
         data = self._data
         for name, value in columns.items():
             data = data.assign(**{name: as_expr(value).evaluate(data)})
-        return self._wrap(data)
+        return PandasFrame(data)
 
-    def rename(self, columns: dict[str, str]) -> Any:
-        return self._wrap(self._data.rename(columns=columns))
+    def rename(self, columns: dict[str, str]) -> PandasFrame:
+        return PandasFrame(self._data.rename(columns=columns))
 
     def merge(self, other: PandasFrame, on: Keys | None = None, *, left_on: Keys | None = None,
               right_on: Keys | None = None, how: str = "inner",
-              suffixes: Sequence[str] = ("_x", "_y")) -> Any:
+              suffixes: Sequence[str] = ("_x", "_y")) -> PandasFrame:
         left, right = self._data, other._data
         if how == "cross":
-            return self._wrap(left.merge(right, how="cross", suffixes=tuple(suffixes)))
+            return PandasFrame(left.merge(right, how="cross", suffixes=tuple(suffixes)))
         left_keys = _listed(on if on is not None else left_on)
         right_keys = _listed(on if on is not None else right_on)
         if how in ("leftsemi", "leftanti"):
@@ -76,24 +71,24 @@ class PandasFrame:
             keys = keys.rename(columns=dict(zip(right_keys, left_keys))).assign(_matched=True)
             marked = left.merge(keys, on=left_keys, how="left")
             hit = marked["_matched"].notna()
-            return self._wrap(marked[hit if how == "leftsemi" else ~hit].drop(
+            return PandasFrame(marked[hit if how == "leftsemi" else ~hit].drop(
                 columns="_matched"))
-        return self._wrap(left.merge(right, left_on=left_keys, right_on=right_keys, how=how,
+        return PandasFrame(left.merge(right, left_on=left_keys, right_on=right_keys, how=how,
                                      suffixes=tuple(suffixes)))
 
     def groupby(self, by: Keys, as_index: bool = False, dropna: bool = True) -> PandasGroupBy:
         if as_index:
             raise ValueError("gpuframe's groupby gives its keys back as columns: as_index=False")
-        return PandasGroupBy(self, _listed(by), dropna)
+        return PandasGroupBy(self._data, _listed(by), dropna)
 
-    def agg(self, **named: tuple[str, str]) -> Any:
+    def agg(self, **named: tuple[str, str]) -> PandasFrame:
         """A one-row frame of whole-frame aggregates, as gpuframe's ``frame.agg(name=(col,
         how))``."""
         row = {name: _whole(self._data[column], how) for name, (column, how) in named.items()}
-        return self._wrap(pd.DataFrame({name: [value] for name, value in row.items()}))
+        return PandasFrame(pd.DataFrame({name: [value] for name, value in row.items()}))
 
-    def sort_values(self, by: Keys, ascending: bool | Sequence[bool] = True) -> Any:
-        return self._wrap(self._data.sort_values(_listed(by), ascending=ascending))
+    def sort_values(self, by: Keys, ascending: bool | Sequence[bool] = True) -> PandasFrame:
+        return PandasFrame(self._data.sort_values(_listed(by), ascending=ascending))
 
     def head(self, n: int = 5) -> pd.DataFrame:
         """The first ``n`` rows, as pandas (as gpuframe's ``head`` gives them)."""
@@ -106,13 +101,12 @@ class PandasFrame:
 
 
 class PandasGroupBy:
-    def __init__(self, frame: PandasFrame, keys: list[str], dropna: bool) -> None:
-        self._frame, self._keys, self._dropna = frame, keys, dropna
+    def __init__(self, data: pd.DataFrame, keys: list[str], dropna: bool) -> None:
+        self._data, self._keys, self._dropna = data, keys, dropna
 
-    def agg(self, **named: tuple[str, str]) -> Any:
-        data = self._frame._data
-        grouped = data.groupby(self._keys, dropna=self._dropna, sort=False)
-        return self._frame._wrap(grouped.agg(**named).reset_index())
+    def agg(self, **named: tuple[str, str]) -> PandasFrame:
+        grouped = self._data.groupby(self._keys, dropna=self._dropna, sort=False)
+        return PandasFrame(grouped.agg(**named).reset_index())
 
 
 def _whole(column: pd.Series, how: str) -> Any:
