@@ -28,6 +28,7 @@ import sys
 import time
 import types
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,18 @@ BASELINES = ("duckdb", "pandas", "polars", "cudf-polars")
 def answer(result: Any) -> pd.DataFrame:
     """A query's result as pandas: it is one already where the query ends in ``head(n)``."""
     return result if isinstance(result, pd.DataFrame) else result.to_pandas()
+
+
+def run_query(number: int, read: Callable[[str], Any]) -> pd.DataFrame:
+    return answer(QUERIES[number](read))
+
+
+def read_gpuframe(root: Path, table: str) -> Any:
+    return gpuframe.read_parquet(str(root / table))
+
+
+def read_pandas_table(root: Path, table: str) -> Any:
+    return read_pandas(root / table)
 
 
 def timed(run: Callable[[], pd.DataFrame], repeat: int) -> tuple[float, float, pd.DataFrame]:
@@ -141,14 +154,12 @@ def main() -> int:
     with gpuframe.start_cluster(backend=args.backend, n_workers=args.workers,
                                 dashboard_address=args.dashboard) as engine:
         print(f"gpuframe: {engine!r}; data: {root}")
-        def read(table: str) -> Any:
-            return gpuframe.read_parquet(str(root / table))
-
         for number in numbers:
             row: dict[str, Any] = {"query": number}
             expected = duck.answer(number)
             try:
-                cold, best, got = timed(lambda n=number: answer(QUERIES[n](read)), args.repeat)
+                cold, best, got = timed(partial(run_query, number, partial(read_gpuframe, root)),
+                                        args.repeat)
                 row.update(cold=cold, best=best, rows=len(got),
                            check=compare(number, got, expected))
             except Exception as error:  # one query's failure is a row of the table
@@ -166,12 +177,12 @@ def run_baseline(name: str, root: Path, duck: DuckDB, numbers: list[int],
                  rows: list[dict[str, Any]], repeat: int) -> None:
     if name == "duckdb":
         for number, row in zip(numbers, rows):
-            row["duckdb"] = timed(lambda n=number: duck.answer(n), repeat)[1]
+            row["duckdb"] = timed(partial(duck.answer, number), repeat)[1]
         return
     if name == "pandas":
         for number, row in zip(numbers, rows):
-            _, best, got = timed(lambda n=number: answer(
-                QUERIES[n](lambda table: read_pandas(root / table))), repeat)
+            _, best, got = timed(partial(run_query, number, partial(read_pandas_table, root)),
+                                 repeat)
             verdict = compare(number, got, duck.answer(number))
             row["pandas"] = best if verdict.ok else math.nan
             if not verdict.ok:
