@@ -96,7 +96,7 @@ def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
     """The key casts of a join of schemas ``left`` and ``right``, of which the sides named in
     ``empty`` ('left', 'right') have no partitions; :class:`JoinError` names the pair of columns
     that no type holds exactly."""
-    how = BASE_HOWS.get(how, how)
+    anti, how = how, BASE_HOWS.get(how, how)
     left_casts: dict[str, Any] = {}
     right_casts: dict[str, Any] = {}
     result: dict[str, Any] = {}
@@ -113,6 +113,8 @@ def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
             right_casts[rk] = common
         if how in ("leftsemi", "leftanti"):
             result[lk] = ltype
+        elif lk == rk and anti in BASE_HOWS:
+            result[lk] = _anti_key_type(ltype, rtype, anti)
         elif lk == rk:
             result[lk] = _merged_key_type(ltype, rtype, how, empty)
         else:
@@ -331,6 +333,16 @@ def _merged_key_type(left: Any, right: Any, how: str, empty: frozenset[str]) -> 
         common = find_common_type([coerced, right])
         return coerced if common.kind == "O" and left.kind == right.kind == "M" else common
     return coerced
+
+
+def _anti_key_type(left: Any, right: Any, how: str) -> Any:
+    """The dtype of a key both sides share by name in an anti join's result, which holds one
+    side's rows only: as pandas gives it, the left key coerced against the right (a datetime
+    keeps its unit and zone) for 'left_anti'; the right key's own dtype for 'right_anti', but a
+    bool key's common type with the left's (object with integers)."""
+    if how == "left_anti":
+        return _coerced(left, right)
+    return find_common_type([left, right]) if _kind(right) == "bool" else right
 
 
 def _output_name(key: str, other_columns: pd.Index, shared: set[str], suffix: Any) -> str:

@@ -7,9 +7,12 @@ from distributed import get_task_stream
 import gpuframe
 from gpuframe.errors import JoinError
 from gpuframe.frame import DistributedFrame
-from gpuframe.operators.join_schema import HOWS, hash_type
+from gpuframe.operators.join_schema import HOWS as ALL_HOWS
+from gpuframe.operators.join_schema import hash_type
 from gpuframe.plan.nodes import Persisted
 from gpuframe.runtime.runner import Partitions
+
+HOWS = tuple(how for how in ALL_HOWS if how != "cross")  # the join types with keys
 
 SHUFFLE = {"broadcast_bytes": 0}
 BROADCAST = {"broadcast_bytes": 2**40, "broadcast_ratio": None}
@@ -146,7 +149,14 @@ def test_one_worker_engine():
 @pytest.mark.parametrize("kwargs, message", [
     ({"on": "nope"}, r"\['nope'\] not in the left frame"),
     ({"left_on": "k", "right_on": "missing"}, r"\['missing'\] not in the right frame"),
-    ({"on": "k", "how": "cross"}, "how='cross' is not a join type"),
+    ({"on": "k", "how": "bogus"}, "how='bogus' is not a join type"),
+    ({"on": "k", "how": "cross"}, "how='cross' joins every row with every row: give no on="),
+    ({"how": "cross", "validate": "1:1"}, "validate= does not apply to how='cross'"),
+    ({"on": "k", "validate": "one_to_two"}, "validate='one_to_two' is not a valid argument"),
+    ({"on": "k", "left_index": True}, r"left_index=True: gpuframe frames have no index"),
+    ({"on": "k", "right_index": True}, r"right_index=True: gpuframe frames have no index"),
+    ({"on": "k", "indicator": "a"}, "indicator='a': a column of that name is in an input"),
+    ({"on": "k", "how": "leftanti", "indicator": True}, "indicator= does not apply"),
     ({"on": "k", "left_on": "k"}, "not both"),
     ({"left_on": "k"}, "go together"),
     ({"left_on": ["k", "a"], "right_on": ["k"]}, "differ in length"),
@@ -260,11 +270,12 @@ KEY_PAIRS = [
     ("datetime64[us]", "datetime64[ns]"), ("datetime64[s]", "datetime64[us]"),
     ("datetime64[ns, UTC]", "datetime64[us, Europe/Berlin]"),
     ("datetime64[us, Europe/Berlin]", "datetime64[ns, UTC]"),
-    ("timedelta64[ns]", "timedelta64[us]"),
+    ("timedelta64[ns]", "timedelta64[us]"), ("bool", "int64"), ("uint8", "bool"),
+    ("boolean", "int32"),
 ]
 REFUSED_PAIRS = [
     ("uint64", "int64"), ("int8", "uint64"), ("UInt64", "Int64"), ("int64", "str"),
-    ("datetime64[ns]", "datetime64[ns, UTC]"), ("bool", "int64"), ("category", "int64"),
+    ("datetime64[ns]", "datetime64[ns, UTC]"), ("category", "int64"), ("bool", "float64"),
 ]
 
 
