@@ -1,3 +1,5 @@
+import io
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -446,3 +448,87 @@ def test_a_self_join_runs_its_shared_input_once(engine, sides):
     assert names.count("gpuframe-load-pandas") == 3 and names.count("gpuframe-filter") == 3
     kept = left[left.lv > 0.5]
     assert_same_rows(result.to_pandas(), kept.merge(kept, on=["k", "s"]))
+
+
+def skewed_sides() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A left side of which one key holds most rows, and a right side that lacks some keys."""
+    left = pd.DataFrame({"k": np.r_[np.zeros(3000, int), np.arange(1000)],
+                         "a": np.arange(4000, dtype=float)})
+    right = pd.DataFrame({"k": np.arange(0, 1200, 2), "b": 2})
+    return left, right
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "outer", "left_anti", "right_anti"])
+def test_indicator_is_pandas_on_the_skew_split_path(engine, how):
+    left, right = skewed_sides()
+    joined = gpuframe.from_pandas(left, npartitions=4).merge(
+        gpuframe.from_pandas(right), on="k", how=how, indicator=True, broadcast_bytes=0,
+        skew_threshold=0.1)
+    result = joined.to_pandas()
+    if how in ("inner", "left", "outer"):
+        notes = io.StringIO()
+        joined.explain(notes)
+        assert "heavy keys split" in notes.getvalue()
+    expected = left.merge(right, on="k", how=how, indicator=True)
+    assert result.dtypes["_merge"] == expected.dtypes["_merge"]
+    assert_same_rows(result.astype({"_merge": str}), expected.astype({"_merge": str}))
+
+
+def test_indicator_and_validate_on_frames_hashed_alike(engine, sides):
+    """The colocated path: each partition pair holds every row of its keys, so the indicator
+    and validate= are decided there."""
+    left, right = sides
+    unique_right = right.drop_duplicates("k")
+    a = gpuframe.from_pandas(left).merge(gpuframe.from_pandas(unique_right[["k"]]), on="k",
+                                         how="left", **SHUFFLE).persist()
+    b = gpuframe.from_pandas(unique_right).merge(gpuframe.from_pandas(left[["k"]]
+                                                                      .drop_duplicates()),
+                                                 on="k", **SHUFFLE).persist()
+    assert a.partitioning.owners == b.partitioning.owners
+    with get_task_stream(client=engine.client) as stream:
+        result = a[["k", "lv"]].merge(b[["k", "rv"]], on="k", how="outer", indicator="side",
+                                      validate="m:1", **SHUFFLE).to_pandas()
+    assert set(stage_names(stream)) <= {"gpuframe-join", "gpuframe-select", "gpuframe-gather"}
+    expected = left[["k", "lv"]].merge(
+        unique_right[unique_right.k.isin(left.k)][["k", "rv"]], on="k", how="outer",
+        indicator="side")
+    assert_same_rows(result.astype({"side": str}), expected.astype({"side": str}))
+    with pytest.raises(pd.errors.MergeError, match="not unique in left dataset"):
+        a[["k", "lv"]].merge(b[["k", "rv"]], on="k", validate="1:1", **SHUFFLE).to_pandas()
+
+
+def test_validate_never_copies_a_side_that_must_be_unique(engine):
+    """A broadcast leaves the big side's keys spread over its partitions, where no task sees
+    all the rows of one key: validate= of that side makes it a shuffle."""
+    big = pd.DataFrame({"k": np.r_[np.arange(2000), [7]], "a": 1.0})
+    small = pd.DataFrame({"k": np.arange(10), "b": 2.0})
+    with pytest.raises(pd.errors.MergeError, match="not unique in left dataset"):
+        gpuframe.from_pandas(big).merge(gpuframe.from_pandas(small), on="k",
+                                        validate="1:m", **BROADCAST).to_pandas()
+    result = gpuframe.from_pandas(big).merge(gpuframe.from_pandas(small), on="k",
+                                             validate="m:1", **BROADCAST)
+    assert len(result) == len(big.merge(small, on="k"))
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "outer"])
+def test_sort_gives_pandas_order_even_where_keys_are_heavy(engine, how):
+    left, right = skewed_sides()
+    right = pd.concat([right, right.assign(b=3)], ignore_index=True)  # many to many
+    result = gpuframe.from_pandas(left, npartitions=4).merge(
+        gpuframe.from_pandas(right, npartitions=3), on="k", how=how, sort=True,
+        broadcast_bytes=0, skew_threshold=0.1).to_pandas()
+    pd.testing.assert_frame_equal(result, left.merge(right, on="k", how=how, sort=True))
+
+
+def test_cross_copies_the_smaller_side(engine, sides):
+    left, right = sides
+    small = right.head(7)
+    with get_task_stream(client=engine.client) as stream:
+        result = gpuframe.from_pandas(left, npartitions=3).merge(
+            gpuframe.from_pandas(small), how="cross").to_pandas()
+    names = set(stage_names(stream))
+    assert "gpuframe-broadcast" in names and "gpuframe-split-left" not in names
+    expected = left.merge(small, how="cross")
+    assert list(result.columns) == list(expected.columns)
+    assert list(result.dtypes) == list(expected.dtypes)
+    assert_same_rows(result, expected)
