@@ -47,6 +47,8 @@ def unique_sides(validate: str | None) -> tuple[bool, bool]:
         raise JoinError(f"validate={validate!r} is not a valid argument; choose one of "
                         f"{', '.join(VALIDATIONS)}")
     return VALIDATIONS[validate]
+
+
 PANDAS = get_backend("pandas")
 
 
@@ -245,8 +247,9 @@ def hash_type(a: Any, b: Any) -> Any:
 
 def _loose_int_pair(a: Any, b: Any) -> Any:
     """The hash type of an integer key joined with an object or a bool key (None for other
-    pairs): the integer type, or int64 for the bool, nullable, since object and boolean keys
-    may hold nulls; None too where uint64 meets int64."""
+    pairs, and for uint64 with an object column): the integer type (at least int64 against an
+    object column, whose integers may be any), nullable, since object and boolean keys may hold
+    nulls."""
     for own, other in ((a, b), (b, a)):
         if _kind(own) == "int" and (_is_object(other) or _kind(other) == "bool"):
             common = np.promote_types(_numpy_type(own), np.int64 if _is_object(other)
@@ -303,8 +306,9 @@ def _kind(dtype: Any) -> str:
 def _coerced(own: Any, other: Any) -> Any:
     """The dtype ``pandas.merge`` gives one side's key column before joining it with a key of
     dtype ``other``: a categorical whose categories differ from the other's becomes its values'
-    type, a non-categorical joined with a categorical becomes object, and so does a non-numeric
-    key joined with a key of another non-numeric dtype (object with str, say)."""
+    type, a non-categorical joined with a categorical becomes object, and so do an integer key
+    joined with an object or a bool one, and a non-numeric key joined with a key of another
+    non-numeric dtype (object with str, say)."""
     if isinstance(own, pd.CategoricalDtype):
         same = isinstance(other, pd.CategoricalDtype) and own.ordered == other.ordered and \
             set(own.categories) == set(other.categories)

@@ -636,3 +636,26 @@ def test_validation_raises_merge_error_naming_the_side(engine, validate, left, r
         with pytest.raises(pd.errors.MergeError,
                            match=f"Merge keys are not unique in {side} dataset"):
             result.to_pandas()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("left, right, kwargs", OPTION_CASES)
+def test_ported_option_case_on_gpus(gpu_engine, left, right, kwargs):
+    """On cuDF the schema is the data's and the rows pandas' (cuDF's merge has no indicator:
+    Backend.join marks each side's rows instead)."""
+    expected = pd.merge(left, right, **kwargs)
+    for path, options in PATHS.items():
+        result = gpuframe.merge(distributed(gpu_engine, left), distributed(gpu_engine, right),
+                                **kwargs, **options)
+        got = result.to_pandas()
+        assert got.index.equals(pd.RangeIndex(len(got))), path
+        assert list(result.dtypes) == list(got.dtypes), f"{path}: schema is not the data's"
+        assert canonical_rows(got) == canonical_rows(expected), f"{path}: rows"
+
+
+@pytest.mark.gpu
+def test_validation_raises_merge_error_on_gpus(gpu_engine):
+    result = gpuframe.merge(distributed(gpu_engine, VALIDATION_LEFT),
+                            distributed(gpu_engine, VALIDATION_RIGHT), on="a", validate="1:1")
+    with pytest.raises(pd.errors.MergeError, match="not unique in left dataset"):
+        result.to_pandas()
