@@ -116,7 +116,7 @@ def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
         if how in ("leftsemi", "leftanti"):
             result[lk] = ltype
         elif lk == rk and anti in BASE_HOWS:
-            result[lk] = _anti_key_type(ltype, rtype, anti)
+            result[lk] = _anti_key_type(ltype, rtype, anti, empty)
         elif lk == rk:
             result[lk] = _merged_key_type(ltype, rtype, how, empty)
         else:
@@ -339,13 +339,16 @@ def _merged_key_type(left: Any, right: Any, how: str, empty: frozenset[str]) -> 
     return coerced
 
 
-def _anti_key_type(left: Any, right: Any, how: str) -> Any:
+def _anti_key_type(left: Any, right: Any, how: str, empty: frozenset[str]) -> Any:
     """The dtype of a key both sides share by name in an anti join's result, which holds one
     side's rows only: as pandas gives it, the left key coerced against the right (a datetime
     keeps its unit and zone) for 'left_anti'; the right key's own dtype for 'right_anti', but a
-    bool key's common type with the left's (object with integers)."""
+    bool key's common type with the left's (object with integers), and the left's where the
+    right side has no partitions."""
     if how == "left_anti":
         return _coerced(left, right)
+    if "right" in empty:
+        return left
     return find_common_type([left, right]) if _kind(right) == "bool" else right
 
 
