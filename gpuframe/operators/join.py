@@ -11,7 +11,14 @@ The strategy is chosen when the plan runs, from where the inputs' rows are and h
   lies;
 - **shuffle**: both sides are hashed on their keys into buckets, ``partitions_per_worker`` per
   worker, each sent to its owner and joined there. Keys too heavy for one worker (found in the
-  same sample) are dealt over several (:mod:`~gpuframe.operators.skew`).
+  same sample) are dealt over several (:mod:`~gpuframe.operators.skew`);
+- **cross**: no keys to hash on: the smaller side is broadcast, whatever its size.
+
+``validate=`` is checked by the join tasks, each on the rows it holds, so a side whose keys
+must be unique is never one whose rows of a key may be spread over several tasks: never the
+big side of a broadcast, and never split by heavy keys. ``sort=True`` likewise joins a key's
+rows in one task, in input order, so that a stable sort of the gathered rows gives pandas'
+order (``DistributedFrame.to_pandas``).
 
 A shuffle's output is hash-partitioned on the preserved side's keys (both sides' for an inner
 join), which a later join or groupby on them reuses. Key and result types:

@@ -399,13 +399,9 @@ class Join(Node):
            sort: bool = False) -> Join:
         """The join of ``left`` and ``right`` as ``pandas.merge`` names its keys (a cross
         join has none)."""
-        if how == "cross":
-            if on is not None or left_on is not None or right_on is not None:
-                raise JoinError("how='cross' joins every row with every row: give no on=, "
-                                "left_on= or right_on=")
-            left_keys: list[str] = []
-            right_keys: list[str] = []
-        else:
+        left_keys: list[str] = []
+        right_keys: list[str] = []
+        if how != "cross" or (on, left_on, right_on) != (None, None, None):
             left_keys, right_keys = join_keys(left.meta, right.meta, on, left_on, right_on)
         return cls(left, right, how, tuple(left_keys), tuple(right_keys),
                    (suffixes[0], suffixes[1]), options, backend, indicator, validate, sort)
