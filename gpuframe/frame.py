@@ -211,7 +211,10 @@ class DistributedFrame:
             return sum(job.gather(stage.map(_nbytes, parts, job.backend, strict=False)))
 
     def head(self, n: int = 5) -> pd.DataFrame:
-        """The first ``n`` rows as pandas, fetched from as few partitions as hold them."""
+        """The first ``n`` rows as pandas, fetched from as few partitions as hold them (all of
+        them for a merge with ``sort=True``, whose order exists only once gathered)."""
+        if isinstance(self._plan, Join) and self._plan.sort:
+            return self.to_pandas().head(n)
         lengths = self.partition_lengths()
         with self._action("head") as job:
             parts = self._run(job)
