@@ -537,3 +537,13 @@ def test_cross_copies_the_smaller_side(engine, sides):
     assert list(result.columns) == list(expected.columns)
     assert list(result.dtypes) == list(expected.dtypes)
     assert_same_rows(result, expected)
+
+
+def test_an_object_key_of_other_values_than_integers_is_named_when_it_runs(engine):
+    """pandas compares such a key's values one by one; gpuframe hashes it as integers, which
+    the sample of its rows finds it does not hold."""
+    left = pd.DataFrame({"k": pd.Series(["a", 2, 3], dtype=object), "a": [1, 2, 3]})
+    right = pd.DataFrame({"k": [2, 3, 4], "b": [1, 2, 3]})
+    joined = gpuframe.from_pandas(left).merge(gpuframe.from_pandas(right), on="k", **SHUFFLE)
+    with pytest.raises(JoinError, match=r"key column\(s\) \['k'\] cannot be joined as .*Int64"):
+        joined.to_pandas()
