@@ -8,8 +8,10 @@ unmatched rows, made by dropping a matched key from one side or the other. On GP
 marker) the same cases assert (a) and (b).
 
 pandas' tests join on the index too; gpuframe joins on columns, so such cases join on a column
-holding the index's values. Key pairs gpuframe refuses (bool with int, category with int, object
-with int) are left out: tests/operators/test_join.py covers the refusals.
+holding the index's values. Key pairs gpuframe refuses (category with int, bool with float) are
+left out: tests/operators/test_join.py covers the refusals. Cases of merge's options (pandas 3's
+anti joins, cross, indicator=, sort=, validate=, and object or bool keys with int keys) follow
+the cases of keys and types.
 """
 
 from __future__ import annotations
