@@ -21,6 +21,11 @@ from pandas.api.types import is_object_dtype
 from .errors import BackendError
 
 MATCH = "__gpuframe_match__"
+LEFT_MARK, RIGHT_MARK = "__gpuframe_left__", "__gpuframe_right__"
+INDICATOR_CATEGORIES = ("left_only", "right_only", "both")
+"""The categories of ``pandas.merge``'s indicator column, in its order."""
+ANTI_BASES = {"left_anti": "left", "right_anti": "right"}
+"""pandas 3's anti joins: the rows of the join named here that only one side has."""
 
 
 class Backend:
@@ -90,17 +95,24 @@ class Backend:
         return int(frame.memory_usage(deep=True, index=True).sum())
 
     def join(self, left: Any, right: Any, how: str, left_on: list[str], right_on: list[str],
-             suffixes: tuple[str, str]) -> Any:
+             suffixes: tuple[str, str], indicator: str | None = None) -> Any:
         """A local join with pandas semantics (null keys match null keys); 'leftsemi' and
-        'leftanti' keep the left rows that have, or lack, a match, with left columns only."""
-        if how not in ("leftsemi", "leftanti"):
-            return left.merge(right, how=how, left_on=left_on, right_on=right_on,
-                              suffixes=suffixes)
-        keys = right[right_on].drop_duplicates()
-        keys.columns = left_on
-        marked = left.reset_index(drop=True).merge(keys, how="left", on=left_on, indicator=MATCH)
-        keep = (marked[MATCH] == "both") == (how == "leftsemi")
-        return left[keep.to_numpy()]
+        'leftanti' keep the left rows that have, or lack, a match, with left columns only;
+        'left_anti' and 'right_anti' (pandas 3) one side's rows that lack a match, with both
+        sides' columns. ``indicator``: the name of a ``_merge``-style column to add."""
+        if how in ("leftsemi", "leftanti"):
+            keys = right[right_on].drop_duplicates()
+            keys.columns = left_on
+            marked = left.reset_index(drop=True).merge(keys, how="left", on=left_on,
+                                                       indicator=MATCH)
+            keep = (marked[MATCH] == "both") == (how == "leftsemi")
+            return left[keep.to_numpy()]
+        if how == "cross":
+            return left.merge(right, how="cross", suffixes=suffixes, indicator=indicator or False)
+        marked = left.merge(right, how=ANTI_BASES.get(how, how), left_on=left_on,
+                            right_on=right_on, suffixes=suffixes,
+                            indicator=indicator or (how in ANTI_BASES and MATCH))
+        return _only_unmatched(marked, how, indicator)
 
     def __repr__(self) -> str:
         return f"<gpuframe backend {self.name}>"
@@ -173,12 +185,33 @@ class CudfBackend(Backend):
         return False
 
     def join(self, left: Any, right: Any, how: str, left_on: list[str], right_on: list[str],
-             suffixes: tuple[str, str]) -> Any:
-        """cuDF joins match null keys like pandas and do 'leftsemi'/'leftanti' natively."""
+             suffixes: tuple[str, str], indicator: str | None = None) -> Any:
+        """cuDF joins match null keys like pandas and do 'leftsemi'/'leftanti' natively; cuDF's
+        merge has no indicator, so each side is marked by a column of its own and the
+        indicator is made from which marks a row carries."""
         if how in ("leftsemi", "leftanti"):
             return left.merge(right[right_on].rename(columns=dict(zip(right_on, left_on))),
                               how=how, on=left_on)
-        return left.merge(right, how=how, left_on=left_on, right_on=right_on, suffixes=suffixes)
+        if indicator is None and how not in ANTI_BASES:
+            if how == "cross":
+                return left.merge(right, how="cross", suffixes=suffixes)
+            return left.merge(right, how=how, left_on=left_on, right_on=right_on,
+                              suffixes=suffixes)
+        left = left.assign(**{LEFT_MARK: True})
+        right = right.assign(**{RIGHT_MARK: True})
+        if how == "cross":
+            joined = left.merge(right, how="cross", suffixes=suffixes)
+        else:
+            joined = left.merge(right, how=ANTI_BASES.get(how, how), left_on=left_on,
+                                right_on=right_on, suffixes=suffixes)
+        in_left = joined[LEFT_MARK].fillna(False).astype(bool)
+        in_right = joined[RIGHT_MARK].fillna(False).astype(bool)
+        codes = in_left.astype("int8") + 2 * in_right.astype("int8")
+        labels = codes.map({1: "left_only", 2: "right_only", 3: "both"})
+        joined = joined.drop(columns=[LEFT_MARK, RIGHT_MARK])
+        joined[indicator or MATCH] = labels.astype(
+            self.module.CategoricalDtype(categories=list(INDICATOR_CATEGORIES)))
+        return _only_unmatched(joined, how, indicator)
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (Backend(), CudfBackend())}
@@ -200,6 +233,16 @@ def _register_cudf_sizeof() -> None:
     @sizeof.register(cudf.Series)
     def _series(series: Any) -> int:
         return int(series.memory_usage(index=True))
+
+
+def _only_unmatched(joined: Any, how: str, indicator: str | None) -> Any:
+    """For an anti join, the rows of its base join (:data:`ANTI_BASES`) whose indicator says
+    they are one side's only; the column itself stays where the caller asked for one."""
+    if how not in ANTI_BASES:
+        return joined
+    column = indicator or MATCH
+    kept = joined[joined[column] == f"{ANTI_BASES[how]}_only"]
+    return kept if indicator else kept.drop(columns=[MATCH])
 
 
 def _arrow_decimals(kind: pa.DataType) -> Any:

@@ -225,7 +225,10 @@ class DistributedFrame:
             return sum(job.gather(stage.map(_nbytes, parts, job.backend, strict=False)))
 
     def head(self, n: int = 5) -> pd.DataFrame:
-        """The first ``n`` rows as pandas, fetched from as few partitions as hold them."""
+        """The first ``n`` rows as pandas, fetched from as few partitions as hold them (all of
+        them for a merge with ``sort=True``, whose order exists only once gathered)."""
+        if isinstance(self._plan, Join) and self._plan.sort:
+            return self.to_pandas().head(n)
         lengths = self.partition_lengths()
         with self._action("head") as job:
             parts = self._run(job)
@@ -241,17 +244,22 @@ class DistributedFrame:
                     need -= length
             if not futures:
                 return self.meta.head(0)
-            return pd.concat(job.gather(futures))
+            return pd.concat(job.gather(futures), ignore_index=True)
 
     def to_pandas(self) -> pd.DataFrame:
-        """Every partition, converted to pandas on its worker and concatenated in order."""
+        """Every partition, converted to pandas on its worker and concatenated in order, with
+        a RangeIndex as pandas gives a merge's result. A merge with ``sort=True`` is sorted
+        here, on the client: its partitions are hashed on the keys, not ranged."""
         with self._action("to_pandas") as job:
             parts = self._run(job)
             if not parts.futures:
                 return self.meta.copy()
             stage = job.stage("gather")
-            return pd.concat(job.gather(stage.map(_as_pandas, parts, job.backend,
-                                                  strict=False)))
+            gathered = pd.concat(job.gather(stage.map(_as_pandas, parts, job.backend,
+                                                      strict=False)), ignore_index=True)
+        if isinstance(self._plan, Join) and self._plan.sort:
+            return sorted_by_keys(gathered, self._plan)
+        return gathered
 
     compute = to_pandas
 
@@ -320,8 +328,26 @@ def from_dask(collection: Any, engine: Engine | None = None) -> DistributedFrame
 def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[str] | None = None,
           *, left_on: str | Sequence[str] | None = None,
           right_on: str | Sequence[str] | None = None, how: str = "inner",
-          suffixes: Sequence[str] = ("_x", "_y"), **options: Any) -> DistributedFrame:
-    """Join two frames of one engine like ``pandas.merge`` (plus 'leftsemi' and 'leftanti').
+          suffixes: Sequence[str] = ("_x", "_y"), indicator: bool | str = False,
+          validate: str | None = None, sort: bool = False, left_index: bool = False,
+          right_index: bool = False, **options: Any) -> DistributedFrame:
+    """Join two frames of one engine like ``pandas.merge`` (plus 'leftsemi' and 'leftanti',
+    which keep the left side's columns only; pandas 3's 'left_anti'/'right_anti' keep both
+    sides' columns, as pandas).
+
+    - ``how="cross"``: every left row with every right row; no keys; the smaller side is
+      copied to every partition of the other.
+    - ``validate=``: checked by the join tasks, each on all the rows of the keys it holds; a
+      side whose keys repeat raises :class:`~gpuframe.operators.join_schema.KeysNotUniqueError`
+      (a ``pandas.errors.MergeError``) when the join runs.
+    - ``indicator=``: True (``_merge``) or a column name, categorical as pandas'.
+    - ``sort=True``: ``to_pandas()`` of this frame comes sorted by the keys, sorted as it is
+      gathered; the partitions, and frames built on this one, are not sorted (sort_values is).
+      Rows of equal keys come in the order the join tasks give them, which is pandas' where
+      one key's rows come from one partition of each side.
+    - ``left_index``/``right_index``: refused. A gpuframe frame has no index: each partition's
+      RangeIndex counts its own rows only, so pandas' join on a RangeIndex (a join on row
+      numbers) has nothing to join on; join on a column of row numbers instead.
 
     ``options`` are the fields of :class:`~gpuframe.config.JoinOptions`: when to broadcast,
     how to split heavy keys, how many join tasks per worker.
@@ -329,6 +355,28 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
     opts = resolve(JoinOptions, options)
     if left.engine is not right.engine:
         raise JoinError("both frames of a join must live on the same engine")
+    for name, value in (("left_index", left_index), ("right_index", right_index)):
+        if value:
+            raise JoinError(f"{name}=True: gpuframe frames have no index (a partition's "
+                            "RangeIndex counts its own rows only); join on a column instead")
+    if indicator is True:
+        indicator = "_merge"
     plan = Join.of(left.plan, right.plan, on, left_on, right_on, how, tuple(suffixes), opts,
-                   left.engine.backend.name)
+                   left.engine.backend.name, indicator or None, validate, sort)
     return DistributedFrame(left.engine, plan)
+
+
+def sorted_by_keys(frame: pd.DataFrame, join: Join) -> pd.DataFrame:
+    """``frame``, the gathered rows of ``join``, in the order ``pandas.merge(sort=True)`` gives:
+    by the keys lexicographically, stable; an outer join of keys named differently sorts by
+    the left key, the right one where the row has no left side."""
+    side = "right" if join.how in ("right", "right_anti") else "left"
+    names = join.key_columns(side)
+    if not names:
+        return frame
+    keys = frame[names].set_axis(range(len(names)), axis=1)
+    if join.how == "outer":
+        right = frame[join.key_columns("right")].set_axis(range(len(names)), axis=1)
+        keys = keys.where(keys.notna(), right)
+    order = keys.sort_values(list(keys.columns), kind="stable").index
+    return frame.take(order).reset_index(drop=True)

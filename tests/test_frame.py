@@ -65,7 +65,7 @@ def test_to_dask_and_back(engine, frame_data):
     filtered = collection[collection.key < 10]
     again = gpuframe.from_dask(filtered)
     expected = frame_data[frame_data.key < 10]
-    pd.testing.assert_frame_equal(again.to_pandas(), expected)
+    pd.testing.assert_frame_equal(again.to_pandas(), expected.reset_index(drop=True))
     assert set(again.owners) <= set(engine.workers)
     assert collection.value.sum().compute() == pytest.approx(frame_data.value.sum())
 
@@ -111,3 +111,13 @@ def test_partitions_are_cudf_on_a_gpu_cluster(frame_data):
         pd.testing.assert_frame_equal(frame.to_pandas(), frame_data, check_dtype=False)
         round_trip = gpuframe.from_dask(frame.to_dask())
         assert len(round_trip) == len(frame_data)
+
+
+def test_to_pandas_and_head_give_a_range_index_as_pandas(engine):
+    """Each partition counts its rows from 0; the gathered frame counts them once."""
+    left = pd.DataFrame({"k": np.arange(40) % 7, "a": np.arange(40)})
+    right = pd.DataFrame({"k": np.arange(7), "b": np.arange(7) * 2.0})
+    joined = gpuframe.from_pandas(left, npartitions=4).merge(gpuframe.from_pandas(right),
+                                                             on="k", broadcast_bytes=0)
+    assert joined.to_pandas().index.equals(pd.RangeIndex(40))
+    assert joined.head(25).index.equals(pd.RangeIndex(25))

@@ -7,6 +7,7 @@ refused credentials), so both ``except GpuframeError`` and ``except OSError`` wo
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -18,6 +19,14 @@ _URL_LOGIN = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):[^/@\s]*@")
 def without_passwords(text: str) -> str:
     """``text`` with every URL's ``user:password@`` as ``user:***@``."""
     return _URL_LOGIN.sub(r"\1:***@", text)
+
+
+def repr_without_passwords(self: Any) -> str:
+    """A dataclass's repr, as ``dataclass`` writes it, without passwords: the ``__repr__`` of
+    the classes that carry a file's URL (which may hold its login)."""
+    fields = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                       if f.repr)
+    return without_passwords(f"{type(self).__qualname__}({fields})")
 
 
 class DatasetError(GpuframeError):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from .errors import repr_without_passwords
 from .filters import Dnf
 from .formats import FileMetadata
 from .formats.base import FileFormat
@@ -44,6 +45,8 @@ class FragmentTask:
     """A remote file's version as planning saw it
     (:attr:`~gpuframe.io.planning.plan.ReadPlan.versions`): its size needs no request, and an
     answer from a changed file raises :class:`~gpuframe.io.errors.FileChangedError`."""
+
+    __repr__ = repr_without_passwords
 
 
 def fragment_tasks(plan: ReadPlan) -> list[FragmentTask]:

@@ -11,7 +11,14 @@ The strategy is chosen when the plan runs, from where the inputs' rows are and h
   lies;
 - **shuffle**: both sides are hashed on their keys into buckets, ``partitions_per_worker`` per
   worker, each sent to its owner and joined there. Keys too heavy for one worker (found in the
-  same sample) are dealt over several (:mod:`~gpuframe.operators.skew`).
+  same sample) are dealt over several (:mod:`~gpuframe.operators.skew`);
+- **cross**: no keys to hash on: the smaller side is broadcast, whatever its size.
+
+``validate=`` is checked by the join tasks, each on the rows it holds, so a side whose keys
+must be unique is never one whose rows of a key may be spread over several tasks: never the
+big side of a broadcast, and never split by heavy keys. ``sort=True`` likewise joins a key's
+rows in one task, in input order, so that a stable sort of the gathered rows gives pandas'
+order (``DistributedFrame.to_pandas``).
 
 A shuffle's output is hash-partitioned on the preserved side's keys (both sides' for an inner
 join), which a later join or groupby on them reuses. Key and result types:
@@ -47,7 +54,7 @@ from ..exchange.splitters import HashSplitter, Splitter, cast_keys
 from ..plan.nodes import BROADCASTS, Join
 from ..runtime.runner import Partitions
 from ..units import byte_text
-from .join_schema import KeyTypes, conform
+from .join_schema import KeysNotUniqueError, KeyTypes, conform
 from .lowering import Lowering, lower
 from .skew import SideProfile, SkewSplitter, can_split, plan_skew, profile_sides
 
@@ -59,7 +66,9 @@ class LocalJoin:
     """What each join task does with the rows it holds of both sides: cast the keys to their
     hash types (rows that arrived by an exchange already are), join as pandas would, and give
     the result the join's schema, ``meta``. ``schemas``: each side's empty frame with keys in
-    their hash types, standing in for a side that sent no rows."""
+    their hash types, standing in for a side that sent no rows. ``unique``: the sides whose keys
+    validate= asks to be unique, checked on the rows the task holds, which the lowering makes
+    all of that side's rows of their keys."""
 
     how: str
     left_keys: tuple[str, ...]
@@ -69,6 +78,8 @@ class LocalJoin:
     schemas: tuple[pd.DataFrame, pd.DataFrame]
     meta: pd.DataFrame
     backend: str
+    indicator: str | None = None
+    unique: tuple[bool, bool] = (False, False)
 
     def __call__(self, left: list[Any], right: list[Any]) -> Any:
         frames = get_backend(self.backend)
@@ -77,9 +88,26 @@ class LocalJoin:
                  for parts, schema, casts, keys in zip(
                      (left, right), self.schemas, (self.types.left, self.types.right),
                      (self.left_keys, self.right_keys))]
+        check_unique(sides[0], sides[1], self.left_keys, self.right_keys, self.unique)
         joined = frames.join(sides[0], sides[1], self.how, list(self.left_keys),
-                             list(self.right_keys), self.suffixes)
+                             list(self.right_keys), self.suffixes, self.indicator)
         return conform(joined, self.meta, frames)
+
+
+def check_unique(left: Any, right: Any, left_keys: Sequence[str], right_keys: Sequence[str],
+                 unique: tuple[bool, bool]) -> None:
+    """Raise :class:`KeysNotUniqueError` with pandas' message where a side that ``unique``
+    names repeats a key among the rows given."""
+    repeats = [side for side, frame, keys, wanted in (("left", left, left_keys, unique[0]),
+                                                       ("right", right, right_keys, unique[1]))
+               if wanted and len(frame) and bool(frame.duplicated(subset=list(keys)).any())]
+    if not repeats:
+        return
+    kind = {(True, True): "one-to-one", (True, False): "one-to-many",
+            (False, True): "many-to-one"}[unique]
+    where = "either left or right" if len(repeats) == 2 else repeats[0]
+    raise KeysNotUniqueError(f"Merge keys are not unique in {where} dataset; not a {kind} "
+                             "merge")
 
 
 def join_parts(local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
@@ -111,7 +139,7 @@ def _(node: Join, lowering: Lowering) -> Partitions:
                                                                     casts["right"]))
     hash_types = tuple(str(schemas[0][k].dtype) for k in node.left_keys)
     local = LocalJoin(node.how, node.left_keys, node.right_keys, node.suffixes, node.types,
-                      schemas, node.meta, job.backend)
+                      schemas, node.meta, job.backend, node.indicator, node.unique)
     wrap = job.engine.backend.on_device and job.engine.protocol in HOST_PROTOCOLS
     placed = {side: _placement_serving(inputs[side], keys[side], hash_types) for side in SIDES}
     left_placed, right_placed = placed["left"], placed["right"]
@@ -130,12 +158,25 @@ def _(node: Join, lowering: Lowering) -> Partitions:
 
     opts = node.options
     workers = job.workers
-    split = can_split(node.how, opts.skew_threshold, len(workers))
+    # validate= checks each side's keys where all of their rows meet: a side split by heavy
+    # keys, or the big side of a broadcast, has them spread over several tasks. sort=True
+    # keeps pandas' order of a key's rows by joining them in one task, in input order.
+    unique = dict(zip(SIDES, node.unique))
+    split = can_split(node.how, opts.skew_threshold, len(workers)) and not any(node.unique) \
+        and not node.sort
     profiles = profile_sides(job, inputs, keys, casts, opts.skew_sample_rows if split else 0)
     sizes = {side: profiles[side].nbytes for side in SIDES}
+    if node.how == "cross":
+        small = "right" if sizes["right"] <= sizes["left"] else "left"
+        lowering.note(node, f"cross: broadcast {small} side ({byte_text(sizes[small])} "
+                            "sampled)")
+        return _broadcast(node, lowering, local, inputs, small)
     for small, big in (("right", "left"), ("left", "right")):
-        if node.how in BROADCASTS[small] and opts.broadcasts(sizes[small], sizes[big],
-                                                             len(workers)):
+        # A copied left side would put a key's rows right-major, pandas' inner join gives them
+        # left-major.
+        in_order = not (node.sort and node.how == "inner" and small == "left")
+        if node.how in BROADCASTS[small] and not unique[big] and in_order and opts.broadcasts(
+                sizes[small], sizes[big], len(workers)):
             lowering.note(node, f"broadcast {small} side ({byte_text(sizes[small])} sampled, "
                                 f"{big} {byte_text(sizes[big])})")
             return _broadcast(node, lowering, local, inputs, small)
@@ -243,7 +284,7 @@ def _output_placement(node: Join, hash_types: Sequence[str], n: int, owners: Seq
     whose rows stay where they were placed (``side``; by default the side the join type
     preserves, either for an inner join)."""
     if side is None:
-        side = "right" if node.how == "right" else "left"
+        side = "right" if node.how in ("right", "right_anti") else "left"
         if node.how == "outer" and node.left_keys != node.right_keys:
             return None
     if keys is None:

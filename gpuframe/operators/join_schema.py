@@ -18,11 +18,37 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from pandas.core.dtypes.cast import find_common_type
+from pandas.errors import MergeError
 
 from ..backend import Backend, get_backend
 from ..errors import JoinError
 
-HOWS = ("inner", "left", "right", "outer", "leftsemi", "leftanti")
+HOWS = ("inner", "left", "right", "outer", "cross", "left_anti", "right_anti", "leftsemi",
+        "leftanti")
+BASE_HOWS = {"left_anti": "left", "right_anti": "right"}
+"""The join whose key types and schema an anti join takes: it keeps some of that join's rows."""
+VALIDATIONS = {"one_to_one": (True, True), "1:1": (True, True),
+               "one_to_many": (True, False), "1:m": (True, False),
+               "many_to_one": (False, True), "m:1": (False, True),
+               "many_to_many": (False, False), "m:m": (False, False)}
+"""``validate=``'s values: whether the (left, right) keys must be unique."""
+
+
+class KeysNotUniqueError(JoinError, MergeError):
+    """``validate=`` found a side whose keys repeat (pandas' MergeError, so pandas code that
+    catches it catches this)."""
+
+
+def unique_sides(validate: str | None) -> tuple[bool, bool]:
+    """Whether ``validate=`` asks the left, and the right, side's keys to be unique."""
+    if validate is None:
+        return (False, False)
+    if validate not in VALIDATIONS:
+        raise JoinError(f"validate={validate!r} is not a valid argument; choose one of "
+                        f"{', '.join(VALIDATIONS)}")
+    return VALIDATIONS[validate]
+
+
 PANDAS = get_backend("pandas")
 
 
@@ -72,6 +98,7 @@ def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
     """The key casts of a join of schemas ``left`` and ``right``, of which the sides named in
     ``empty`` ('left', 'right') have no partitions; :class:`JoinError` names the pair of columns
     that no type holds exactly."""
+    anti, how = how, BASE_HOWS.get(how, how)
     left_casts: dict[str, Any] = {}
     right_casts: dict[str, Any] = {}
     result: dict[str, Any] = {}
@@ -88,6 +115,8 @@ def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
             right_casts[rk] = common
         if how in ("leftsemi", "leftanti"):
             result[lk] = ltype
+        elif lk == rk and anti in BASE_HOWS:
+            result[lk] = _anti_key_type(ltype, rtype, anti, empty)
         elif lk == rk:
             result[lk] = _merged_key_type(ltype, rtype, how, empty)
         else:
@@ -101,7 +130,8 @@ def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
 
 def result_meta(left: pd.DataFrame, right: pd.DataFrame, how: str, left_keys: list[str],
                 right_keys: list[str], suffixes: tuple[Any, Any], types: KeyTypes,
-                backend: Backend, empty: frozenset[str] = frozenset()) -> pd.DataFrame:
+                backend: Backend, empty: frozenset[str] = frozenset(),
+                indicator: str | None = None) -> pd.DataFrame:
     """The schema of a join of schemas ``left`` and ``right`` on ``backend``: an empty frame with
     the dtypes that ``backend.to_pandas`` gives its partitions once :func:`conform` has cast them.
 
@@ -115,10 +145,11 @@ def result_meta(left: pd.DataFrame, right: pd.DataFrame, how: str, left_keys: li
     its key type.
     """
     joined = PANDAS.join(left.astype(types.left), right.astype(types.right), how, left_keys,
-                         right_keys, suffixes)
+                         right_keys, suffixes, indicator)
     shared = {lk for lk, rk in zip(left_keys, right_keys) if lk == rk}
-    filled = {"left": how in ("right", "outer") and "right" not in empty,
-              "right": how in ("left", "outer") and "left" not in empty}
+    base = BASE_HOWS.get(how, how)
+    filled = {"left": base in ("right", "outer") and "right" not in empty,
+              "right": base in ("left", "outer") and "left" not in empty}
     # pandas.merge puts all of the left side's columns first, then the right side's.
     sides = ["left"] * len(left.columns) + ["right"] * (len(joined.columns) - len(left.columns))
     dtypes = []
@@ -132,18 +163,19 @@ def result_meta(left: pd.DataFrame, right: pd.DataFrame, how: str, left_keys: li
 
 def join_schema(left: pd.DataFrame, right: pd.DataFrame, how: str, left_keys: list[str],
                 right_keys: list[str], suffixes: tuple[Any, Any], backend: Backend,
-                empty: frozenset[str] = frozenset()) -> tuple[KeyTypes, pd.DataFrame]:
+                empty: frozenset[str] = frozenset(), indicator: str | None = None
+                ) -> tuple[KeyTypes, pd.DataFrame]:
     """:func:`key_types` and :func:`result_meta` of a join, kept for the schemas last seen: the
     optimizer rebuilds a join node at each rewrite of its inputs, and result_meta (a pandas
     merge of empty frames) took about as long as planning the rest of a join. Callers share the
     returned frame and must not change it."""
     signature = (_signature(left), _signature(right), how, tuple(left_keys), tuple(right_keys),
-                 tuple(suffixes), backend.name, empty)
+                 tuple(suffixes), backend.name, empty, indicator)
     found = _SCHEMAS.get(signature)
     if found is None:
         types = key_types(left, right, left_keys, right_keys, how, suffixes, empty)
         found = (types, result_meta(left, right, how, left_keys, right_keys, suffixes, types,
-                                    backend, empty))
+                                    backend, empty, indicator))
         _SCHEMAS[signature] = found
         while len(_SCHEMAS) > _SCHEMAS_KEPT:
             del _SCHEMAS[next(iter(_SCHEMAS))]
@@ -182,8 +214,13 @@ def hash_type(a: Any, b: Any) -> Any:
     Categoricals join by their values; strings of any storage, object columns too, as ``str``
     (the packer infers an object column's Arrow type per partition, and one of nulls only has
     none it can hash); datetimes and timedeltas at the finer unit (time-zone-aware ones in UTC,
-    unless both share a zone)."""
+    unless both share a zone). An object column joined with an integer one holds integers (and
+    nulls), as pandas requires of the pair, and bools join integers as 0 and 1: both hash as a
+    nullable integer type that holds the integers' values."""
     a, b = _values_type(a), _values_type(b)
+    loose = _loose_int_pair(a, b)
+    if loose is not None:
+        return loose
     kinds = {_kind(a), _kind(b)}
     if kinds == {"string"}:
         return "str"
@@ -206,6 +243,23 @@ def hash_type(a: Any, b: Any) -> Any:
         unit = np.promote_types(np.dtype(f"M8[{a.unit}]"), np.dtype(f"M8[{b.unit}]"))
         return pd.DatetimeTZDtype(np.datetime_data(unit)[0], a.tz if a.tz == b.tz else "UTC")
     return None
+
+
+def _loose_int_pair(a: Any, b: Any) -> Any:
+    """The hash type of an integer key joined with an object or a bool key (None for other
+    pairs, and for uint64 with an object column): the integer type (at least int64 against an
+    object column, whose integers may be any), nullable, since object and boolean keys may hold
+    nulls."""
+    for own, other in ((a, b), (b, a)):
+        if _kind(own) == "int" and (_is_object(other) or _kind(other) == "bool"):
+            common = np.promote_types(_numpy_type(own), np.int64 if _is_object(other)
+                                      else np.bool_)
+            return None if common.kind == "f" else _nullable(common)
+    return None
+
+
+def _is_object(dtype: Any) -> bool:
+    return isinstance(dtype, np.dtype) and dtype.kind == "O"
 
 
 def _why_not(a: Any, b: Any) -> str:
@@ -252,13 +306,14 @@ def _kind(dtype: Any) -> str:
 def _coerced(own: Any, other: Any) -> Any:
     """The dtype ``pandas.merge`` gives one side's key column before joining it with a key of
     dtype ``other``: a categorical whose categories differ from the other's becomes its values'
-    type, a non-categorical joined with a categorical becomes object, and so does a non-numeric
-    key joined with a key of another non-numeric dtype (object with str, say)."""
+    type, a non-categorical joined with a categorical becomes object, and so do an integer key
+    joined with an object or a bool one, and a non-numeric key joined with a key of another
+    non-numeric dtype (object with str, say)."""
     if isinstance(own, pd.CategoricalDtype):
         same = isinstance(other, pd.CategoricalDtype) and own.ordered == other.ordered and \
             set(own.categories) == set(other.categories)
         return own if same else own.categories.dtype
-    if isinstance(other, pd.CategoricalDtype):
+    if isinstance(other, pd.CategoricalDtype) or _loose_int_pair(own, other) is not None:
         return np.dtype(object)
     numeric = {_kind(own), _kind(other)} <= {"int", "float", "bool"}
     if own == other or numeric or own.kind == other.kind == "M":
@@ -282,6 +337,19 @@ def _merged_key_type(left: Any, right: Any, how: str, empty: frozenset[str]) -> 
         common = find_common_type([coerced, right])
         return coerced if common.kind == "O" and left.kind == right.kind == "M" else common
     return coerced
+
+
+def _anti_key_type(left: Any, right: Any, how: str, empty: frozenset[str]) -> Any:
+    """The dtype of a key both sides share by name in an anti join's result, which holds one
+    side's rows only: as pandas gives it, the left key coerced against the right (a datetime
+    keeps its unit and zone) for 'left_anti'; the right key's own dtype for 'right_anti', but a
+    bool key's common type with the left's (object with integers), and the left's where the
+    right side has no partitions."""
+    if how == "left_anti":
+        return _coerced(left, right)
+    if "right" in empty:
+        return left
+    return find_common_type([left, right]) if _kind(right) == "bool" else right
 
 
 def _output_name(key: str, other_columns: pd.Index, shared: set[str], suffix: Any) -> str:

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ..backend import get_backend
+from ..errors import JoinError
 from ..exchange.pack import hash_rows, hash_split
 from ..exchange.splitters import HashSplitter, cast_keys
 from ..runtime.runner import Job, Partitions
@@ -153,7 +154,12 @@ def profile_partition(part: Any, keys: list[str], casts: dict[str, Any], rows: i
         rng = np.random.default_rng(seed)
         picked = picked.iloc[np.sort(rng.choice(length, rows, replace=False))]
     if casts:
-        picked = picked.astype(casts)
+        try:
+            picked = picked.astype(casts)
+        except (ValueError, TypeError) as error:
+            raise JoinError(f"key column(s) {list(casts)} cannot be joined as {casts}: "
+                            f"{error} (an object key joined with an integer key must hold "
+                            "integers)") from error
     return frames.to_pandas(picked), length, frames.nbytes(part), _memory_limit()
 
 

@@ -30,7 +30,7 @@ BINARY: dict[str, Callable[[Any, Any], Any]] = {
 }
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-STRING_METHODS = ("startswith", "endswith", "contains", "lower", "upper", "strip", "len")
+STRING_METHODS = ("startswith", "endswith", "contains", "lower", "upper", "strip", "len", "slice")
 DATE_PARTS = ("year", "quarter", "month", "day", "hour", "minute", "second", "microsecond",
               "nanosecond", "day_of_week", "weekday", "day_of_year")
 
@@ -180,6 +180,11 @@ class Expr:
 
     def fillna(self, value: Any) -> FillNull:
         return FillNull(self, value)
+
+    def where(self, cond: Any, other: Any) -> Where:
+        """This value where ``cond`` holds, else ``other``: SQL's ``CASE WHEN``, as in pandas'
+        ``Series.where`` (a missing condition takes ``other``)."""
+        return Where(self, as_expr(cond), as_expr(other))
 
     @property
     def str(self) -> StringAccessor:
@@ -395,6 +400,33 @@ class FillNull(Expr):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class Where(Expr):
+    operand: Expr
+    cond: Expr
+    other: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand, self.cond, self.other)
+
+    def evaluate(self, frame: Columns) -> Any:
+        value = self.operand.evaluate(frame)
+        if not hasattr(value, "where"):
+            raise ExpressionError(f"{self!r}: where() needs a column to choose from, not the "
+                                  f"scalar {value!r}")
+        return value.where(evaluate_mask(self.cond, frame), self.other.evaluate(frame))
+
+    def rename(self, mapping: Mapping[str, str]) -> Expr:
+        return Where(self.operand.rename(mapping), self.cond.rename(mapping),
+                     self.other.rename(mapping))
+
+    def key(self) -> tuple:
+        return ("where", self.operand.key(), self.cond.key(), self.other.key())
+
+    def text(self) -> str:
+        return f"{self.operand.text()}.where({self.cond.text()}, {self.other.text()})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class StringOp(Expr):
     operand: Expr
     method: str
@@ -467,6 +499,13 @@ class StringAccessor:
 
     def len(self) -> StringOp:
         return StringOp(self._operand, "len")
+
+    def slice(self, start: int | None = None, stop: int | None = None) -> StringOp:
+        """Characters ``start`` to ``stop`` (SQL's ``SUBSTRING(s, start + 1, stop - start)``)."""
+        for bound in (start, stop):
+            if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool)):
+                raise ExpressionError(f".str.slice takes integer bounds, not {bound!r}")
+        return StringOp(self._operand, "slice", (start, stop))
 
 
 class DateAccessor:

@@ -24,7 +24,7 @@ from ..backend import get_backend
 from ..config import JoinOptions
 from ..errors import ExpressionError, JoinError, OptionError, UnknownColumnError
 from ..exchange.placement import Partitioning
-from ..operators.join_schema import HOWS, KeyTypes, join_keys, join_schema
+from ..operators.join_schema import HOWS, KeyTypes, join_keys, join_schema, unique_sides
 from .expr import Expr, evaluate_mask
 
 if TYPE_CHECKING:
@@ -336,7 +336,8 @@ def _name(fn: Callable[..., Any]) -> str:
 
 # --- joins -------------------------------------------------------------------------------------
 
-BROADCASTS = {"right": ("inner", "left", "leftsemi", "leftanti"), "left": ("inner", "right")}
+BROADCASTS = {"right": ("inner", "left", "cross", "left_anti", "leftsemi", "leftanti"),
+              "left": ("inner", "right", "cross", "right_anti")}
 """The join types that may copy a side whole to every worker: the side must be one whose
 unmatched rows the join drops."""
 
@@ -354,6 +355,12 @@ class Join(Node):
     options: JoinOptions
     backend: str
     """The engine's backend, whose partitions' dtypes the schema gives."""
+    indicator: str | None = None
+    """The name of the ``_merge``-style column to add, if any."""
+    validate: str | None = None
+    """``pandas.merge``'s validate=: checked by each join task on the rows it holds."""
+    sort: bool = False
+    """Whether the gathered rows come sorted by the keys (the partitions are not)."""
     types: KeyTypes = field(init=False, repr=False)
     meta: pd.DataFrame = field(init=False, repr=False)
 
@@ -361,21 +368,48 @@ class Join(Node):
         if self.how not in HOWS:
             raise JoinError(f"how={self.how!r} is not a join type; choose one of "
                             f"{', '.join(HOWS)}")
+        if self.how == "cross" and self.left_keys:
+            raise JoinError("how='cross' joins every row with every row: give no on=, "
+                            "left_on= or right_on=")
+        if self.how != "cross" and not self.left_keys:
+            raise JoinError(f"how={self.how!r} needs keys to join on")
+        unique = unique_sides(self.validate)
+        if any(unique) and self.how in ("cross", "leftsemi", "leftanti"):
+            raise JoinError(f"validate= does not apply to how={self.how!r}")
+        if self.indicator is not None and self.how in ("leftsemi", "leftanti"):
+            raise JoinError(f"indicator= does not apply to how={self.how!r}, which keeps "
+                            "the left side's columns only")
+        if self.indicator is not None and self.indicator in (*self.left.columns,
+                                                             *self.right.columns):
+            raise JoinError(f"indicator={self.indicator!r}: a column of that name is in an "
+                            "input already")
         # A side already run to no partitions sends no rows at all, whose key dtype pandas
         # then takes from the other side.
         empty = frozenset(side for side, child in (("left", self.left), ("right", self.right))
                           if isinstance(child, Persisted) and not len(child.partitions))
         self.types, self.meta = join_schema(
             self.left.meta, self.right.meta, self.how, list(self.left_keys),
-            list(self.right_keys), self.suffixes, get_backend(self.backend), empty)
+            list(self.right_keys), self.suffixes, get_backend(self.backend), empty,
+            self.indicator)
 
     @classmethod
     def of(cls, left: Node, right: Node, on: Any, left_on: Any, right_on: Any, how: str,
-           suffixes: Sequence[str], options: JoinOptions, backend: str) -> Join:
-        """The join of ``left`` and ``right`` as ``pandas.merge`` names its keys."""
-        left_keys, right_keys = join_keys(left.meta, right.meta, on, left_on, right_on)
+           suffixes: Sequence[str], options: JoinOptions, backend: str,
+           indicator: str | None = None, validate: str | None = None,
+           sort: bool = False) -> Join:
+        """The join of ``left`` and ``right`` as ``pandas.merge`` names its keys (a cross
+        join has none)."""
+        left_keys: list[str] = []
+        right_keys: list[str] = []
+        if how != "cross" or (on, left_on, right_on) != (None, None, None):
+            left_keys, right_keys = join_keys(left.meta, right.meta, on, left_on, right_on)
         return cls(left, right, how, tuple(left_keys), tuple(right_keys),
-                   (suffixes[0], suffixes[1]), options, backend)
+                   (suffixes[0], suffixes[1]), options, backend, indicator, validate, sort)
+
+    @property
+    def unique(self) -> tuple[bool, bool]:
+        """Whether validate= asks the left, and the right, side's keys to be unique."""
+        return unique_sides(self.validate)
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -383,18 +417,37 @@ class Join(Node):
 
     def with_children(self, children: Sequence[Node]) -> Node:
         return Join(children[0], children[1], self.how, self.left_keys, self.right_keys,
-                    self.suffixes, self.options, self.backend)
+                    self.suffixes, self.options, self.backend, self.indicator, self.validate,
+                    self.sort)
 
     def describe(self) -> str:
-        if self.left_keys == self.right_keys:
+        if not self.left_keys:
+            on = "of every pair of rows"
+        elif self.left_keys == self.right_keys:
             on = f"on [{', '.join(self.left_keys)}]"
         else:
             on = f"left_on [{', '.join(self.left_keys)}] right_on [{', '.join(self.right_keys)}]"
-        return f"Join how={self.how} {on}"
+        options = "".join(f" {name}={value!r}" for name, value in (
+            ("indicator", self.indicator), ("validate", self.validate)) if value is not None)
+        return f"Join how={self.how} {on}{options}" + (" sort" if self.sort else "")
+
+    def key_columns(self, side: str) -> list[str]:
+        """The output columns that hold ``side``'s keys (a key both sides name alike is one
+        column; one whose name the other side has too takes that side's suffix)."""
+        own_keys, other_columns, suffix = (
+            (self.left_keys, self.right.columns, self.suffixes[0]) if side == "left"
+            else (self.right_keys, self.left.columns, self.suffixes[1]))
+        shared = {lk for lk, rk in zip(self.left_keys, self.right_keys) if lk == rk}
+        return [key if key in shared or key not in other_columns else f"{key}{suffix or ''}"
+                for key in own_keys]
 
     def sources(self) -> dict[str, tuple[str, str]]:
         """Each output column's (side, input column); {} where the names cannot be traced
-        (the optimizer then moves nothing through this join)."""
+        (the optimizer then moves nothing through this join). The optimizer knows which side of
+        a cross or pandas-3 anti join a filter may move to for none of them, so their columns
+        are not traced."""
+        if self.how in ("cross", "left_anti", "right_anti"):
+            return {}
         left, right = self.left.meta.columns, self.right.meta.columns
         shared = {lk for lk, rk in zip(self.left_keys, self.right_keys) if lk == rk}
         semi = self.how in ("leftsemi", "leftanti")

@@ -175,6 +175,7 @@ class _RangeHandler(BaseHTTPRequestHandler):
     is 403,
     '/brokenoff/...' sends half the body it announced and closes the connection,
     '/shaped-<ms>ms-<MB>MBps/...' waits <ms> before answering and sends at <MB> MB/s,
+    '/drip-<B>Bps/...' sends at <B> bytes/s (a server that never stops nor finishes),
     '/bearer/...' is 401 without the state's token as 'Authorization: Bearer'. A target
     in absolute form ('http://host/flat/...', what a proxy is asked) names the same file."""
 
@@ -199,11 +200,15 @@ class _RangeHandler(BaseHTTPRequestHandler):
     def _serve(self, body: bool) -> None:
         path = urlsplit(self.path).path
         shaped = re.match(r"^/shaped-(\d+)ms-(\d+)MBps(/.*)$", path)
+        dripped = re.match(r"^/drip-(\d+)Bps(/.*)$", path)
         self._shape = None
         if shaped:
             self._shape = (int(shaped.group(1)) / 1e3, int(shaped.group(2)) * 1e6)
             path = shaped.group(3)
             time.sleep(self._shape[0])
+        elif dripped:
+            self._shape = (0.0, float(dripped.group(1)))
+            path = dripped.group(2)
         honour_range = not path.startswith("/norange/")
         self._broken_off = path.startswith("/brokenoff/")
         prefixes = "norange|forbidden|brokenoff|bearer|novalidator|unstable-etag"
@@ -257,7 +262,11 @@ class _RangeHandler(BaseHTTPRequestHandler):
             step = max(1, int(self._shape[1] / 100))  # 10 ms of data at a time
             start = time.perf_counter()
             for offset in range(0, len(data), step):
-                self.wfile.write(data[offset:offset + step])
+                try:
+                    self.wfile.write(data[offset:offset + step])
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up
+                    self.close_connection = True
+                    return
                 ahead = (offset + step) / self._shape[1] - (time.perf_counter() - start)
                 if ahead > 0:
                     time.sleep(ahead)

@@ -8,8 +8,10 @@ unmatched rows, made by dropping a matched key from one side or the other. On GP
 marker) the same cases assert (a) and (b).
 
 pandas' tests join on the index too; gpuframe joins on columns, so such cases join on a column
-holding the index's values. Key pairs gpuframe refuses (bool with int, category with int, object
-with int) are left out: tests/operators/test_join.py covers the refusals.
+holding the index's values. Key pairs gpuframe refuses (category with int, bool with float) are
+left out: tests/operators/test_join.py covers the refusals. Cases of merge's options (pandas 3's
+anti joins, cross, indicator=, sort=, validate=, and object or bool keys with int keys) follow
+the cases of keys and types.
 """
 
 from __future__ import annotations
@@ -511,3 +513,151 @@ def test_ported_case_on_gpus(gpu_engine, left, right, how, keys):
         got = result.to_pandas()
         assert list(result.dtypes) == list(got.dtypes), f"{path}: schema is not the data's"
         assert canonical_rows(got) == canonical_rows(expected), f"{path}: rows"
+
+
+# --- merge's options -------------------------------------------------------------------------
+# Ported from pandas' test_merge_antijoin.py, test_merge_cross.py and test_merge.py (the test in
+# the id). Every case runs by shuffle and by broadcast and is compared with pandas.merge of the
+# same options: columns, dtypes, rows (in pandas' order where sort=True), and a RangeIndex.
+
+def option_case(name: str, left: pd.DataFrame, right: pd.DataFrame, **kwargs: Any) -> Any:
+    return pytest.param(left, right, kwargs, id=f"{name}-{kwargs.get('how', 'inner')}")
+
+
+ANTI_LEFT = frame(A=[1.0, 2.0, 3.0], B=pd.Series(["a", "b", "c"], dtype=object))
+ANTI_RIGHT = frame(C=[1.0, 2.0, 4.0], D=pd.Series(["a", "d", "b"], dtype=object))
+NONUNIQUE_LEFT = frame(A=[1.0, 2.0, 3.0], B=pd.Series(["a", "b", "b"], dtype=object))
+NONUNIQUE_RIGHT = frame(C=[1.0, 2.0, 4.0], D=pd.Series(["b", "d", "d"], dtype=object))
+NANS_LEFT = frame(A=[1.0, 2.0, np.nan], C=pd.Series(["a", "b", "c"], dtype=object))
+NANS_RIGHT = frame(A=[3.0, 2.0, np.nan], D=pd.Series(["d", "e", "f"], dtype=object))
+TZ_LEFT = frame(key=pd.date_range("20151010", periods=2, tz="US/Eastern"), value=[1.0, 2.0])
+TZ_RIGHT = frame(key=pd.date_range("20151011", periods=3, tz="US/Eastern"),
+                 value=[1.0, 2.0, 3.0])
+INDICATOR_LEFT = frame(col1=[0, 1], col_conflict=[1, 2], col_left=["a", "b"])
+INDICATOR_RIGHT = frame(col1=[1, 2, 2, 2], col_conflict=[1, 2, 3, 4],
+                        col_right=[2, 2, 2, 2])
+SORT_LEFT = frame(key=["c", "a", "b", "a", "c", "d"], lv=range(6))
+SORT_RIGHT = frame(key=["a", "c", "b", "e", "c"], rv=[10.0, 11.0, 12.0, 13.0, 14.0])
+
+OPTION_CASES = [
+    *(option_case(name, left, right, how=how, **keys)
+      for how in ("left_anti", "right_anti")
+      for name, left, right, keys in (
+          ("merge_antijoin_on_different_columns", ANTI_LEFT, ANTI_RIGHT,
+           {"left_on": "B", "right_on": "D"}),
+          ("merge_antijoin_nonunique_keys", NONUNIQUE_LEFT, NONUNIQUE_RIGHT,
+           {"left_on": "B", "right_on": "D"}),
+          ("merge_antijoin_nans", NANS_LEFT, NANS_RIGHT, {"on": "A"}),
+          ("merge_antijoin_on_datetime64tz", TZ_LEFT, TZ_RIGHT, {"on": "key"}),
+          ("merge_antijoin_int_keys", frame(k=np.array([1, 2, 3], dtype="int8"), a=[1, 2, 3]),
+           frame(k=[2, 3, 4, 4], b=[5, 6, 7, 8]), {"on": "k"}),
+      )),
+    option_case("merge_cross", frame(a=[1, 3]), frame(b=[4, 5]), how="cross"),
+    option_case("merge_cross_same_column_names", frame(a=[1, 3]), frame(a=[4, 5, 6]),
+                how="cross"),
+    option_case("merge_cross_more_than_one_column", frame(a=[1, 3], b=[2, 4]),
+                frame(c=["x", "y", "z"], d=[5.0, 6.0, 7.0]), how="cross",
+                suffixes=("_l", "_r")),
+    option_case("merge_cross_mixed_dtypes", frame(A=["a", "b", "c"]), frame(B=[1, 2]),
+                how="cross"),
+    option_case("merge_cross_indicator", frame(a=[1, 3]), frame(b=[4, 5]), how="cross",
+                indicator=True),
+    *(option_case("indicator", INDICATOR_LEFT, INDICATOR_RIGHT, how=how, on="col1",
+                  indicator=indicator)
+      for how, indicator in (("inner", True), ("left", True), ("right", "custom_name"),
+                             ("outer", True), ("left_anti", True), ("right_anti", "ind"))),
+    option_case("indicator_multi", frame(col1=[1, 2, 3], col2=["a", "b", "a"]),
+                frame(col1=[1, 2, 4], col2=["a", "b", "b"], v=[1.0, 2.0, 3.0]),
+                how="outer", on=["col1", "col2"], indicator=True),
+    *(option_case("merge_sort", SORT_LEFT, SORT_RIGHT, how=how, on="key", sort=True)
+      for how in ("inner", "left", "right", "outer")),
+    option_case("merge_sort_multi", frame(k1=[2, 1, 2, 1], k2=["b", "b", "a", "a"], v=range(4)),
+                frame(k1=[1, 2, 2], k2=["a", "a", "c"], w=[5.0, 6.0, 7.0]), how="outer",
+                on=["k1", "k2"], sort=True),
+    option_case("merge_sort_left_on_right_on", SORT_LEFT,
+                SORT_RIGHT.rename(columns={"key": "rkey"}), how="outer", left_on="key",
+                right_on="rkey", sort=True),
+    *(option_case("validation", frame(a=["a", "b", "c", "d"], b=["cat", "dog", "weasel",
+                                                                "horse"]),
+                  frame(a=["a", "b", "c", "d", "e"], c=["meow", "bark", "um", "nay", "chirp"]),
+                  how="left", on="a", validate=validate)
+      for validate in ("1:1", "one_to_many", "m:1", "many_to_many")),
+    *(option_case("merge_incompat_dtypes_are_ok_object_int",
+                  frame(k=pd.Series([1, 2, 3], dtype=object), a=[1, 2, 3]),
+                  frame(k=[2, 3, 5], b=["x", "y", "z"]), how=how, on="k")
+      for how in ("inner", "left", "right", "outer")),
+    option_case("merge_incompat_dtypes_are_ok_int_object", frame(k=[2, 3, 5], b=[1, 2, 3]),
+                frame(kk=pd.Series([1, 2, None], dtype=object), a=[1.0, 2.0, 3.0]),
+                how="outer", left_on="k", right_on="kk"),
+    *(option_case("merge_bool_int_keys", frame(k=[True, False, True], a=[1.0, 2.0, 3.0]),
+                  frame(k=[1, 0, 2], b=["x", "y", "z"]), how=how, on="k")
+      for how in ("inner", "left", "right", "outer")),
+    option_case("merge_int_bool_keys_of_other_names", frame(kk=[1, 0, 2], b=[1, 2, 3]),
+                frame(k=[True, False, True], a=[1.0, 2.0, 3.0]), how="left", left_on="kk",
+                right_on="k"),
+]
+
+
+@pytest.mark.parametrize("left, right, kwargs", OPTION_CASES)
+def test_ported_option_case(engine, left, right, kwargs):
+    expected = pd.merge(left, right, **kwargs).reset_index(drop=True)
+    for path, options in PATHS.items():
+        result = gpuframe.merge(distributed(engine, left), distributed(engine, right),
+                                **kwargs, **options)
+        got = result.to_pandas()
+        assert got.index.equals(pd.RangeIndex(len(got))), path
+        assert list(got.columns) == list(expected.columns), path
+        assert list(result.dtypes) == list(got.dtypes), f"{path}: schema is not the data's"
+        assert list(got.dtypes) == list(expected.dtypes), f"{path}: dtypes are not pandas'"
+        assert canonical_rows(got) == canonical_rows(expected), f"{path}: rows"
+        if kwargs.get("sort"):
+            assert [canonical_rows(row.to_frame().T) for _, row in got.iterrows()] == \
+                [canonical_rows(row.to_frame().T) for _, row in expected.iterrows()], \
+                f"{path}: order"
+
+
+VALIDATION_LEFT = frame(a=["a", "b", "c", "d", "a"], b=["cat", "dog", "weasel", "horse", "cow"])
+VALIDATION_RIGHT = frame(a=["a", "b", "c", "d", "e"], c=["meow", "bark", "um", "nay", "chirp"])
+
+
+@pytest.mark.parametrize("validate, left, right, side", [
+    ("one_to_one", VALIDATION_LEFT, VALIDATION_RIGHT, "left"),
+    ("1:m", VALIDATION_LEFT, VALIDATION_RIGHT, "left"),
+    ("one_to_one", VALIDATION_RIGHT, VALIDATION_LEFT, "right"),
+    ("m:1", VALIDATION_RIGHT, VALIDATION_LEFT, "right"),
+    ("1:1", VALIDATION_LEFT, VALIDATION_LEFT, "(either left or right|left|right)"),
+], ids=["1:1-left", "1:m-left", "1:1-right", "m:1-right", "1:1-both"])
+def test_validation_raises_merge_error_naming_the_side(engine, validate, left, right, side):
+    """pandas' test_validation: keys that repeat raise pandas' MergeError, found by the join
+    tasks on every path (a side that must be unique is never the copied-to side)."""
+    with pytest.raises(pd.errors.MergeError):
+        pd.merge(left, right, on="a", validate=validate)
+    for options in PATHS.values():
+        result = gpuframe.merge(distributed(engine, left), distributed(engine, right), on="a",
+                                validate=validate, **options)
+        with pytest.raises(pd.errors.MergeError,
+                           match=f"Merge keys are not unique in {side} dataset"):
+            result.to_pandas()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("left, right, kwargs", OPTION_CASES)
+def test_ported_option_case_on_gpus(gpu_engine, left, right, kwargs):
+    """On cuDF the schema is the data's and the rows pandas' (cuDF's merge has no indicator:
+    Backend.join marks each side's rows instead)."""
+    expected = pd.merge(left, right, **kwargs)
+    for path, options in PATHS.items():
+        result = gpuframe.merge(distributed(gpu_engine, left), distributed(gpu_engine, right),
+                                **kwargs, **options)
+        got = result.to_pandas()
+        assert got.index.equals(pd.RangeIndex(len(got))), path
+        assert list(result.dtypes) == list(got.dtypes), f"{path}: schema is not the data's"
+        assert canonical_rows(got) == canonical_rows(expected), f"{path}: rows"
+
+
+@pytest.mark.gpu
+def test_validation_raises_merge_error_on_gpus(gpu_engine):
+    result = gpuframe.merge(distributed(gpu_engine, VALIDATION_LEFT),
+                            distributed(gpu_engine, VALIDATION_RIGHT), on="a", validate="1:1")
+    with pytest.raises(pd.errors.MergeError, match="not unique in left dataset"):
+        result.to_pandas()

@@ -59,6 +59,13 @@ def test_comparisons_and_logic_match_pandas(data, build, reference):
     (col("t").dt.year, lambda d: d.t.dt.year),
     (col("t").dt.day_of_week, lambda d: d.t.dt.day_of_week),
     (col("t").dt.quarter, lambda d: d.t.dt.quarter),
+    (col("s").str.slice(0, 2), lambda d: d.s.str.slice(0, 2)),
+    (col("s").str.slice(2), lambda d: d.s.str.slice(2)),
+    (col("b").where(col("a") > 5, 0), lambda d: d.b.where(d.a > 5, 0)),
+    (col("a").where(col("s").str.startswith("b"), col("a") * 10),
+     lambda d: d.a.where(d.s.str.startswith("b").fillna(False).astype(bool), d.a * 10)),
+    (col("f").where(col("m") == 2, -1.0),
+     lambda d: d.f.where((d.m == 2).fillna(False).astype(bool), -1.0)),
 ])
 def test_arithmetic_strings_and_dates_match_pandas(data, expr, reference):
     pd.testing.assert_series_equal(expr.evaluate(data), reference(data), check_names=False)
@@ -93,6 +100,11 @@ def test_columns_rename_and_structure():
     parts = conjuncts((col("a") > 1) & (col("b") < 2) & (col("c") == 3))
     assert [p.text() for p in parts] == ["(a > 1)", "(b < 2)", "(c == 3)"]
     assert conjunction(parts).key() == ((col("a") > 1) & (col("b") < 2) & (col("c") == 3)).key()
+    case = col("a").where(col("s") == "x", col("b"))
+    assert case.columns() == {"a", "s", "b"}
+    assert case.rename({"s": "t"}).columns() == {"a", "t", "b"}
+    assert case.key() != col("a").where(col("s") == "y", col("b")).key()
+    assert repr(col("s").str.slice(0, 2)) == "s.str.slice(0, 2)"
 
 
 def test_misuse_is_refused_with_a_clear_error(data):
@@ -108,6 +120,10 @@ def test_misuse_is_refused_with_a_clear_error(data):
         col("t").dt.century  # noqa: B018
     with pytest.raises(ExpressionError, match="inclusive="):
         col("a").between(1, 2, inclusive="both ends")
+    with pytest.raises(ExpressionError, match="integer bounds"):
+        col("s").str.slice("1")
+    with pytest.raises(ExpressionError, match="not booleans"):
+        col("a").where(col("b"), 0).evaluate(data)
 
 
 DTYPES = {"a": np.dtype("int64"), "b": np.dtype("float64"), "s": pd.StringDtype("pyarrow"),

@@ -37,7 +37,7 @@ from typing import Any
 import pyarrow as pa
 
 from ...errors import OptionError
-from ..errors import ColumnNotFoundError, SchemaMismatchError
+from ..errors import ColumnNotFoundError, SchemaMismatchError, repr_without_passwords
 from ..filters import Dnf, normalize_filters
 from ..formats import FileMetadata, format_for
 from ..formats.base import FileFormat
@@ -81,6 +81,8 @@ class Fragment:
     hive_values: tuple[tuple[str, HiveValue], ...] = ()
     """The file's hive values, (key, value) in folder order."""
     owner: str | None = None
+
+    __repr__ = repr_without_passwords
 
 
 @dataclass

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
+from ..errors import without_passwords
+
 if TYPE_CHECKING:
     import cudf
     import pyarrow as pa
@@ -41,9 +43,9 @@ class ReadStats:
 
     def as_dict(self) -> KeptStats:
         """Its fields by name, as the read event and the client's report carry them."""
-        return KeptStats(key=self.key, path=self.path, bytes_read=self.bytes_read,
-                         requests=self.requests, units_read=self.units_read, rows=self.rows,
-                         seconds=self.seconds)
+        return KeptStats(key=self.key, path=without_passwords(self.path),
+                         bytes_read=self.bytes_read, requests=self.requests,
+                         units_read=self.units_read, rows=self.rows, seconds=self.seconds)
 
 
 class Reader(Protocol):

@@ -163,12 +163,20 @@ class StorageOptions:
         "servers of some web farms)"
     )
     timeout: float = _option(30.0, _seconds, "seconds to connect or wait for a response")
+    slowest_rate: float = _option(
+        256 * 2**10, float,
+        "bytes per second under which an HTTP read gives up: a read of n bytes may take "
+        "timeout + n / slowest_rate seconds in all, so a server that drips its answer cannot "
+        "hold a worker's thread for ever"
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "http_headers", _headers(self.http_headers))
         if self.max_requests_in_flight < 1:
             raise OptionError(f"max_requests_in_flight={self.max_requests_in_flight} must be "
                               "at least 1")
+        if self.slowest_rate <= 0:
+            raise OptionError(f"slowest_rate={self.slowest_rate} must be above 0")
         if self.probe_min_bytes < 0:
             raise OptionError(f"probe_min_bytes={self.probe_min_bytes} must be at least 0")
         if self.task_size is not None and self.task_size < 1:

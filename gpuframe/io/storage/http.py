@@ -8,6 +8,7 @@ to another host. A server that ignores Range is refused: gpuframe never download
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -128,6 +129,7 @@ class HttpSource(Source):
     def __init__(self, url: str, storage: StorageOptions, version: RemoteVersion | None = None):
         super().__init__(url, version, storage.check_version)
         self._timeout = storage.timeout
+        self._slowest_rate = storage.slowest_rate
         self._proxy, self._ca_bundle = _proxy_for(url), _ca_bundle()
         self._pool = _http_pool(self._proxy, self._ca_bundle, storage.max_requests_in_flight)
         names = [name for name, _ in storage.http_headers]
@@ -212,13 +214,29 @@ class HttpSource(Source):
     def _received(self, response: urllib3.BaseHTTPResponse, spec: str,
                   read: Callable[[urllib3.BaseHTTPResponse], Received]) -> Received:
         """``read(response)``: a body that breaks off is a :class:`RemoteError` naming the
-        range (urllib3 raises its ``HTTPError``, http.client its ``HTTPException``)."""
+        range (urllib3 raises its ``HTTPError``, http.client its ``HTTPException``), and so is
+        one slower than ``slowest_rate``: the socket's timeout bounds each wait for bytes, not
+        the whole body, so a watchdog shuts the connection once the body's time is up (the
+        read itself runs in one call, its GIL released)."""
+        length = int(response.headers.get("Content-Length") or 0)
+        allowed = self._timeout + length / self._slowest_rate
+        given_up = threading.Event()
+        watchdog = threading.Timer(allowed, _cut, (response, given_up))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             return read(response)
         except (HTTPError, HTTPException, OSError) as exc:
             response.close()
+            if given_up.is_set():
+                raise RemoteError(f"{self.path}: the response to 'Range: {spec}' ({length} "
+                                  f"bytes) took over {allowed:.0f} s, slower than "
+                                  f"slowest_rate={self._slowest_rate:.0f} bytes/s: given up"
+                                  ) from exc
             raise RemoteError(f"{self.path}: the response to 'Range: {spec}' broke off: "
                               f"{exc}") from exc
+        finally:
+            watchdog.cancel()
 
     def _ranged(self, spec: str) -> bytes:
         """The body of a Range GET (empty past the end, the size then noted from the 416)."""
@@ -278,6 +296,19 @@ def _body_into(response: urllib3.BaseHTTPResponse, view: memoryview) -> int:
         raise IncompleteRead(done, body.length)
     response.read()
     return done
+
+
+def _cut(response: urllib3.BaseHTTPResponse, given_up: threading.Event) -> None:
+    """Shut the connection under ``response``, so a read blocked on it returns, ``given_up``
+    set first (the read that wakes tells why it did by it)."""
+    given_up.set()
+    connection = getattr(response, "_connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed
+            pass
 
 
 def _version(size: int, headers: Mapping[str, str]) -> RemoteVersion:

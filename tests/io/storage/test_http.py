@@ -303,6 +303,23 @@ def test_a_body_that_breaks_off_names_the_range(http_server):
         open_source(url).read_range_into(100, memoryview(bytearray(4096)))
 
 
+@pytest.mark.timeout(30)
+def test_a_body_that_drips_is_given_up_within_its_time(http_server):
+    """200 bytes/s never trips the socket's timeout (each wait gets bytes); the read still
+    ends, once its bytes at slowest_rate and the timeout have passed."""
+    import time
+
+    options = storage_options(timeout=1, slowest_rate=1000, check_version=False)
+    url = f"{http_server.url}/drip-200Bps/{PART}"
+    for read in (lambda s: s.read_range(0, 2000),
+                 lambda s: s.read_range_into(0, memoryview(bytearray(2000)))):
+        started = time.monotonic()
+        with pytest.raises(RemoteError, match=r"'Range: bytes=0-1999' \(2000 bytes\) took "
+                                              r"over 3 s, slower than slowest_rate=1000"):
+            read(open_source(url, options))
+        assert time.monotonic() - started < 6
+
+
 def test_later_concurrent_reads_reuse_the_open_connections(dataset_dir, http_server):
     data = (dataset_dir / PART).read_bytes()
     source = open_source(f"{http_server.url}/{PART}")

@@ -1,0 +1,253 @@
+"""TPC-H's 22 queries on gpuframe, each answer checked against DuckDB, with baselines in the run.
+
+The data is generated once per scale factor (``datagen.py``). gpuframe runs on a local cluster
+(GPUs where present, else CPU workers). Each query is timed on its first run (the plan built and
+its files' footers read cold) and as the best of ``--repeat`` warm runs; each run builds the
+query's frames again, from the read on. Baselines run in the same process on the same files:
+
+  duckdb        DuckDB (CPU, all cores) on the official query texts; also the reference answers
+  pandas        the same query code on pandas in this process (``pandas_engine``), tables read
+                in each run
+  polars        polars on the CPU, and
+  cudf-polars   cudf-polars' ``DaskEngine``, both on the PDS-H queries cudf_polars ships
+
+A baseline whose package is not importable is skipped with the reason printed. Ratios are the
+baseline's best time over gpuframe's (above 1: gpuframe is faster); the total row has the sums
+and the geometric mean of the ratios. The script exits with 1 if any gpuframe answer is wrong.
+
+  python benchmarks/tpch/run.py --sf 1
+  python benchmarks/tpch/run.py --sf 10 --queries 1,3,9 --baselines duckdb,cudf-polars
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import sys
+import time
+import types
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gpuframe  # noqa: E402
+from tpch.check import DuckDB, Verdict, compare  # noqa: E402
+from tpch.datagen import generate  # noqa: E402
+from tpch.pandas_engine import read_parquet as read_pandas  # noqa: E402
+from tpch.queries import QUERIES  # noqa: E402
+
+BASELINES = ("duckdb", "pandas", "polars", "cudf-polars")
+
+
+def answer(result: Any) -> pd.DataFrame:
+    """A query's result as pandas: it is one already where the query ends in ``head(n)``."""
+    return result if isinstance(result, pd.DataFrame) else result.to_pandas()
+
+
+def run_query(number: int, read: Callable[[str], Any]) -> pd.DataFrame:
+    return answer(QUERIES[number](read))
+
+
+def read_gpuframe(root: Path, table: str) -> Any:
+    return gpuframe.read_parquet(str(root / table))
+
+
+def read_pandas_table(root: Path, table: str) -> Any:
+    return read_pandas(root / table)
+
+
+def timed(run: Callable[[], pd.DataFrame], repeat: int) -> tuple[float, float, pd.DataFrame]:
+    """The first run's seconds, the best of ``repeat`` more, and the first run's answer."""
+    start = time.perf_counter()
+    first = run()
+    cold = time.perf_counter() - start
+    best = math.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return cold, best if repeat else cold, first
+
+
+class Polars:
+    """cudf_polars' PDS-H queries, collected on polars' CPU engine or on cudf-polars'
+    ``DaskEngine``."""
+
+    def __init__(self, root: Path, on_gpu: bool) -> None:
+        from cudf_polars.experimental.benchmarks.pdsh import PDSHQueries
+
+        self.queries = PDSHQueries
+        self.config = types.SimpleNamespace(dataset_path=str(root), suffix="")
+        self.on_gpu = on_gpu
+
+    @contextlib.contextmanager
+    def engine(self) -> Iterator[Any]:
+        if not self.on_gpu:
+            yield "in-memory"
+            return
+        from cudf_polars.engine.dask import DaskEngine
+
+        with DaskEngine() as engine:
+            yield engine
+
+    def runner(self, number: int, engine: Any) -> Callable[[], pd.DataFrame]:
+        query = getattr(self.queries, f"q{number}")
+        return lambda: query(self.config).frame.collect(engine=engine).to_pandas()
+
+
+def baseline_problem(name: str) -> str | None:
+    """Why the baseline cannot run here, or None."""
+    if name in ("duckdb", "pandas"):
+        return None
+    try:
+        import polars  # noqa: F401
+        from cudf_polars.experimental.benchmarks import pdsh  # noqa: F401
+    except ImportError as error:
+        return f"{name} skipped: {error} (its queries are cudf_polars' PDS-H)"
+    if name == "cudf-polars":
+        try:
+            from cudf_polars.engine.dask import DaskEngine  # noqa: F401
+        except ImportError as error:
+            return f"cudf-polars skipped: {error}"
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1)")
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/gpuframe-tpch"),
+                        help="where the data is generated and kept, by scale factor")
+    parser.add_argument("--queries", default="1-22", help="e.g. 1-22, or 1,3,9")
+    parser.add_argument("--repeat", type=int, default=3, help="warm runs after the first")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="gpuframe workers (default: one per GPU, or per core)")
+    parser.add_argument("--backend", default=None, help="'cudf' or 'pandas' (default: cudf "
+                        "where GPUs and cuDF are present)")
+    parser.add_argument("--dashboard", default="127.0.0.1:8787",
+                        help="where the cluster's dashboard listens (127.0.0.1:0: any port)")
+    parser.add_argument("--baselines", default=",".join(BASELINES),
+                        help=f"comma-separated, of {', '.join(BASELINES)}")
+    args = parser.parse_args()
+    numbers = parse_queries(args.queries)
+    baselines = [b for b in args.baselines.split(",") if b]
+    for name in baselines:
+        if name not in BASELINES:
+            parser.error(f"unknown baseline {name!r}; choose from {', '.join(BASELINES)}")
+    usable = []
+    for name in baselines:
+        problem = baseline_problem(name)
+        if problem:
+            print(problem)
+        else:
+            usable.append(name)
+
+    root = generate(args.dir, args.sf)
+    duck = DuckDB(root)
+    rows: list[dict[str, Any]] = []
+    with gpuframe.start_cluster(backend=args.backend, n_workers=args.workers,
+                                dashboard_address=args.dashboard) as engine:
+        print(f"gpuframe: {engine!r}; data: {root}")
+        for number in numbers:
+            row: dict[str, Any] = {"query": number}
+            expected = duck.answer(number)
+            try:
+                cold, best, got = timed(partial(run_query, number, partial(read_gpuframe, root)),
+                                        args.repeat)
+                row.update(cold=cold, best=best, rows=len(got),
+                           check=compare(number, got, expected))
+            except Exception as error:  # one query's failure is a row of the table
+                row.update(cold=math.nan, best=math.nan, rows=0,
+                           check=Verdict(False, f"{type(error).__name__}: {error}"))
+            rows.append(row)
+    for name in usable:
+        run_baseline(name, root, duck, numbers, rows, args.repeat)
+    duck.close()
+    print(table(rows, usable))
+    return 0 if all(row["check"].ok for row in rows) else 1
+
+
+def run_baseline(name: str, root: Path, duck: DuckDB, numbers: list[int],
+                 rows: list[dict[str, Any]], repeat: int) -> None:
+    if name == "duckdb":
+        for number, row in zip(numbers, rows):
+            row["duckdb"] = timed(partial(duck.answer, number), repeat)[1]
+        return
+    if name == "pandas":
+        for number, row in zip(numbers, rows):
+            _, best, got = timed(partial(run_query, number, partial(read_pandas_table, root)),
+                                 repeat)
+            verdict = compare(number, got, duck.answer(number))
+            row["pandas"] = best if verdict.ok else math.nan
+            if not verdict.ok:
+                print(f"pandas q{number}: answer {verdict}")
+        return
+    polars = Polars(root, on_gpu=name == "cudf-polars")
+    with polars.engine() as engine:
+        for number, row in zip(numbers, rows):
+            try:
+                _, best, got = timed(polars.runner(number, engine), repeat)
+                verdict = compare(number, got, duck.answer(number))
+                row[name] = best if verdict.ok else math.nan
+                if not verdict.ok:
+                    print(f"{name} q{number}: answer {verdict}")
+            except Exception as error:  # reported; the other queries go on
+                print(f"{name} q{number}: {type(error).__name__}: {error}")
+                row[name] = math.nan
+
+
+def parse_queries(text: str) -> list[int]:
+    numbers: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        numbers.extend(range(int(low), int(high or low) + 1))
+    if not all(number in QUERIES for number in numbers):
+        raise SystemExit(f"--queries {text!r}: TPC-H's queries are 1 to 22")
+    return numbers
+
+
+def table(rows: list[dict[str, Any]], baselines: list[str]) -> str:
+    """The Markdown table: per query gpuframe's first and best seconds, each baseline's best
+    and its ratio to gpuframe's, the rows, and the answer check."""
+    head = ["query", "gpuframe first s", "gpuframe s"]
+    for name in baselines:
+        head += [f"{name} s", f"{name}/gpuframe"]
+    head += ["rows", "check"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [f"q{row['query']}", _seconds(row["cold"]), _seconds(row["best"])]
+        for name in baselines:
+            cells += [_seconds(row[name]), _ratio(row[name], row["best"])]
+        cells += [str(row["rows"]), str(row["check"]).replace("|", "/")]
+        lines.append("| " + " | ".join(cells) + " |")
+    total = ["total", _seconds(sum(r["cold"] for r in rows)),
+             _seconds(sum(r["best"] for r in rows))]
+    for name in baselines:
+        ratios = [r[name] / r["best"] for r in rows if r[name] > 0 and r["best"] > 0]
+        geometric = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else math.nan
+        total += [_seconds(sum(r[name] for r in rows)),
+                  "-" if math.isnan(geometric) else f"geomean {geometric:.2f}x"]
+    ok = sum(r["check"].ok for r in rows)
+    total += [str(sum(r["rows"] for r in rows)), f"{ok}/{len(rows)} OK"]
+    lines.append("| " + " | ".join(total) + " |")
+    return "\n".join(lines)
+
+
+def _seconds(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.3f}"
+
+
+def _ratio(baseline: float, ours: float) -> str:
+    if math.isnan(baseline) or math.isnan(ours) or ours <= 0:
+        return "-"
+    return f"{baseline / ours:.2f}x"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
