@@ -154,7 +154,8 @@ def _(node: Join, children: list[Estimate]) -> float | None:
     if left is None or right is None:
         return None
     return {"inner": max(left, right), "left": left, "right": right, "outer": left + right,
-            "leftsemi": left / 2, "leftanti": left / 2}[node.how]
+            "leftsemi": left / 2, "leftanti": left / 2, "left_anti": left / 2,
+            "right_anti": right / 2, "cross": left * right}[node.how]
 
 
 @_estimated_rows.register
@@ -215,6 +216,9 @@ def expected_placement(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]] | 
 
 def predicted_strategy(node: Join, left: Estimate, right: Estimate, n_workers: int) -> str:
     """The strategy the join is expected to take (see :mod:`gpuframe.operators.join`)."""
+    if node.how == "cross":  # the smaller side goes to every partition of the other
+        smaller = "left" if (left.bytes or 0) < (right.bytes or 0) else "right"
+        return f"broadcast {smaller} side"
     hash_types = tuple(str(node.types.left.get(k, node.left.meta[k].dtype))
                        for k in node.left_keys)
     placed = {side: expected_placement(child) == (keys, hash_types)

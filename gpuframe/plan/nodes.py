@@ -443,11 +443,7 @@ class Join(Node):
 
     def sources(self) -> dict[str, tuple[str, str]]:
         """Each output column's (side, input column); {} where the names cannot be traced
-        (the optimizer then moves nothing through this join). The optimizer knows which side of
-        a cross or pandas-3 anti join a filter may move to for none of them, so their columns
-        are not traced."""
-        if self.how in ("cross", "left_anti", "right_anti"):
-            return {}
+        (the optimizer then moves nothing through this join)."""
         left, right = self.left.meta.columns, self.right.meta.columns
         shared = {lk for lk, rk in zip(self.left_keys, self.right_keys) if lk == rk}
         semi = self.how in ("leftsemi", "leftanti")

@@ -44,7 +44,8 @@ from .nodes import (
 
 PRESERVED_SIDES = {
     "inner": ("left", "right"), "left": ("left",), "right": ("right",), "outer": (),
-    "leftsemi": ("left", "right"), "leftanti": ("left",),
+    "leftsemi": ("left", "right"), "leftanti": ("left",), "left_anti": ("left",),
+    "right_anti": ("right",), "cross": ("left", "right"),
 }
 """Per join type, the sides whose rows reach the output unchanged or not at all: a condition on
 one of their columns may filter that side before the join. (A semi join's right side: a right
@@ -271,6 +272,10 @@ def _(node: Join, wanted: set[str], memo: Memo) -> Node:
         if name in sources:
             side, column = sources[name]
             needed[side].add(column)
+    if node.how == "cross":  # a side of no columns would lose its rows too
+        for side, child in (("left", node.left), ("right", node.right)):
+            if not needed[side]:
+                needed[side].add(child.columns[0])
     if node.how not in ("leftsemi", "leftanti"):
         # Names that clash get suffixes: keep both of a pair or neither, so names stay.
         clashes = (set(node.left.columns) & set(node.right.columns)) - (
