@@ -19,6 +19,7 @@ from .diagnostics.progress import progress
 from .diagnostics.report import report
 from .errors import GpuframeError
 from .frame import DistributedFrame, from_dask, from_pandas, merge
+from .ordering import concat
 from .plan.expr import Expr, col
 from .readers import read_csv, read_orc, read_parquet
 
@@ -30,6 +31,7 @@ __all__ = [
     "Expr",
     "GpuframeError",
     "col",
+    "concat",
     "connect",
     "from_dask",
     "from_pandas",

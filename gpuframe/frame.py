@@ -20,7 +20,7 @@ import pandas as pd
 from distributed import Future
 
 from . import groupby as grouping
-from . import writers
+from . import ordering, writers
 from .backend import get_backend
 from .cluster.engine import Engine, current_engine
 from .config import JoinOptions, resolve
@@ -43,6 +43,7 @@ from .plan.nodes import (
     Select,
 )
 from .plan.optimize import optimize
+from .plan.topk import head_of
 from .runtime.runner import Job, Partitions
 
 if TYPE_CHECKING:
@@ -160,6 +161,36 @@ class DistributedFrame:
         """The whole frame aggregated into one row: ``frame.agg(total=("x", "sum"))``."""
         return grouping.aggregate(self, spec, **named)
 
+    def value_counts(self, subset: str | Sequence[str] | None = None, sort: bool = True,
+                     ascending: bool = False, dropna: bool = True) -> DistributedFrame:
+        """Rows per distinct value of ``subset`` (all columns by default), as pandas'
+        ``DataFrame.value_counts``, with the values as columns beside ``count``."""
+        keys = list(self.columns) if subset is None else (
+            [subset] if isinstance(subset, str) else list(subset))
+        counted = grouping.groupby(self, keys, dropna=dropna).agg(count=(keys[0], "size"))
+        return ordering.sort_values(counted, "count", ascending=ascending) if sort else counted
+
+    def sort_values(self, by: str | Sequence[str], ascending: bool | Sequence[bool] = True,
+                    na_position: str = "last") -> DistributedFrame:
+        """Rows in pandas' (stable) order of ``by``, range-partitioned: ``to_pandas()`` comes
+        back sorted, and ``head(n)`` right after is a top-k that sorts nothing whole."""
+        return ordering.sort_values(self, by, ascending, na_position)
+
+    def nlargest(self, n: int, columns: str | Sequence[str], keep: str = "first"
+                 ) -> DistributedFrame:
+        """The ``n`` rows of largest ``columns``, as pandas'; no full sort."""
+        return ordering.nlargest(self, n, columns, keep)
+
+    def nsmallest(self, n: int, columns: str | Sequence[str], keep: str = "first"
+                  ) -> DistributedFrame:
+        """The ``n`` rows of smallest ``columns``, as pandas'; no full sort."""
+        return ordering.nsmallest(self, n, columns, keep)
+
+    def drop_duplicates(self, subset: str | Sequence[str] | None = None,
+                        keep: str | bool = "first") -> DistributedFrame:
+        """pandas' ``drop_duplicates``: the same rows kept, hash-partitioned on ``subset``."""
+        return ordering.drop_duplicates(self, subset, keep)
+
     # --- actions ------------------------------------------------------------------------------
 
     def run_within(self, job: Job, keep_read_stats: bool = False) -> Execution:
@@ -229,6 +260,9 @@ class DistributedFrame:
         them for a merge with ``sort=True``, whose order exists only once gathered)."""
         if isinstance(self._plan, Join) and self._plan.sort:
             return self.to_pandas().head(n)
+        top = head_of(self._plan, n) if self._execution is None else None
+        if top is not None:  # a sort not run yet: its first rows without sorting it whole
+            return self._derive(top).to_pandas()
         lengths = self.partition_lengths()
         with self._action("head") as job:
             parts = self._run(job)
