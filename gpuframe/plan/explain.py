@@ -24,6 +24,7 @@ import pandas as pd
 from ..exchange.placement import HashPartitioning
 from ..units import byte_text
 from .aggregate import GroupBy
+from .concat import Concat
 from .expr import Between, Binary, Expr, IsIn, Unary
 from .nodes import (
     BROADCASTS,
@@ -37,6 +38,7 @@ from .nodes import (
     Scan,
     placement_after,
 )
+from .topk import TopK
 
 TEXT_WIDTH = 32
 """Bytes a string or object value is taken to hold, for estimates."""
@@ -156,6 +158,18 @@ def _(node: Join, children: list[Estimate]) -> float | None:
     return {"inner": max(left, right), "left": left, "right": right, "outer": left + right,
             "leftsemi": left / 2, "leftanti": left / 2, "left_anti": left / 2,
             "right_anti": right / 2, "cross": left * right}[node.how]
+
+
+@_estimated_rows.register
+def _(node: TopK, children: list[Estimate]) -> float | None:
+    rows = children[0].rows
+    return float(node.n) if rows is None else min(float(node.n), rows)
+
+
+@_estimated_rows.register
+def _(node: Concat, children: list[Estimate]) -> float | None:
+    rows = [c.rows for c in children]
+    return None if any(r is None for r in rows) else float(sum(r for r in rows if r))
 
 
 @_estimated_rows.register

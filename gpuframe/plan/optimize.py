@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from functools import singledispatch
 
 from .aggregate import GroupBy
+from .concat import Concat
+from .distinct import Distinct
 from .expr import Expr, as_reader_filters, conjunction, conjuncts
 from .nodes import (
     Assign,
@@ -41,6 +43,8 @@ from .nodes import (
     Scan,
     Select,
 )
+from .sort import Sort
+from .topk import TopK
 
 PRESERVED_SIDES = {
     "inner": ("left", "right"), "left": ("left",), "right": ("right",), "outer": (),
@@ -130,6 +134,19 @@ def _split_through(node: Node, conditions: list[Expr], passes: Callable[[Expr], 
     below = [c for c in conditions if passes(c)]
     above = [c for c in conditions if not passes(c)]
     return _above(node.with_children([_pushed(node.children[0], below, memo)]), above)
+
+
+@_push.register
+def _(node: Sort, conditions: list[Expr], memo: Memo) -> Node:
+    # A stable sort of fewer rows orders them as it would have among the rest.
+    return _split_through(node, conditions, lambda c: True, memo)
+
+
+@_push.register
+def _(node: Distinct, conditions: list[Expr], memo: Memo) -> Node:
+    # A condition on the subset keeps or drops all rows of a duplicate group alike.
+    subset = set(node.subset)
+    return _split_through(node, conditions, lambda c: c.columns() <= subset, memo)
 
 
 @_push.register
@@ -287,6 +304,34 @@ def _(node: Join, wanted: set[str], memo: Memo) -> Node:
     left = _exactly(_pruned(node.left, needed["left"], memo), needed["left"])
     right = _exactly(_pruned(node.right, needed["right"], memo), needed["right"])
     return node.with_children([left, right])
+
+
+@_prune.register
+def _(node: Sort, wanted: set[str], memo: Memo) -> Node:
+    child = _pruned(node.child, wanted | set(node.keys.by), memo)
+    return _exactly(node.with_children([child]), wanted)
+
+
+@_prune.register
+def _(node: TopK, wanted: set[str], memo: Memo) -> Node:
+    child = _pruned(node.child, wanted | set(node.keys.by), memo)
+    return _exactly(node.with_children([child]), wanted)
+
+
+@_prune.register
+def _(node: Distinct, wanted: set[str], memo: Memo) -> Node:
+    child = _pruned(node.child, wanted | set(node.subset), memo)
+    return _exactly(node.with_children([child]), wanted)
+
+
+@_prune.register
+def _(node: Concat, wanted: set[str], memo: Memo) -> Node:
+    # Each input keeps at least one column: one of none would lose its rows.
+    inputs = []
+    for child in node.inputs:
+        mine = (wanted & set(child.columns)) or {child.columns[0]}
+        inputs.append(_exactly(_pruned(child, mine, memo), mine))
+    return _exactly(node.with_children(inputs), wanted)
 
 
 @_prune.register
