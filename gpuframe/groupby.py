@@ -8,38 +8,22 @@ is a lazy :class:`~gpuframe.frame.DistributedFrame` with the keys as columns (pa
 :class:`~gpuframe.config.GroupByOptions` (``strategy=``, ``tree_max_rows=``, ...) choose how
 partial aggregates are combined.
 
-This module builds on the frame without importing it (:class:`Frame` says what it needs), so
-that the frame's own ``groupby`` and ``agg`` methods may delegate here.
+This module builds on the frame without importing it (:class:`~gpuframe.lazy.LazyFrame`
+says what it needs), so that the frame's own ``groupby`` and ``agg`` methods may delegate
+here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Generic, Protocol, Self, TypeVar
-
-import pandas as pd
+from typing import Any, Generic
 
 from .config import GroupByOptions, resolve
 from .errors import OptionError
+from .lazy import F
 from .plan.aggregate import FUNCTIONS, Aggregation
 from .plan.aggregate import GroupBy as GroupByNode
-from .plan.nodes import Node, check_columns
-
-
-class Frame(Protocol):
-    """What an aggregate needs of a lazy frame: its plan and schema, and a frame of its kind
-    over another plan."""
-
-    @property
-    def plan(self) -> Node: ...
-
-    @property
-    def meta(self) -> pd.DataFrame: ...
-
-    def _derive(self, plan: Node) -> Self: ...
-
-
-F = TypeVar("F", bound=Frame)
+from .plan.nodes import check_columns
 
 
 class GroupBy(Generic[F]):

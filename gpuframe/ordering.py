@@ -3,44 +3,20 @@ and concatenation, as functions of :class:`~gpuframe.frame.DistributedFrame` (wh
 the same names call them).
 
 Each builds a plan node (:mod:`gpuframe.plan`) over its inputs' plans. This module builds on
-the frame without importing it (:class:`Frame` says what it needs), so that the frame's methods
-may delegate here.
+the frame without importing it (:class:`~gpuframe.lazy.LazyFrame` says what it needs), so
+that the frame's methods may delegate here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, Self, TypeVar
-
-import pandas as pd
 
 from .errors import OptionError
+from .lazy import F
 from .plan.concat import Concat
 from .plan.distinct import Distinct
-from .plan.nodes import Node
 from .plan.sort import Sort, SortKeys
 from .plan.topk import TopK, selection
-
-if TYPE_CHECKING:
-    from .cluster.engine import Engine
-
-
-class Frame(Protocol):
-    """What these functions need of a lazy frame: its engine, plan and schema, and a frame of
-    its kind over another plan."""
-
-    engine: Engine
-
-    @property
-    def plan(self) -> Node: ...
-
-    @property
-    def meta(self) -> pd.DataFrame: ...
-
-    def _derive(self, plan: Node) -> Self: ...
-
-
-F = TypeVar("F", bound=Frame)
 
 
 def sort_values(frame: F, by: str | Sequence[str], ascending: bool | Sequence[bool] = True,

@@ -47,3 +47,13 @@ def engine(cpu_engine):
     from gpuframe.cluster.engine import set_current
 
     return set_current(cpu_engine)
+
+
+@pytest.fixture(scope="module")
+def gpu_engine():
+    """A cluster of cuDF workers over TCP, one per GPU, for a module's GPU tests."""
+    import gpuframe
+
+    with gpuframe.start_cluster(backend="cudf", protocol="tcp",
+                                dashboard_address="127.0.0.1:0") as engine:
+        yield engine

@@ -78,14 +78,6 @@ def test_query_on_gpuframe_cpu_equals_duckdb(number, engine, tpch_root, duckdb_a
     assert verdict.ok, verdict
 
 
-@pytest.fixture(scope="module")
-def gpu_engine():
-    """A cluster of cuDF workers, one per GPU, for this module's GPU tests."""
-    with gpuframe.start_cluster(backend="cudf", protocol="tcp",
-                                dashboard_address="127.0.0.1:0") as engine:
-        yield engine
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("number", NUMBERS, ids=[f"q{n}" for n in NUMBERS])
 def test_query_on_gpuframe_gpus_equals_duckdb(number, gpu_engine, tpch_root, duckdb_answers):

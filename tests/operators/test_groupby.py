@@ -221,14 +221,6 @@ def _nodes(plan):
     return found
 
 
-@pytest.fixture(scope="module")
-def gpu_engine():
-    """A cluster of cuDF workers, one per GPU, for this module's GPU tests."""
-    with gpuframe.start_cluster(backend="cudf", protocol="tcp",
-                                dashboard_address="127.0.0.1:0") as engine:
-        yield engine
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("options", STRATEGIES[:2], ids=["tree", "shuffle"])
 @pytest.mark.parametrize("dropna", [True, False])

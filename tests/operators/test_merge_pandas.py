@@ -490,14 +490,6 @@ def test_ported_case(engine, left, right, how, keys):
         assert list(got.dtypes) == unmatched_dtypes, f"{path}: dtypes are not pandas'"
 
 
-@pytest.fixture(scope="module")
-def gpu_engine():
-    """A cluster of cuDF workers, one per GPU, for this module's GPU tests."""
-    with gpuframe.start_cluster(backend="cudf", protocol="tcp",
-                                dashboard_address="127.0.0.1:0") as engine:
-        yield engine
-
-
 @pytest.mark.gpu
 @pytest.mark.filterwarnings("ignore:You are merging on int and float")
 @pytest.mark.parametrize("left, right, how, keys", [
