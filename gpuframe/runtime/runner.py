@@ -17,6 +17,7 @@ The job owns everything else, so that no operator has plumbing of its own:
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,8 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pandas as pd
 from dask.sizeof import sizeof
 from dask.typing import Key
-from distributed import Future, get_worker, wait
-from distributed.client import FuturesCancelledError
+from distributed import Future, as_completed, get_worker
 from distributed.metrics import time
 
 from ..config import RuntimeOptions, resolve
@@ -127,34 +127,39 @@ class Job:
     def wait(self, futures: Sequence[Future]) -> None:
         """Block until ``futures`` are in memory; on the first failure, cancel the job's tasks
         and raise naming the stage, partition and worker where it started. A worker that the
-        job needs and that left the cluster or went unheard fails it too (:meth:`check`)."""
-        remaining = list(futures)
-        while remaining:
-            try:
-                done = wait(remaining, timeout=self._check_every, return_when="FIRST_COMPLETED")
-            except TimeoutError:
-                self.check(remaining)
-                continue
-            except FuturesCancelledError:  # Dask forgot a task whose input it lost
-                self.fail(next(f for f in remaining if f.cancelled()))
-            failed = [f for f in done.done if f.status != "finished"]
-            if failed:
-                self.fail(failed[0])
-            remaining = list(done.not_done)
-
-    def check(self, futures: Sequence[Future]) -> None:
-        """Fail the job where what ``futures`` need cannot come: a task pinned to a worker that
-        left the cluster, or a worker unheard for ``worker_silence`` seconds that runs one of
-        their tasks or alone holds a result they read."""
-        keys = [f.key for f in futures]
+        job needs and that left the cluster or went unheard fails it too (:meth:`_watch`)."""
+        futures = list(futures)
+        done = threading.Event()
+        lost: list[tuple[str, Key, str]] = []
+        watchdog = threading.Thread(target=self._watch, args=(futures, done, lost),
+                                    name=f"gpuframe-watch-{self.id}", daemon=True)
+        watchdog.start()
         try:
-            found = self.engine.client.run_on_scheduler(stalled, keys=keys,
-                                                        silence=self.worker_silence)
-        except Exception:  # a scheduler that cannot run it: Dask's own timeouts apply
-            return
-        if found:
-            worker, key, why = found
-            self._lost(worker, why, key)
+            for future in as_completed(futures):
+                if future.status != "finished":
+                    if lost:
+                        worker, key, why = lost[0]
+                        self._lost(worker, why, key)
+                    self.fail(future)
+        finally:
+            done.set()
+
+    def _watch(self, futures: list[Future], done: threading.Event,
+               lost: list[tuple[str, Key, str]]) -> None:
+        """Beside :meth:`wait`: every few seconds, ask the scheduler whether what ``futures``
+        need can still come (:func:`stalled`); where it cannot, note why in ``lost`` and cancel
+        the job, which ends the wait."""
+        while not done.wait(self._check_every):
+            pending = [f.key for f in futures if not f.done()]
+            try:
+                found = self.engine.client.run_on_scheduler(stalled, keys=pending,
+                                                            silence=self.worker_silence)
+            except Exception:  # a scheduler that cannot run it: Dask's own timeouts apply
+                return
+            if found:
+                lost.append(found)
+                self.cancel()
+                return
 
     def _lost(self, worker: str, why: str, key: Key) -> NoReturn:
         """Cancel the job and raise :class:`WorkerLostError`: ``worker`` ``why``, naming the
@@ -173,7 +178,7 @@ class Job:
         self.wait(futures)
         return self.engine.client.gather(list(futures))
 
-    def fail(self, failed: Future) -> None:
+    def fail(self, failed: Future) -> NoReturn:
         """Raise the failure of ``failed`` (see :meth:`wait`), the job's tasks cancelled."""
         if failed.status != "error":
             info = self._info.get(failed.key)
