@@ -1,5 +1,5 @@
 """The demo job: write an orders/customers dataset as Parquet, read it onto the workers, join it,
-check it.
+aggregate revenue by segment, check it.
 
 It runs on whatever engine it is given (GPUs or CPU) and checks its answer against pandas on the
 same files, so ``gpuframe demo`` doubles as an end-to-end smoke test of a fresh install.
@@ -53,6 +53,7 @@ def write_dataset(directory: Path, rows: int, files: int = 4, seed: int = 0) -> 
 
 
 def revenue_by_segment(joined: pd.DataFrame) -> pd.Series:
+    """pandas' answer to the demo's aggregate, to check the engine's against."""
     return joined.groupby("segment")["amount"].sum().round(2).sort_index()
 
 
@@ -75,13 +76,21 @@ def run_demo(engine: Engine, rows: int = 1_000_000, directory: Path | None = Non
         seconds["join"] = time.perf_counter() - start
 
         start = time.perf_counter()
+        totals = joined.groupby("segment").agg(amount=("amount", "sum")).to_pandas()
+        revenue = totals.set_index("segment")["amount"].sort_index().round(2)
+        seconds["aggregate"] = time.perf_counter() - start
+
+        start = time.perf_counter()
         result = joined.to_pandas()
         seconds["gather"] = time.perf_counter() - start
 
         expected = pd.read_parquet(orders_path).merge(pd.read_parquet(customers_path),
                                                       on="customer_id")
-    return DemoResult(rows, len(result), revenue_by_segment(result), same_rows(result, expected),
-                      seconds, dict(Counter(joined.owners)))
+    expected_revenue = revenue_by_segment(expected)
+    matches = (same_rows(result, expected)
+               and [str(s) for s in revenue.index] == list(expected_revenue.index)
+               and np.allclose(revenue.to_numpy(), expected_revenue.to_numpy()))
+    return DemoResult(rows, len(result), revenue, matches, seconds, dict(Counter(joined.owners)))
 
 
 def same_rows(result: pd.DataFrame, expected: pd.DataFrame) -> bool:

@@ -9,7 +9,7 @@ def test_demo_job_matches_pandas(engine):
     assert result.rows_out == 20_000
     assert set(result.partitions_per_worker) <= set(engine.workers)
     assert list(result.revenue_by_segment.index) == ["online", "partner", "retail", "wholesale"]
-    assert set(result.seconds) == {"write parquet", "ingest", "join", "gather"}
+    assert set(result.seconds) == {"write parquet", "ingest", "join", "aggregate", "gather"}
 
 
 def test_same_rows_sees_a_wrong_join():
