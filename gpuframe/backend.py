@@ -35,12 +35,19 @@ class Backend:
     library = "pandas"
     on_device = False
     """Whether partitions live in device memory (one worker per GPU, spilling to host)."""
+    holds_objects = True
+    """Whether a column can hold Python objects (pandas' object dtype)."""
 
     @property
     def module(self) -> Any:
         return importlib.import_module(self.library)
 
     def from_pandas(self, frame: pd.DataFrame) -> Any:
+        return frame
+
+    def held(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """A client's pandas frame as this backend's partitions hold it, decided on the whole
+        frame so that every partition has one schema."""
         return frame
 
     def adopt(self, partition: Any) -> Any:
@@ -124,6 +131,15 @@ class CudfBackend(Backend):
     name = "cudf"
     library = "cudf"
     on_device = True
+    holds_objects = False
+
+    def held(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Object columns of integers (and nulls) as nullable int64: cuDF holds no Python
+        objects and refuses them, while pandas joins such a column with an integer one."""
+        ints = {name: "Int64" for name, dtype in frame.dtypes.items()
+                if is_object_dtype(dtype) and len(frame)
+                and pd.api.types.infer_dtype(frame[name], skipna=True) == "integer"}
+        return frame.astype(ints) if ints else frame
 
     def from_pandas(self, frame: pd.DataFrame) -> Any:
         return self.module.from_pandas(frame)

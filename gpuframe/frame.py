@@ -351,7 +351,8 @@ def from_pandas(frame: pd.DataFrame, npartitions: int | None = None,
                 engine: Engine | None = None) -> DistributedFrame:
     """``frame`` cut into ``npartitions`` contiguous row ranges (default: one per worker),
     placed on the workers round robin when the frame runs."""
-    return DistributedFrame(current_engine(engine), FromPandas(frame, npartitions))
+    engine = current_engine(engine)
+    return DistributedFrame(engine, FromPandas(engine.backend.held(frame), npartitions))
 
 
 def from_dask(collection: Any, engine: Engine | None = None) -> DistributedFrame:

@@ -144,3 +144,15 @@ def test_cast_columns_gives_zones_and_leaves_its_input_as_it_was():
     assert cast["t"].iloc[0] == frame["t"].iloc[0]  # the same instant, in another zone
     assert frame.dtypes.tolist() == [pd.DatetimeTZDtype("ns", "UTC"), np.dtype("int64")]
     assert cast_columns(frame, {}) is frame
+
+
+def test_cudf_backend_holds_an_object_column_of_integers_as_nullable_int64():
+    """cuDF refuses Python objects: a client frame's object column of integers is loaded as
+    Int64, decided on the whole frame; other object columns stay."""
+    frame = pd.DataFrame({"k": pd.Series([1, None, 3], dtype=object),
+                          "s": pd.Series(["a", "b", None], dtype=object),
+                          "m": pd.Series([1, "b", 2.5], dtype=object)})
+    held = get_backend("cudf").held(frame)
+    assert list(held.dtypes) == [pd.Int64Dtype(), np.dtype(object), np.dtype(object)]
+    assert held["k"].tolist() == [1, pd.NA, 3]
+    assert get_backend("pandas").held(frame) is frame

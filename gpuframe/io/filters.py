@@ -1,16 +1,18 @@
 """``filters=`` in pandas/pyarrow's DNF form, checked against a schema and normalized.
 
 Every format uses the same terms: planning prunes files and units by them
-(:mod:`~gpuframe.io.statistics`), and the read step applies them to rows with
-``pyarrow.parquet.filters_to_expression``.
+(:mod:`~gpuframe.io.statistics`), and the read step applies them to rows: to Arrow tables with
+``pyarrow.parquet.filters_to_expression``, to a read cuDF frame with :func:`rows_kept`.
 """
 
 from __future__ import annotations
 
+import datetime
 import numbers
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from .errors import FilterError
@@ -109,3 +111,40 @@ def _typed(value: Any, kind: pa.DataType, term: Any, column: str) -> Any:
     except (pa.ArrowException, TypeError, ValueError) as exc:
         raise FilterError(f"filter term {term!r}: value {value!r} does not fit column "
                           f"{column!r} of type {kind} ({exc})") from exc
+
+
+def rows_kept(frame: Any, filters: Dnf) -> Any:
+    """The boolean mask of the rows ``filters`` keep, computed where the frame lives (a cuDF
+    frame's on its GPU: moving it through Arrow on the host costs more than the read), with
+    pyarrow's null rules: a comparison or ``in`` never keeps a null (``in`` does where its
+    values hold None), ``not in`` always does."""
+    kept = None
+    for conjunction in filters:
+        every = None
+        for column, op, value in conjunction:
+            term = _term_kept(frame[column], op, value)
+            every = term if every is None else every & term
+        kept = every if kept is None else kept | every
+    return kept
+
+
+def _term_kept(series: Any, op: str, value: Any) -> Any:
+    if op in ("in", "not in"):
+        values = [_comparable(series, v) for v in value if v is not None]
+        hit = series.isin(values).fillna(False)
+        if len(values) < len(value):
+            hit = hit | series.isna()
+        return hit if op == "in" else ~hit
+    value = _comparable(series, value)
+    compared = {"==": series.__eq__, "!=": series.__ne__, "<": series.__lt__,
+                "<=": series.__le__, ">": series.__gt__, ">=": series.__ge__}[op](value)
+    return compared.fillna(False) & series.notna()
+
+
+def _comparable(series: Any, value: Any) -> Any:
+    """A date compared with a datetime64 column (cuDF reads Parquet dates so) as the
+    timestamp of its midnight."""
+    if (isinstance(value, datetime.date) and not isinstance(value, datetime.datetime)
+            and isinstance(series.dtype, np.dtype) and series.dtype.kind == "M"):
+        return datetime.datetime.combine(value, datetime.time())
+    return value

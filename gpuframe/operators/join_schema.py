@@ -155,6 +155,10 @@ def result_meta(left: pd.DataFrame, right: pd.DataFrame, how: str, left_keys: li
     dtypes = []
     for (name, dtype), side in zip(joined.dtypes.items(), sides):
         dtype = types.result.get(name, dtype)
+        if _is_object(dtype) and not backend.holds_objects:
+            # a key of integers joined with an object or bool key: pandas gives objects, a
+            # backend without them the key's hash type
+            dtype = types.left.get(name, types.right.get(name, dtype))
         dtypes.append(backend.missing_dtype(dtype) if filled[side] and name not in shared
                       else dtype)
     return pd.DataFrame({i: pd.Series(dtype=dtype) for i, dtype in enumerate(dtypes)}

@@ -65,3 +65,88 @@ def test_a_column_of_nulls_in_the_first_file_takes_the_others_type(engine, tmp_p
     assert got["s"].isna().tolist() == [True, False, False]
     assert got["s"][1:].tolist() == ["x", "y"]
     assert frame.dtypes["s"] == got["s"].dtype and got["s"].dtype != object
+
+
+def _frame_with_nulls(n: int = 400, seed: int = 7):
+    import datetime
+
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    gaps = rng.random((4, n)) < 0.15
+    days = [datetime.date(2024, 1, 1) + datetime.timedelta(days=int(d))
+            for d in rng.integers(0, 60, n)]
+    return pa.table({
+        "i": pa.array(rng.integers(-5, 5, n), mask=gaps[0]),
+        "f": pa.array(rng.normal(size=n).round(1), mask=gaps[1]),
+        "s": pa.array(rng.choice(["a", "b", "c"], n), mask=gaps[2]),
+        "d": pa.array(days, pa.date32(), mask=gaps[3]),
+        "t": pa.array(days, pa.date32(), mask=gaps[3]).cast(pa.timestamp("ms")),
+    })
+
+
+FILTER_CASES = [
+    [("i", "==", 1)], [("i", "!=", 1)], [("i", "<", 0)], [("i", ">=", 2)],
+    [("f", "<=", 0.3)], [("f", ">", -0.2), ("i", "!=", 0)],
+    [("s", "in", ("a", "c"))], [("s", "not in", ("a",))], [("s", "in", ("b", None))],
+    [("i", "not in", (0, 1, 2))],
+    [[("i", "<", -3)], [("s", "==", "b"), ("f", ">=", 0.0)]],
+    [("d", ">=", "2024-01-20"), ("d", "<", "2024-02-10")],
+    [("d", "==", "2024-01-05")],
+    [("t", ">", "2024-01-20T12:00"), ("t", "!=", "2024-02-01T00:00")],
+]
+
+
+def _when(column: str, value):
+    import datetime
+
+    if column == "d":
+        return datetime.date.fromisoformat(value)
+    return datetime.datetime.fromisoformat(value) if column == "t" else value
+
+
+@pytest.mark.parametrize("filters", FILTER_CASES, ids=[str(f) for f in FILTER_CASES])
+def test_rows_kept_on_a_frame_are_those_pyarrow_keeps(filters):
+    """The cuDF reader filters its frame where it lives with rows_kept; pandas frames share the
+    Series API, so the null rules are checked here against pyarrow's, on every operator."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from gpuframe.io.filters import normalize_filters, rows_kept
+
+    table = _frame_with_nulls()
+    parsed = normalize_filters(
+        [[(c, op, _when(c, v)) for c, op, v in conj]
+         for conj in (filters if isinstance(filters[0], list) else [filters])],
+        table.schema, "t.parquet")
+    expected = table.filter(pq.filters_to_expression(parsed)).to_pandas(
+        types_mapper=pd.ArrowDtype)
+    frame = table.to_pandas(types_mapper=pd.ArrowDtype)
+    got = frame[rows_kept(frame, parsed)].reset_index(drop=True)
+    assert 0 < len(got) < len(frame)
+    pd.testing.assert_frame_equal(got, expected)
+    plain = table.to_pandas()  # numpy dtypes: nulls are NaN, NaT and None
+    assert len(plain[rows_kept(plain, parsed)]) == len(expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("filters", FILTER_CASES, ids=[str(f) for f in FILTER_CASES])
+def test_rows_kept_on_a_cudf_frame_are_those_pyarrow_keeps(filters):
+    """cuDF reads a Parquet date as a timestamp: the date terms compare as midnight."""
+    import cudf
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gpuframe.io.filters import normalize_filters, rows_kept
+
+    table = _frame_with_nulls()
+    parsed = normalize_filters(
+        [[(c, op, _when(c, v)) for c, op, v in conj]
+         for conj in (filters if isinstance(filters[0], list) else [filters])],
+        table.schema, "t.parquet")
+    expected = table.filter(pq.filters_to_expression(parsed))
+    frame = cudf.DataFrame.from_arrow(table.set_column(3, "d", table["d"].cast(pa.timestamp("s"))))
+    got = frame[rows_kept(frame, parsed)].reset_index(drop=True)
+    assert got.drop(columns="d").to_arrow().equals(expected.drop_columns("d"))
+    assert got["d"].to_arrow().cast(pa.date32()).equals(expected["d"].combine_chunks())

@@ -134,3 +134,20 @@ def test_conform_puts_the_columns_in_the_schemas_order():
     assert list(got.dtypes) == list(meta.dtypes)
     pd.testing.assert_frame_equal(got, conform(joined, meta, PANDAS))
     assert list(conform(joined, meta, PANDAS).columns) == list(joined.columns)
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "right", "outer"])
+def test_on_the_gpu_a_key_of_integers_against_objects_or_bools_keeps_its_hash_type(how):
+    """pandas gives such a key as objects, which cuDF cannot hold: there it stays in the
+    pair's hash type, a nullable integer, and the other columns are as pandas gives them."""
+    ints = pd.DataFrame({"k": [2, 3, 5], "b": ["x", "y", "z"]})
+    objects = pd.DataFrame({"k": pd.Series([1, 2, 3], dtype=object), "a": [1, 2, 3]})
+    bools = pd.DataFrame({"kk": [True, False, True], "a": [1.0, 2.0, 3.0]})
+    assert meta_of(objects, ints, how, on="k")["k"].dtype == np.dtype(object)
+    assert meta_of(objects, ints, how, backend=CUDF, on="k")["k"].dtype == pd.Int64Dtype()
+    on_pandas = meta_of(ints, bools, how, left_on="k", right_on="kk")
+    meta = meta_of(ints, bools, how, backend=CUDF, left_on="k", right_on="kk")
+    assert on_pandas["k"].dtype == np.dtype(object) and meta["k"].dtype == pd.Int64Dtype()
+    assert meta.drop(columns="k").dtypes.equals(on_pandas.drop(columns="k").dtypes) or \
+        how in ("left", "outer")  # where the bool side may be unmatched, cuDF's is nullable
+    assert list(meta.columns) == list(on_pandas.columns)

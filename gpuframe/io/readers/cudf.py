@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from ..filters import rows_kept
 from ..storage.base import scheme_of
 from ..tasks import FragmentTask
 from .arrow import ArrowReader, hive_column, read_fragment
@@ -90,8 +90,7 @@ class CudfReader:
                 first.hive_schema.field(name).type)
             frame[name] = cudf.Series.from_arrow(column.combine_chunks())
         if first.filters:
-            table = frame.to_arrow().filter(pq.filters_to_expression(first.filters))
-            frame = cudf.DataFrame.from_arrow(table)
+            frame = frame[rows_kept(frame, first.filters)]
         frame = frame[first.schema.names].reset_index(drop=True)
         units = sum(len(task.units) for task in tasks)
         return frame, ReadStats(key, first.path, fetched, requests, units, len(frame),
