@@ -4,28 +4,52 @@ It lets ``queries.py`` run, unchanged, where gpuframe's operators are not availa
 single-process answer to hold gpuframe's against. Expressions are gpuframe's own
 (:mod:`gpuframe.plan.expr`), evaluated on the whole frame, so the queries' expressions are tested
 as gpuframe evaluates them per partition. ``run.py`` also times it, as a single-process
-baseline.
+baseline. ``dask_engine`` runs the same operators on a dask.dataframe collection: what differs is
+``_apply`` (how a function of one frame runs), cross joins, aggregates and the final compute.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from gpuframe.errors import UnknownColumnError
 from gpuframe.plan.expr import Col, Expr, as_expr, evaluate_mask
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 Keys = str | Sequence[str]
+
+
+class PandasGroupBy:
+    def __init__(self, frame: PandasFrame, keys: list[str], dropna: bool) -> None:
+        self._frame, self._keys, self._dropna = frame, keys, dropna
+
+    def _grouped(self) -> Any:
+        return self._frame._data.groupby(self._keys, dropna=self._dropna, sort=False)
+
+    def agg(self, **named: tuple[str, str]) -> PandasFrame:
+        return self._frame._new(self._grouped().agg(**named).reset_index())
 
 
 class PandasFrame:
     """A pandas DataFrame behind gpuframe's frame API."""
 
-    def __init__(self, data: pd.DataFrame) -> None:
+    grouping = PandasGroupBy
+
+    def __init__(self, data: Any) -> None:
         self._data = data
+
+    def _new(self, data: Any) -> Self:
+        return type(self)(data)
+
+    def _apply(self, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(data, *args)``: a function of one frame, giving one frame."""
+        return function(self._data, *args)
 
     @property
     def columns(self) -> pd.Index:
@@ -33,9 +57,9 @@ class PandasFrame:
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, Expr):
-            return PandasFrame(self._data[evaluate_mask(key, self._data)])
+            return self._new(self._apply(filtered, key))
         if isinstance(key, (list, tuple, pd.Index)):
-            return PandasFrame(self._data[list(key)])
+            return self._new(self._data[list(key)])
         if key not in self.columns:
             raise UnknownColumnError(f"column {key!r} is not among {list(self.columns)}")
         return Col(key)
@@ -49,37 +73,40 @@ class PandasFrame:
     def __setitem__(self, name: str, value: Any) -> None:
         self._data = self.assign(**{name: value})._data
 
-    def assign(self, **columns: Any) -> PandasFrame:
-        data = self._data
-        for name, value in columns.items():
-            data = data.assign(**{name: as_expr(value).evaluate(data)})
-        return PandasFrame(data)
+    def assign(self, **columns: Any) -> Self:
+        return self._new(self._apply(assigned, columns))
 
-    def rename(self, columns: dict[str, str]) -> PandasFrame:
-        return PandasFrame(self._data.rename(columns=columns))
+    def rename(self, columns: dict[str, str]) -> Self:
+        return self._new(self._data.rename(columns=columns))
 
     def merge(self, other: PandasFrame, on: Keys | None = None, *, left_on: Keys | None = None,
               right_on: Keys | None = None, how: str = "inner",
-              suffixes: Sequence[str] = ("_x", "_y")) -> PandasFrame:
+              suffixes: Sequence[str] = ("_x", "_y")) -> Self:
         left, right = self._data, other._data
         if how == "cross":
-            return PandasFrame(left.merge(right, how="cross", suffixes=tuple(suffixes)))
+            return self._new(self._cross(left, right, tuple(suffixes)))
         left_keys = _listed(on if on is not None else left_on)
         right_keys = _listed(on if on is not None else right_on)
         if how in ("leftsemi", "leftanti"):
-            keys = right[right_keys].drop_duplicates()
-            keys = keys.rename(columns=dict(zip(right_keys, left_keys))).assign(_matched=True)
+            # The right side's distinct keys, marked, joined on: a row is kept by whether it
+            # found its mark.
+            keys = right[right_keys].rename(columns=dict(zip(right_keys, left_keys)))
+            keys = keys.drop_duplicates().assign(_matched=True)
             marked = left.merge(keys, on=left_keys, how="left")
-            hit = marked["_matched"].notna()
-            return PandasFrame(marked[hit if how == "leftsemi" else ~hit].drop(
+            hit = marked["_matched"].notnull()
+            return self._new(marked[hit if how == "leftsemi" else ~hit].drop(
                 columns="_matched"))
-        return PandasFrame(left.merge(right, left_on=left_keys, right_on=right_keys, how=how,
-                                     suffixes=tuple(suffixes)))
+        return self._new(left.merge(right, left_on=left_keys, right_on=right_keys, how=how,
+                                    suffixes=tuple(suffixes)))
+
+    @staticmethod
+    def _cross(left: Any, right: Any, suffixes: tuple[str, ...]) -> Any:
+        return left.merge(right, how="cross", suffixes=suffixes)
 
     def groupby(self, by: Keys, as_index: bool = False, dropna: bool = True) -> PandasGroupBy:
         if as_index:
             raise ValueError("gpuframe's groupby gives its keys back as columns: as_index=False")
-        return PandasGroupBy(self._data, _listed(by), dropna)
+        return self.grouping(self, _listed(by), dropna)
 
     def agg(self, **named: tuple[str, str]) -> PandasFrame:
         """A one-row frame of whole-frame aggregates, as gpuframe's ``frame.agg(name=(col,
@@ -87,8 +114,8 @@ class PandasFrame:
         row = {name: _whole(self._data[column], how) for name, (column, how) in named.items()}
         return PandasFrame(pd.DataFrame({name: [value] for name, value in row.items()}))
 
-    def sort_values(self, by: Keys, ascending: bool | Sequence[bool] = True) -> PandasFrame:
-        return PandasFrame(self._data.sort_values(_listed(by), ascending=ascending))
+    def sort_values(self, by: Keys, ascending: bool | Sequence[bool] = True) -> Self:
+        return self._new(self._data.sort_values(_listed(by), ascending=ascending))
 
     def head(self, n: int = 5) -> pd.DataFrame:
         """The first ``n`` rows, as pandas (as gpuframe's ``head`` gives them)."""
@@ -100,13 +127,16 @@ class PandasFrame:
     compute = to_pandas
 
 
-class PandasGroupBy:
-    def __init__(self, data: pd.DataFrame, keys: list[str], dropna: bool) -> None:
-        self._data, self._keys, self._dropna = data, keys, dropna
+def filtered(data: Any, condition: Expr) -> Any:
+    """The rows of ``data`` (pandas or cuDF) where ``condition`` holds."""
+    return data[evaluate_mask(condition, data)]
 
-    def agg(self, **named: tuple[str, str]) -> PandasFrame:
-        grouped = self._data.groupby(self._keys, dropna=self._dropna, sort=False)
-        return PandasFrame(grouped.agg(**named).reset_index())
+
+def assigned(data: Any, columns: dict[str, Any]) -> Any:
+    """``data`` (pandas or cuDF) with ``columns`` (expressions or values) evaluated on it."""
+    for name, value in columns.items():
+        data = data.assign(**{name: as_expr(value).evaluate(data)})
+    return data
 
 
 def _whole(column: pd.Series, how: str) -> Any:

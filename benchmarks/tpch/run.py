@@ -8,6 +8,10 @@ query's frames again, from the read on. Baselines run in the same process on the
   duckdb        DuckDB (CPU, all cores) on the official query texts; also the reference answers
   pandas        the same query code on pandas in this process (``pandas_engine``), tables read
                 in each run
+  dask          the same query code on dask.dataframe (``dask_engine``), on a cluster shaped as
+                gpuframe's: dask_cudf with one worker per GPU (dask-cuda; UCX where
+                distributed-ucxx is installed) where gpuframe ran on cuDF, else pandas on as many
+                worker processes, sharing the cores; started after gpuframe's cluster is closed
   polars        polars on the CPU, and
   cudf-polars   cudf-polars' ``DaskEngine``, both on the PDS-H queries cudf_polars ships
 
@@ -25,25 +29,31 @@ import argparse
 import contextlib
 import importlib
 import math
+import os
 import sys
 import time
 import types
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import dask
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gpuframe  # noqa: E402
+from gpuframe.cluster.hardware import ucx_available  # noqa: E402
+from gpuframe.config import ClusterOptions, resolve  # noqa: E402
 from tpch.check import DuckDB, Verdict, compare  # noqa: E402
+from tpch.dask_engine import read_parquet as read_dask  # noqa: E402
 from tpch.datagen import generate  # noqa: E402
 from tpch.pandas_engine import read_parquet as read_pandas  # noqa: E402
 from tpch.queries import QUERIES  # noqa: E402
 
-BASELINES = ("duckdb", "pandas", "polars", "cudf-polars")
+BASELINES = ("duckdb", "pandas", "dask", "polars", "cudf-polars")
 
 
 def answer(result: Any) -> pd.DataFrame:
@@ -63,6 +73,10 @@ def read_pandas_table(root: Path, table: str) -> Any:
     return read_pandas(root / table)
 
 
+def read_dask_table(root: Path, table: str) -> Any:
+    return read_dask(root / table)
+
+
 def timed(run: Callable[[], pd.DataFrame], repeat: int) -> tuple[float, float, pd.DataFrame]:
     """The first run's seconds, the best of ``repeat`` more, and the first run's answer."""
     start = time.perf_counter()
@@ -74,6 +88,42 @@ def timed(run: Callable[[], pd.DataFrame], repeat: int) -> tuple[float, float, p
         run()
         best = min(best, time.perf_counter() - start)
     return cold, best if repeat else cold, first
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What gpuframe's cluster was, for a baseline that starts one like it."""
+
+    backend: str
+    """gpuframe's backend, 'pandas' or 'cudf': dask.dataframe's names for them too."""
+    on_gpu: bool
+    workers: int
+    dashboard: str
+
+
+@contextlib.contextmanager
+def dask_cluster(shape: Shape) -> Iterator[None]:
+    """A dask.distributed cluster shaped as gpuframe's, its client current and dask.dataframe's
+    backend chosen to match, until the block ends. GPU workers get gpuframe's RMM pool and spill
+    limit."""
+    from distributed import Client, LocalCluster
+
+    cluster: LocalCluster
+    if shape.on_gpu:
+        from dask_cuda import LocalCUDACluster
+
+        options = resolve(ClusterOptions)
+        cluster = LocalCUDACluster(n_workers=shape.workers,
+                                   protocol="ucx" if ucx_available() else "tcp",
+                                   rmm_pool_size=options.rmm_pool_size,
+                                   device_memory_limit=options.device_memory_limit,
+                                   dashboard_address=shape.dashboard)
+    else:
+        cluster = LocalCluster(n_workers=shape.workers, processes=True, host="127.0.0.1",
+                               threads_per_worker=max(1, (os.cpu_count() or 1) // shape.workers),
+                               dashboard_address=shape.dashboard)
+    with cluster, Client(cluster), dask.config.set({"dataframe.backend": shape.backend}):
+        yield
 
 
 class Polars:
@@ -109,7 +159,7 @@ def pdsh_module() -> types.ModuleType:
 
 def baseline_problem(name: str) -> str | None:
     """Why the baseline cannot run here, or None."""
-    if name in ("duckdb", "pandas"):
+    if name in ("duckdb", "pandas", "dask"):
         return None
     try:
         import polars  # noqa: F401
@@ -161,6 +211,8 @@ def main() -> int:
     with gpuframe.start_cluster(backend=args.backend, n_workers=args.workers,
                                 dashboard_address=args.dashboard) as engine:
         print(f"gpuframe: {engine!r}; data: {root}")
+        shape = Shape(engine.backend.name, engine.backend.on_device, len(engine.workers),
+                      args.dashboard)
         for number in numbers:
             row: dict[str, Any] = {"query": number}
             expected = duck.answer(number)
@@ -174,39 +226,45 @@ def main() -> int:
                            check=Verdict(False, f"{type(error).__name__}: {error}"))
             rows.append(row)
     for name in usable:
-        run_baseline(name, root, duck, numbers, rows, args.repeat)
+        run_baseline(name, root, duck, numbers, rows, args.repeat, shape)
     duck.close()
     print(table(rows, usable))
     return 0 if all(row["check"].ok for row in rows) else 1
 
 
 def run_baseline(name: str, root: Path, duck: DuckDB, numbers: list[int],
-                 rows: list[dict[str, Any]], repeat: int) -> None:
+                 rows: list[dict[str, Any]], repeat: int, shape: Shape) -> None:
     if name == "duckdb":
         for number, row in zip(numbers, rows):
             row["duckdb"] = timed(partial(duck.answer, number), repeat)[1]
         return
-    if name == "pandas":
-        for number, row in zip(numbers, rows):
-            _, best, got = timed(partial(run_query, number, partial(read_pandas_table, root)),
-                                 repeat)
-            verdict = compare(number, got, duck.answer(number))
-            row["pandas"] = best if verdict.ok else math.nan
-            if not verdict.ok:
-                print(f"pandas q{number}: answer {verdict}")
+    if name in ("pandas", "dask"):
+        read = read_pandas_table if name == "pandas" else read_dask_table
+        cluster = dask_cluster(shape) if name == "dask" else contextlib.nullcontext()
+        with cluster:
+            for number, row in zip(numbers, rows):
+                row[name] = checked_best(name, number, partial(run_query, number,
+                                                               partial(read, root)), duck, repeat)
         return
     polars = Polars(root, on_gpu=name == "cudf-polars")
     with polars.engine() as engine:
         for number, row in zip(numbers, rows):
-            try:
-                _, best, got = timed(polars.runner(number, engine), repeat)
-                verdict = compare(number, got, duck.answer(number))
-                row[name] = best if verdict.ok else math.nan
-                if not verdict.ok:
-                    print(f"{name} q{number}: answer {verdict}")
-            except Exception as error:  # reported; the other queries go on
-                print(f"{name} q{number}: {type(error).__name__}: {error}")
-                row[name] = math.nan
+            row[name] = checked_best(name, number, polars.runner(number, engine), duck, repeat)
+
+
+def checked_best(name: str, number: int, run: Callable[[], pd.DataFrame], duck: DuckDB,
+                 repeat: int) -> float:
+    """The best of ``repeat`` runs' seconds where the answer is DuckDB's; else nan, printed with
+    the reason."""
+    try:
+        _, best, got = timed(run, repeat)
+    except Exception as error:  # reported; the other queries go on
+        print(f"{name} q{number}: {type(error).__name__}: {error}")
+        return math.nan
+    verdict = compare(number, got, duck.answer(number))
+    if not verdict.ok:
+        print(f"{name} q{number}: answer {verdict}")
+    return best if verdict.ok else math.nan
 
 
 def parse_queries(text: str) -> list[int]:

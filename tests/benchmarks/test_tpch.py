@@ -1,6 +1,7 @@
 """benchmarks/tpch at SF 0.01: every query's answer equals DuckDB's on the same Parquet files,
-on the pandas stand-in of gpuframe's API now, and on gpuframe itself once its frames can group;
-and the answer check says no to wrong answers."""
+on the pandas stand-in of gpuframe's API now, on dask.dataframe through the same API (the dask
+baseline), and on gpuframe itself once its frames can group; and the answer check says no to wrong
+answers."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from gpuframe import DistributedFrame
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
-from tpch import pandas_engine  # noqa: E402
+from tpch import dask_engine, pandas_engine  # noqa: E402
 from tpch.check import DuckDB, compare  # noqa: E402
 from tpch.datagen import generate  # noqa: E402
 from tpch.queries import QUERIES  # noqa: E402
@@ -63,6 +64,31 @@ def test_the_data_is_tpch_at_the_scale_asked(tpch_root):
 @pytest.mark.parametrize("number", NUMBERS, ids=[f"q{n}" for n in NUMBERS])
 def test_query_on_the_pandas_stand_in_equals_duckdb(number, pandas_read, duckdb_answers):
     got = answer(QUERIES[number](pandas_read))
+    expected = duckdb_answers[number]
+    verdict = compare(number, got, expected)
+    assert verdict.ok, verdict
+    assert list(got.columns) == list(expected.columns)
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    """A two-process dask.distributed cluster on loopback for the dask baseline's queries; made
+    current only in the tests that ask for it, so gpuframe's engine stays the default client."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster,
+                                                                 set_as_default=False) as client:
+        yield client
+
+
+@pytest.mark.parametrize("number", NUMBERS, ids=[f"q{n}" for n in NUMBERS])
+def test_query_on_dask_dataframe_equals_duckdb(number, dask_client, tpch_root, duckdb_answers):
+    def read(table: str) -> dask_engine.DaskFrame:
+        return dask_engine.read_parquet(tpch_root / table)
+
+    with dask_client.as_current():
+        got = answer(QUERIES[number](read))
     expected = duckdb_answers[number]
     verdict = compare(number, got, expected)
     assert verdict.ok, verdict
@@ -160,4 +186,20 @@ def test_the_runner_checks_gpuframe_and_times_the_baselines(tpch_root):
     assert len(rows) == 2, out + done.stderr[-3000:]
     assert all(row.split("|")[4].strip() != "-" for row in rows), out  # DuckDB's seconds
     assert all(row.split("|")[6].strip() != "-" for row in rows), out  # pandas' seconds
+    assert done.returncode == 0 and "2/2 OK" in out, out
+
+
+def test_the_runner_times_dask_on_a_cluster_like_gpuframes(tpch_root):
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "tpch" / "run.py"), "--sf", "0.01",
+         "--dir", str(tpch_root.parent), "--queries", "4,22", "--repeat", "1", "--workers", "2",
+         "--dashboard", "127.0.0.1:0", "--baselines", "duckdb,dask"],
+        capture_output=True, text=True, timeout=240, check=False)
+    out = done.stdout
+    assert "| dask s |" in out, out + done.stderr[-3000:]
+    head = next(line for line in out.splitlines() if line.startswith("| query |"))
+    column = [cell.strip() for cell in head.split("|")].index("dask s")
+    rows = [line for line in out.splitlines() if line.startswith(("| q4 |", "| q22 |"))]
+    assert len(rows) == 2, out + done.stderr[-3000:]
+    assert all(row.split("|")[column].strip() != "-" for row in rows), out
     assert done.returncode == 0 and "2/2 OK" in out, out
