@@ -10,7 +10,7 @@ compute on the current Dask client and give a pandas frame.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,9 @@ import dask.dataframe as dd
 import pandas as pd
 from dask.dataframe.utils import meta_nonempty
 
-from .pandas_engine import PandasFrame, PandasGroupBy
+from gpuframe.plan.expr import Expr
+
+from .pandas_engine import PandasFrame, PandasGroupBy, evaluated
 
 COMBINE = {"sum": "sum", "count": "sum", "size": "sum", "min": "min", "max": "max"}
 """How the partitions' partial results of a whole-frame aggregate combine; a mean is a sum and
@@ -45,11 +47,13 @@ class DaskFrame(PandasFrame):
 
     grouping = DaskGroupBy
 
-    def _apply(self, function: Callable[..., Any], *args: Any) -> Any:
-        """``function`` on every partition; its result's meta is the function of the
-        collection's meta (an empty frame of the backend's type)."""
-        data = self._data
-        return data.map_partitions(function, *args, meta=function(data._meta, *args))
+    def _evaluated(self, data: Any, expression: Expr, mask: bool = False) -> Any:
+        """``expression`` on every partition of the columns it reads, so that Dask's optimizer
+        still prunes the columns the read fetches (a function of whole partitions would need
+        them all); the meta is the expression on the collection's meta."""
+        used = data[sorted(expression.columns())]
+        return used.map_partitions(evaluated, expression, mask,
+                                   meta=evaluated(used._meta, expression, mask))
 
     @staticmethod
     def _cross(left: Any, right: Any, suffixes: tuple[str, ...]) -> Any:

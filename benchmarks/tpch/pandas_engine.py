@@ -5,12 +5,12 @@ single-process answer to hold gpuframe's against. Expressions are gpuframe's own
 (:mod:`gpuframe.plan.expr`), evaluated on the whole frame, so the queries' expressions are tested
 as gpuframe evaluates them per partition. ``run.py`` also times it, as a single-process
 baseline. ``dask_engine`` runs the same operators on a dask.dataframe collection: what differs is
-``_apply`` (how a function of one frame runs), cross joins, aggregates and the final compute.
+``_evaluated`` (how an expression is evaluated), cross joins, aggregates and the final compute.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,9 +47,10 @@ class PandasFrame:
     def _new(self, data: Any) -> Self:
         return type(self)(data)
 
-    def _apply(self, function: Callable[..., Any], *args: Any) -> Any:
-        """``function(data, *args)``: a function of one frame, giving one frame."""
-        return function(self._data, *args)
+    def _evaluated(self, data: Any, expression: Expr, mask: bool = False) -> Any:
+        """``expression`` on ``data`` (this frame's kind of data): a column, or with ``mask``
+        a filter's mask."""
+        return evaluated(data, expression, mask)
 
     @property
     def columns(self) -> pd.Index:
@@ -57,7 +58,7 @@ class PandasFrame:
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, Expr):
-            return self._new(self._apply(filtered, key))
+            return self._new(self._data[self._evaluated(self._data, key, mask=True)])
         if isinstance(key, (list, tuple, pd.Index)):
             return self._new(self._data[list(key)])
         if key not in self.columns:
@@ -74,7 +75,10 @@ class PandasFrame:
         self._data = self.assign(**{name: value})._data
 
     def assign(self, **columns: Any) -> Self:
-        return self._new(self._apply(assigned, columns))
+        data = self._data
+        for name, value in columns.items():
+            data = data.assign(**{name: self._evaluated(data, as_expr(value))})
+        return self._new(data)
 
     def rename(self, columns: dict[str, str]) -> Self:
         return self._new(self._data.rename(columns=columns))
@@ -127,16 +131,9 @@ class PandasFrame:
     compute = to_pandas
 
 
-def filtered(data: Any, condition: Expr) -> Any:
-    """The rows of ``data`` (pandas or cuDF) where ``condition`` holds."""
-    return data[evaluate_mask(condition, data)]
-
-
-def assigned(data: Any, columns: dict[str, Any]) -> Any:
-    """``data`` (pandas or cuDF) with ``columns`` (expressions or values) evaluated on it."""
-    for name, value in columns.items():
-        data = data.assign(**{name: as_expr(value).evaluate(data)})
-    return data
+def evaluated(data: Any, expression: Expr, mask: bool = False) -> Any:
+    """``expression`` on a pandas or cuDF frame: a column, or with ``mask`` a filter's mask."""
+    return evaluate_mask(expression, data) if mask else expression.evaluate(data)
 
 
 def _whole(column: pd.Series, how: str) -> Any:

@@ -196,8 +196,10 @@ def finalize(components: list[Any], partial: Partial) -> Any:
         elif agg.function != "nunique":
             out[agg.name] = main[f"__{i}"]
     # Joined last: a join gives its rows in an order of its own, which main's no longer match.
+    # The pairs are distinct (partial_aggregate and combine drop duplicates): a group's distinct
+    # values are its pairs of a value, counted faster than nunique counts them.
     for agg, pairs in zip(partial.distinct, components[1:]):
-        counted = pairs.groupby(keys, dropna=False, sort=False)[VALUE].nunique()
+        counted = pairs.groupby(keys, dropna=False, sort=False)[VALUE].count()
         counted = counted.reset_index()
         counted.columns = keys + [agg.name]
         out = frames.join(out, counted, "left", keys, keys, ("", "_nunique"))

@@ -101,9 +101,11 @@ def _read(node: Scan, lowering: Lowering, plan: ReadPlan) -> Partitions:
 def read_planned(job: Job, plan: ReadPlan, meta: pd.DataFrame | None = None,
                  node: int | None = None, keep_stats: bool = False
                  ) -> tuple[Partitions, ScanRecord]:
-    """Run ``plan``'s read tasks, one per read group on its owner, as a stage of ``job``, and
-    wait for them: a file changed since its metadata was cached must be planned again before
-    anything reads the frame. ``node``: the plan node whose output this is."""
+    """Run ``plan``'s read tasks, one per read group on its owner, as a stage of ``job``.
+    They are waited for where a remote file's metadata came from the cache (one changed since
+    must be planned again before anything reads the frame) and where ``keep_stats`` asks for
+    the read's seconds; otherwise the next stages are lowered while they run, and the reads of
+    a query's tables overlap. ``node``: the plan node whose output this is."""
     stage = job.stage(f"read-{plan.format.name}")
     tasks = fragment_tasks(plan)
     workers = set(job.workers)
@@ -116,7 +118,8 @@ def read_planned(job: Job, plan: ReadPlan, meta: pd.DataFrame | None = None,
                                     job.backend, keep_stats, index=(i,), owner=owner,
                                     node=node))
         owners.append(owner)
-    job.wait(futures)
+    if keep_stats or any(scheme_of(path) != "file" for path in plan.reused):
+        job.wait(futures)
     record = ScanRecord(plan, [str(f.key) for f in futures], time.perf_counter() - started)
     if meta is None:
         meta = frame_meta(plan, job.engine.backend)

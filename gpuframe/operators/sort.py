@@ -12,6 +12,8 @@
    holds one stretch of the order.
 4. **Local sort** of each bucket by the keys and then the position.
 
+A sort of few bytes (:data:`SMALL_BYTES`) skips 2 and 3: one task sorts all of it.
+
 Decimal keys, which the packer cannot compare, are cut on a float64 proxy that ends the cut
 (:func:`split_keys`); the local sort still orders by the decimals themselves.
 
@@ -49,6 +51,10 @@ SAMPLE_ROWS = 1024
 """Key tuples sampled from each partition to choose the boundaries."""
 Proxies = tuple[tuple[str, str], ...]
 """(proxy column, key column) pairs: float64 stand-ins the exchange cuts on."""
+SMALL_BYTES = 32 * 2**20
+"""A sort of at most these bytes, whose caller asks for no number of partitions, runs as one
+task on the worker that holds most of them: the range exchange's three stages cost more than
+moving so little (a query's final sort of its aggregates)."""
 PARTITION_BYTES = 256 * 2**20
 """Bytes an output partition is sized for when the caller does not say how many to make: the
 sort's buckets and their sorted copy must fit one task's memory at once."""
@@ -90,6 +96,11 @@ def sort_with_positions(frame: Any, keys: SortKeys, position: str, first: bool =
 def sort_bucket(local: LocalSort, pieces: list[Any]) -> Any:
     """The sort task: ``local`` over the pieces of one bucket."""
     return local(pieces)
+
+
+def sort_whole(local: LocalSort, parts: list[Any]) -> Any:
+    """The sort task of a small sort: ``local`` over every input partition, positioned."""
+    return local([with_positions(part, i, local.position) for i, part in enumerate(parts)])
 
 
 def sample_partition(part: Any, keys: list[str], rows: int, partition: int, position: str,
@@ -210,7 +221,17 @@ def _(node: Sort, lowering: Lowering) -> Partitions:
         stage.submit(sample_partition, part, list(keys.by), SAMPLE_ROWS, i, position,
                      job.backend, index=(i,), owner=owner, strict=False)
         for i, (part, owner) in enumerate(zip(inputs.futures, inputs.owners))])
-    wanted = node.npartitions or output_count(sum(s.nbytes for s in samples), len(job.workers))
+    local = LocalSort(keys, position, node.meta, job.backend)
+    sort = job.stage("sort")
+    nbytes = [s.nbytes for s in samples]
+    if node.npartitions is None and sum(nbytes) <= SMALL_BYTES:
+        owner = inputs.owners[int(np.argmax(nbytes))]
+        lowering.note(node, f"one task on {owner}: {sum(nbytes)} bytes, ordered "
+                            f"{keys.describe()}")
+        whole = sort.submit(sort_whole, local, inputs.futures, index=(0,), owner=owner,
+                            node=lowering.number(node))
+        return Partitions([whole], [owner], node.meta, ordering=keys.ordering)
+    wanted = node.npartitions or output_count(sum(nbytes), len(job.workers))
     proxied = {name for name in keys.by
                if any(len(s.keys) and needs_proxy(s.keys[name]) for s in samples)}
     split, proxies = split_keys(keys, position, proxied)
@@ -221,8 +242,6 @@ def _(node: Sort, lowering: Lowering) -> Partitions:
     buckets = exchange(job, inputs, splitter, Contiguous(), "sort", wrap)
     lowering.note(node, f"range exchange into {splitter.n} partitions (asked {wanted}), "
                         f"ordered {keys.describe()}")
-    local = LocalSort(keys, position, node.meta, job.backend)
-    sort = job.stage("sort")
     futures = [sort.submit(sort_bucket, local, buckets.parts[b], index=(b,), owner=owner,
                            node=lowering.number(node))
                for b, owner in enumerate(buckets.owners)]

@@ -489,6 +489,7 @@ def read_plan():
     def read(plan, engine):
         with Job(engine, "read") as job:
             parts, _ = read_planned(job, plan)
+            job.wait(parts.futures)
         return DistributedFrame(engine, Persisted(parts))
 
     return read

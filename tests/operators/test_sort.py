@@ -1,4 +1,5 @@
 import decimal
+import io
 
 import numpy as np
 import pandas as pd
@@ -7,12 +8,20 @@ import pytest
 
 import gpuframe
 from gpuframe.errors import ColumnTypeError, OptionError, UnknownColumnError
+from gpuframe.operators import sort as sort_operator
 from gpuframe.ordering import sort_values
 
 
 def expected_order(data: pd.DataFrame, by, ascending=True, na_position="last") -> pd.DataFrame:
     return data.sort_values(by, ascending=ascending, na_position=na_position,
                             kind="stable").reset_index(drop=True)
+
+
+@pytest.fixture(autouse=True)
+def through_the_exchange(monkeypatch):
+    """The tests below take the range exchange whatever their size; test_small_sort_* the
+    one-task path of small sorts."""
+    monkeypatch.setattr(sort_operator, "SMALL_BYTES", -1)
 
 
 def assert_sorted_like_pandas(data, by, ascending=True, na_position="last", npartitions=3,
@@ -181,3 +190,22 @@ def test_decimal_keys(engine):
     })
     assert_sorted_like_pandas(data, ["d", "s"], [False, True], npartitions=4)
     assert_sorted_like_pandas(data, ["s", "d"], [True, True], "first", npartitions=4)
+
+
+@pytest.mark.parametrize("by, ascending, na_position", [
+    ("x", True, "last"), (["s", "k"], [False, True], "first"), (["k", "x"], [True, False], "last"),
+])
+def test_small_sort_is_one_task_in_pandas_order(engine, monkeypatch, data, by, ascending,
+                                                na_position):
+    monkeypatch.setattr(sort_operator, "SMALL_BYTES", 32 * 2**20)
+    frame = assert_sorted_like_pandas(data, by, ascending, na_position, npartitions=4).persist()
+    assert frame.partition_lengths() == [len(data)]
+    text = io.StringIO()
+    frame.explain(file=text)
+    assert "one task on" in text.getvalue()
+
+
+def test_a_sort_above_the_small_bytes_takes_the_exchange(engine, monkeypatch, data):
+    monkeypatch.setattr(sort_operator, "SMALL_BYTES", 1000)
+    frame = assert_sorted_like_pandas(data, "x", npartitions=4)
+    assert len(frame.partition_lengths()) >= 2
