@@ -85,6 +85,13 @@ class JoinOptions:
         "broadcast the smaller side to every worker when it holds at most this many bytes "
         "(and broadcast_ratio allows it); a cap on the copy every worker holds",
     )
+    broadcast_rows: int = _option(
+        100_000, _count,
+        "broadcast a side of at most this many rows by the plan (its reads' row counts, which "
+        "filters, groupbys and semi joins only lower), and within broadcast_bytes at the "
+        "plan's row width, without sampling either side: copying it costs less than "
+        "sampling's round trip, which waits for both sides to be computed; 0: always sample",
+    )
     broadcast_ratio: float | None = _option(
         1.0, float,
         "broadcast only when the small side's bytes times the workers are at most this times "

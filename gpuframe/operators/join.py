@@ -51,7 +51,9 @@ from ..exchange.bucket import HOST_PROTOCOLS, arrived
 from ..exchange.exchange import Given, exchange
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, Splitter, cast_keys
-from ..plan.nodes import BROADCASTS, Join
+from ..plan.bounds import rows_at_most
+from ..plan.explain import unsampled_broadcast
+from ..plan.nodes import Join
 from ..runtime.runner import Partitions
 from ..units import byte_text
 from .join_schema import KeysNotUniqueError, KeyTypes, conform
@@ -158,10 +160,14 @@ def _(node: Join, lowering: Lowering) -> Partitions:
 
     opts = node.options
     workers = job.workers
+    unsampled = unsampled_broadcast(node)
+    if unsampled is not None:
+        lowering.note(node, f"broadcast {unsampled} side (at most "
+                            f"{rows_at_most(getattr(node, unsampled))} rows, unsampled)")
+        return _broadcast(node, lowering, local, inputs, unsampled)
     # validate= checks each side's keys where all of their rows meet: a side split by heavy
-    # keys, or the big side of a broadcast, has them spread over several tasks. sort=True
-    # keeps pandas' order of a key's rows by joining them in one task, in input order.
-    unique = dict(zip(SIDES, node.unique))
+    # keys has them spread over several tasks. sort=True keeps pandas' order of a key's rows
+    # by joining them in one task, in input order.
     split = can_split(node.how, opts.skew_threshold, len(workers)) and not any(node.unique) \
         and not node.sort
     profiles = profile_sides(job, inputs, keys, casts, opts.skew_sample_rows if split else 0)
@@ -172,11 +178,7 @@ def _(node: Join, lowering: Lowering) -> Partitions:
                             "sampled)")
         return _broadcast(node, lowering, local, inputs, small)
     for small, big in (("right", "left"), ("left", "right")):
-        # A copied left side would put a key's rows right-major, pandas' inner join gives them
-        # left-major.
-        in_order = not (node.sort and node.how == "inner" and small == "left")
-        if node.how in BROADCASTS[small] and not unique[big] and in_order and opts.broadcasts(
-                sizes[small], sizes[big], len(workers)):
+        if node.may_copy(small) and opts.broadcasts(sizes[small], sizes[big], len(workers)):
             lowering.note(node, f"broadcast {small} side ({byte_text(sizes[small])} sampled, "
                                 f"{big} {byte_text(sizes[big])})")
             return _broadcast(node, lowering, local, inputs, small)

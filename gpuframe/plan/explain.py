@@ -24,10 +24,10 @@ import pandas as pd
 from ..exchange.placement import HashPartitioning
 from ..units import byte_text
 from .aggregate import GroupBy
+from .bounds import rows_at_most
 from .concat import Concat
 from .expr import Between, Binary, Expr, IsIn, Unary
 from .nodes import (
-    BROADCASTS,
     Filter,
     FromDask,
     FromPandas,
@@ -228,8 +228,26 @@ def expected_placement(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]] | 
     return None if kept is None else (kept.keys, kept.hash_types)
 
 
+def unsampled_broadcast(node: Join) -> str | None:
+    """The side that ``node`` copies to every worker without sampling, if any: of those it may
+    copy that the plan bounds to at most ``broadcast_rows`` rows
+    (:func:`~.bounds.rows_at_most`), within ``broadcast_bytes`` at the plan's row width, the
+    one of fewer rows (the right one of as many)."""
+    opts = node.options
+    bounded = []
+    for side, child in (("right", node.right), ("left", node.left)):
+        bound = rows_at_most(child)
+        if node.may_copy(side) and bound is not None and bound <= opts.broadcast_rows \
+                and bound * row_width(child.meta) <= opts.broadcast_bytes:
+            bounded.append((bound, side))
+    return min(bounded, key=lambda found: found[0])[1] if bounded else None
+
+
 def predicted_strategy(node: Join, left: Estimate, right: Estimate, n_workers: int) -> str:
     """The strategy the join is expected to take (see :mod:`gpuframe.operators.join`)."""
+    unsampled = unsampled_broadcast(node)
+    if unsampled is not None:
+        return f"broadcast {unsampled} side (unsampled)"
     if node.how == "cross":  # the smaller side goes to every partition of the other
         smaller = "left" if (left.bytes or 0) < (right.bytes or 0) else "right"
         return f"broadcast {smaller} side"
@@ -245,7 +263,7 @@ def predicted_strategy(node: Join, left: Estimate, right: Estimate, n_workers: i
     sizes = {"left": left.bytes, "right": right.bytes}
     for small, big in (("right", "left"), ("left", "right")):
         small_bytes, big_bytes = sizes[small], sizes[big]
-        if node.how in BROADCASTS[small] and small_bytes is not None and big_bytes is not None \
+        if node.may_copy(small) and small_bytes is not None and big_bytes is not None \
                 and node.options.broadcasts(small_bytes, big_bytes, n_workers):
             return f"broadcast {small} side"
     return "shuffle"

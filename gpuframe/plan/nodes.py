@@ -411,6 +411,16 @@ class Join(Node):
         """Whether validate= asks the left, and the right, side's keys to be unique."""
         return unique_sides(self.validate)
 
+    def may_copy(self, side: str) -> bool:
+        """Whether the join may copy ``side`` whole to every worker: its type drops that
+        side's unmatched rows; validate= does not need the other side's keys together (the
+        big side of a broadcast is spread over its tasks); and a sorted inner join does not
+        copy its left side (which would put a key's rows right-major, pandas' are
+        left-major)."""
+        other = self.unique[0] if side == "right" else self.unique[1]
+        return self.how in BROADCASTS[side] and not other \
+            and not (self.sort and self.how == "inner" and side == "left")
+
     @property
     def children(self) -> tuple[Node, ...]:
         return (self.left, self.right)

@@ -67,17 +67,50 @@ def optimize(root: Node) -> Node:
 
 # --- predicate pushdown ------------------------------------------------------------------------
 
-Memo = dict[tuple[int, frozenset[str]], Node]
-"""Rewritten nodes by (original node, columns asked of it): a node that several parents read
-(a self-join's input) is rewritten once, so it still runs once."""
+MOVING = (GroupBy, Join, Sort, TopK, Distinct)
+"""Nodes that move rows between partitions: two runs of one may differ (a GPU adds floats in
+no fixed order; rows of equal keys come in the order they arrive)."""
+
+
+class Memo(dict[tuple[int, frozenset[str]], Node]):
+    """Rewritten nodes by (original node, columns asked of it): a node that several parents read
+    (a self-join's input) is rewritten once per ask. ``shared``: the moving nodes that several
+    parents read, rewritten once alone, with every column and no condition of any parent's, so
+    that they run once and every parent sees the same rows (sums compared with their own
+    maximum must be the same sums). Reads and per-partition nodes give the same rows each run,
+    and are rewritten per parent, each reading only what it needs."""
+
+    def __init__(self, root: Node) -> None:
+        super().__init__()
+        nodes = _nodes(root)
+        parents: dict[int, int] = {}
+        for node in nodes:
+            for child in node.children:
+                parents[id(child)] = parents.get(id(child), 0) + 1
+        self.shared = {id(node) for node in nodes
+                       if parents.get(id(node), 0) > 1 and isinstance(node, MOVING)}
+
+
+def _nodes(root: Node) -> list[Node]:
+    """Every node under ``root``, each once."""
+    found: dict[int, Node] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) not in found:
+            found[id(node)] = node
+            stack.extend(node.children)
+    return list(found.values())
 
 
 def push_filters(node: Node, conditions: Sequence[Expr] = ()) -> Node:
     """``node`` with ``conditions`` (which must all hold) applied as low in it as they go."""
-    return _pushed(node, list(conditions), {})
+    return _pushed(node, list(conditions), Memo(node))
 
 
 def _pushed(node: Node, conditions: list[Expr], memo: Memo) -> Node:
+    if conditions and id(node) in memo.shared:
+        return _above(_pushed(node, [], memo), conditions)
     if conditions:
         return _push(node, conditions, memo)
     if (id(node), frozenset()) not in memo:
@@ -201,10 +234,12 @@ def _(node: Scan, conditions: list[Expr], memo: Memo) -> Node:
 def prune_columns(node: Node, wanted: Sequence[str]) -> Node:
     """``node`` computing as few columns as it can while still giving those in ``wanted``
     (exactly those, in ``node``'s order, where a reader or a join decides)."""
-    return _pruned(node, set(wanted), {})
+    return _pruned(node, set(wanted), Memo(node))
 
 
 def _pruned(node: Node, wanted: set[str], memo: Memo) -> Node:
+    if id(node) in memo.shared and wanted != set(node.columns):
+        return _exactly(_pruned(node, set(node.columns), memo), wanted)
     key = (id(node), frozenset(wanted))
     if key not in memo:
         memo[key] = _prune(node, wanted, memo)

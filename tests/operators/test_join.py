@@ -17,7 +17,8 @@ from gpuframe.runtime.runner import Partitions
 HOWS = tuple(how for how in ALL_HOWS if how != "cross")  # the join types with keys
 
 SHUFFLE = {"broadcast_bytes": 0}
-BROADCAST = {"broadcast_bytes": 2**40, "broadcast_ratio": None}
+BROADCAST = {"broadcast_bytes": 2**40, "broadcast_ratio": None, "broadcast_rows": 0}
+UNSAMPLED = {}  # the frames here are small: a side of few rows is copied without sampling
 
 
 def canonical(frame: pd.DataFrame) -> pd.DataFrame:
@@ -60,7 +61,8 @@ def semi_expected(left, right, keys, anti):
 
 
 @pytest.mark.parametrize("how", HOWS)
-@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST], ids=["shuffle", "broadcast"])
+@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST, UNSAMPLED],
+                         ids=["shuffle", "broadcast", "unsampled"])
 def test_every_how_matches_pandas(engine, sides, how, options):
     left, right = sides
     result = gpuframe.from_pandas(left, npartitions=3).merge(
@@ -106,7 +108,8 @@ def test_left_on_right_on_with_suffixes_and_differing_int_widths(engine):
     assert {"v_l", "v_r"} <= set(result.columns)
 
 
-@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST], ids=["shuffle", "broadcast"])
+@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST, UNSAMPLED],
+                         ids=["shuffle", "broadcast", "unsampled"])
 def test_schema_matches_the_partitions_whichever_path(engine, options):
     left = pd.DataFrame({"k": np.arange(30, dtype="int32"), "a": 1.5})
     right = pd.DataFrame({"k": np.arange(0, 60, 2, dtype="int64"), "b": "x"})
@@ -194,13 +197,37 @@ def test_several_join_tasks_per_worker(engine, sides, how):
 
 
 def test_default_broadcast_needs_a_side_small_against_the_other(engine):
+    """Sampled sides (broadcast_rows=0): the ratio rule decides."""
     big = gpuframe.from_pandas(pd.DataFrame({"k": np.arange(20_000), "a": 1.0}))
     for rows, expected in ((2_000, "gpuframe-broadcast"), (20_000, "gpuframe-split-right")):
         small = gpuframe.from_pandas(pd.DataFrame({"k": np.arange(rows), "b": 2.0}))
         with get_task_stream(client=engine.client) as stream:
-            result = big.merge(small, on="k").persist()
+            result = big.merge(small, on="k", broadcast_rows=0).persist()
         assert expected in {key_split(entry["key"]) for entry in stream.data}
         assert len(result) == rows
+
+
+def test_a_side_the_plan_bounds_to_few_rows_is_broadcast_unsampled(engine, tmp_path):
+    """The side of fewer rows by the plan (a read's row count, a filter over it) is copied
+    without a sample task, whatever the other side's rows."""
+    rng = np.random.default_rng(3)
+    data = pd.DataFrame({"k": rng.integers(0, 500, 20_000), "a": rng.random(20_000)})
+    data.to_parquet(tmp_path / "big.parquet")
+    dims = pd.DataFrame({"k": np.arange(600), "b": np.arange(600) % 7})
+    small = gpuframe.from_pandas(dims)
+    big = gpuframe.read_parquet(str(tmp_path / "big.parquet"))
+    for left, right, how in ((big, small[small.b > 2], "inner"), (small, big, "right")):
+        with get_task_stream(client=engine.client) as stream:
+            result = left.merge(right, on="k", how=how).to_pandas()
+        stages = {key_split(entry["key"]) for entry in stream.data}
+        assert "gpuframe-broadcast" in stages
+        assert not any("sample" in stage for stage in stages), stages
+        expected = (data.merge(dims[dims.b > 2], on="k") if how == "inner"
+                    else dims.merge(data, on="k", how="right"))
+        pd.testing.assert_frame_equal(
+            result.sort_values(list(result.columns)).reset_index(drop=True),
+            expected.sort_values(list(expected.columns)).reset_index(drop=True),
+            check_dtype=False)
 
 
 INTEGERS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -290,7 +317,8 @@ def frame_of(dtype: str, side: str) -> pd.DataFrame:
 
 
 @pytest.mark.filterwarnings("ignore:You are merging on int and float")
-@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST], ids=["shuffle", "broadcast"])
+@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST, UNSAMPLED],
+                         ids=["shuffle", "broadcast", "unsampled"])
 @pytest.mark.parametrize("left_type, right_type", KEY_PAIRS + REFUSED_PAIRS,
                          ids=[f"{a}-{b}" for a, b in KEY_PAIRS + REFUSED_PAIRS])
 def test_key_type_pairs_join_like_pandas_or_are_refused(engine, left_type, right_type,
@@ -310,7 +338,8 @@ def test_key_type_pairs_join_like_pandas_or_are_refused(engine, left_type, right
         assert_same_typed_rows(result.to_pandas(), expected, how)
 
 
-@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST], ids=["shuffle", "broadcast"])
+@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST, UNSAMPLED],
+                         ids=["shuffle", "broadcast", "unsampled"])
 def test_keys_of_other_names_keep_their_own_types(engine, options):
     left = pd.DataFrame({"a": np.array([1, 2, 3, 127], dtype="int8"), "b": [5, 6, 7, 8]})
     right = pd.DataFrame({"b": np.array([2, 3, 4], dtype="int64"), "c": ["x", "y", "z"]})
@@ -322,7 +351,8 @@ def test_keys_of_other_names_keep_their_own_types(engine, options):
 
 
 @pytest.mark.parametrize("how", HOWS)
-@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST], ids=["shuffle", "broadcast"])
+@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST, UNSAMPLED],
+                         ids=["shuffle", "broadcast", "unsampled"])
 @pytest.mark.parametrize("empty_side", ["left", "right"])
 def test_a_side_of_no_partitions_joins_as_an_empty_frame(engine, how, options, empty_side):
     frames = {"left": pd.DataFrame({"k": np.arange(10), "a": np.arange(10) * 1.5}),
@@ -339,7 +369,8 @@ def test_a_side_of_no_partitions_joins_as_an_empty_frame(engine, how, options, e
 
 
 @pytest.mark.parametrize("how", ["inner", "left", "outer"])
-@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST], ids=["shuffle", "broadcast"])
+@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST, UNSAMPLED],
+                         ids=["shuffle", "broadcast", "unsampled"])
 def test_columns_the_packer_cannot_pack_join_like_pandas(engine, how, options):
     """Decimal, list and categorical columns beside the keys travel through either path."""
     from decimal import Decimal

@@ -32,7 +32,8 @@ from gpuframe.plan.nodes import Persisted
 from gpuframe.runtime.runner import Partitions
 
 PATHS = {"shuffle": {"broadcast_bytes": 0},
-         "broadcast": {"broadcast_bytes": 2**40, "broadcast_ratio": None}}
+         "broadcast": {"broadcast_bytes": 2**40, "broadcast_ratio": None, "broadcast_rows": 0},
+         "unsampled broadcast": {}}
 HOWS = ("inner", "left", "right", "outer")
 ALL_HOWS = (*HOWS, "leftsemi", "leftanti")
 FOUND = "__found__"

@@ -38,11 +38,24 @@ def test_explain_shows_pushdown_estimates_and_the_predicted_strategy(engine, ord
     text = explained(query)
     lines = text.splitlines()
     assert lines[0].startswith("#0 Join how=inner on [k]")
-    assert "strategy: broadcast right side (predicted)" in lines[0]
+    assert "strategy: broadcast right side (unsampled) (predicted)" in lines[0]
     scan = next(line for line in lines if "Scan parquet" in line)
     assert "columns=[k]" in scan and "filters=[[('amount', '>', 40" in scan
     assert "est. 6,667 rows" in scan  # 20,000 rows, a third kept by a range condition
     assert "actual" not in text
+
+
+def test_a_side_beyond_broadcast_rows_is_predicted_from_estimates(engine, orders_path):
+    path, _ = orders_path
+    customers = pd.DataFrame({"k": np.arange(100), "segment": np.arange(100) % 4})
+    joined = gpuframe.read_parquet(str(path)).merge(gpuframe.from_pandas(customers), on="k",
+                                                     broadcast_rows=99)
+    top = explained(joined).splitlines()[0]
+    assert "strategy: broadcast right side (predicted)" in top
+    ran = joined.persist()
+    assert "broadcast right side (" in explained(ran).splitlines()[0]
+    assert "sampled" in explained(ran).splitlines()[0]
+    assert "unsampled" not in explained(ran).splitlines()[0]
 
 
 def test_explain_after_a_run_gives_actual_rows_bytes_and_the_strategy(engine, orders_path):

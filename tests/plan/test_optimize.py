@@ -182,3 +182,31 @@ def test_every_rewrite_keeps_the_schema(how):
     optimized = optimize(top)
     assert optimized.columns == top.columns
     assert optimized.meta.dtypes.equals(top.meta.dtypes)
+
+
+def test_a_groupby_two_parents_read_is_rewritten_once_with_every_column():
+    """Sums compared with their own maximum must be the same sums: the groupby that both the
+    maximum and the comparison read runs once (a GPU adds floats in no fixed order), though
+    one parent wants fewer columns and the other pushes a condition towards it."""
+    from gpuframe.plan.aggregate import Aggregation, GroupBy
+
+    sums = GroupBy(scan(**ORDERS), ("k",), (Aggregation("total", "amount", "sum"),
+                                            Aggregation("days", "day", "max")))
+    top = GroupBy(Select(sums, ("total",)), (), (Aggregation("most", "total", "max"),))
+    crossed = Join.of(sums, top, None, None, None, "cross", ("_x", "_y"), JoinOptions(),
+                      "pandas")
+    plan = Filter(Filter(crossed, col("total") == col("most")), col("k") > 3)
+    optimized = optimize(plan)
+    groupbys = {id(n): n for n in nodes(optimized) if isinstance(n, GroupBy) and n.keys}
+    assert len(groupbys) == 1
+    [shared] = groupbys.values()
+    assert shared.columns == ["k", "total", "days"]
+    assert not any(isinstance(n, Filter) for n in nodes(shared))
+
+
+def test_a_read_two_parents_read_is_still_pruned_per_parent():
+    orders = scan(**ORDERS)
+    left = Select(Filter(orders, col("amount") > 10), ("k", "amount"))
+    right = Select(orders, ("k", "note"))
+    optimized = optimize(join(left, right))
+    assert sorted(s.columns for s in scans(optimized)) == [["k", "amount"], ["k", "note"]]

@@ -1,0 +1,80 @@
+"""The most rows a plan node can give, known before anything runs.
+
+Estimates (:mod:`.explain`) guess what filters keep; a bound never guesses: a read gives at most
+its files' rows, and filters, groupbys, distinct and semi joins only lower that. A join may
+broadcast a side so bounded without sampling it, a round trip that waits for the side to be
+computed.
+"""
+
+from __future__ import annotations
+
+from functools import singledispatch
+
+from .aggregate import GroupBy
+from .concat import Concat
+from .distinct import Distinct
+from .nodes import Assign, AsType, Filter, FromPandas, Join, Persisted, Rename, Scan, Select
+from .sort import Sort
+from .topk import TopK
+
+KEEPS_ROWS_OF = {"leftsemi": "left", "leftanti": "left", "left_anti": "left",
+                 "right_anti": "right"}
+"""Join types whose rows are some of one side's."""
+
+
+@singledispatch
+def rows_at_most(node: object) -> int | None:
+    """None: no bound (a join's rows may be many times its sides', a function's anything)."""
+    return None
+
+
+@rows_at_most.register
+def _(node: Scan) -> int | None:
+    return node.read.rows
+
+
+@rows_at_most.register
+def _(node: FromPandas) -> int | None:
+    return len(node.data)
+
+
+@rows_at_most.register
+def _(node: Persisted) -> int | None:
+    lengths = node.partitions.lengths
+    return None if lengths is None else sum(lengths)
+
+
+@rows_at_most.register(Filter)
+@rows_at_most.register(Select)
+@rows_at_most.register(Rename)
+@rows_at_most.register(Assign)
+@rows_at_most.register(AsType)
+@rows_at_most.register(Sort)
+@rows_at_most.register(Distinct)
+def _(node: Filter | Select | Rename | Assign | AsType | Sort | Distinct) -> int | None:
+    return rows_at_most(node.children[0])
+
+
+@rows_at_most.register
+def _(node: GroupBy) -> int | None:
+    return 1 if not node.keys else rows_at_most(node.child)
+
+
+@rows_at_most.register
+def _(node: TopK) -> int | None:
+    below = rows_at_most(node.child)
+    return node.n if below is None else min(node.n, below)
+
+
+@rows_at_most.register
+def _(node: Concat) -> int | None:
+    bounds = [rows_at_most(child) for child in node.inputs]
+    return None if any(b is None for b in bounds) else sum(b for b in bounds if b is not None)
+
+
+@rows_at_most.register
+def _(node: Join) -> int | None:
+    side = KEEPS_ROWS_OF.get(node.how)
+    if side is None:
+        return None
+    return rows_at_most(node.left if side == "left" else node.right)

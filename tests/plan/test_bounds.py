@@ -1,0 +1,75 @@
+"""rows_at_most: a bound that never guesses, where the plan knows one."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from gpuframe.config import JoinOptions
+from gpuframe.io.formats import format_for
+from gpuframe.io.storage.base import storage_options
+from gpuframe.plan.aggregate import Aggregation, GroupBy
+from gpuframe.plan.bounds import rows_at_most
+from gpuframe.plan.concat import Concat
+from gpuframe.plan.explain import unsampled_broadcast
+from gpuframe.plan.expr import col
+from gpuframe.plan.nodes import (
+    Assign,
+    Filter,
+    FromPandas,
+    Join,
+    MapPartitions,
+    ReadSource,
+    Scan,
+    Select,
+)
+from gpuframe.plan.sort import SortKeys
+from gpuframe.plan.topk import TopK
+
+META = pd.DataFrame({"k": pd.Series([], dtype="int64"), "amount": pd.Series([], dtype="float64")})
+SMALL = FromPandas(pd.DataFrame({"k": range(30), "v": range(30)}))
+
+
+def orders_read() -> Scan:
+    """A read of 1000 rows by its files' metadata."""
+    return Scan(ReadSource("data/", format_for("parquet"), storage_options(), None, META,
+                           1000, 16000))
+
+
+def join(left, right, how="inner", **options):
+    return Join.of(left, right, "k", None, None, how, ("_x", "_y"), JoinOptions(**options),
+                   "pandas")
+
+
+def test_a_read_is_bounded_by_its_rows_whatever_filters_and_narrow_steps_keep():
+    orders = orders_read()
+    narrowed = Assign(Select(Filter(orders, col("amount") > 3), ("k", "amount")),
+                      (("twice", col("amount") * 2),))
+    assert rows_at_most(orders) == rows_at_most(narrowed) == 1000
+    assert rows_at_most(GroupBy(narrowed, ("k",), (Aggregation("t", "amount", "sum"),))) == 1000
+    assert rows_at_most(GroupBy(narrowed, (), (Aggregation("t", "amount", "sum"),))) == 1
+    assert rows_at_most(TopK(orders, 7, SortKeys.of(META, "amount", True, "last", "top-k"))) == 7
+    assert rows_at_most(Concat((orders, SMALL), "pandas")) == 1030
+
+
+def test_joins_are_bounded_only_where_their_rows_are_one_sides():
+    orders = orders_read()
+    assert rows_at_most(join(orders, SMALL, "leftsemi")) == 1000
+    assert rows_at_most(join(SMALL, orders, "left_anti")) == 30
+    for how in ("inner", "left", "outer", "cross"):
+        plan = join(orders, SMALL, how) if how != "cross" else Join.of(
+            orders, SMALL, None, None, None, "cross", ("_x", "_y"), JoinOptions(), "pandas")
+        assert rows_at_most(plan) is None
+    assert rows_at_most(MapPartitions(SMALL, lambda frame: frame)) is None
+
+
+def test_a_join_copies_a_bounded_side_it_may_copy_unsampled():
+    orders = orders_read()
+    assert unsampled_broadcast(join(orders, SMALL)) == "right"
+    assert unsampled_broadcast(join(SMALL, orders)) == "left"
+    assert unsampled_broadcast(join(orders, SMALL, "left")) == "right"
+    # a left join keeps every left row: its left side is never copied
+    assert unsampled_broadcast(join(SMALL, orders, "left", broadcast_rows=500)) is None
+    assert unsampled_broadcast(join(orders, SMALL, broadcast_rows=29)) is None
+    assert unsampled_broadcast(join(orders, SMALL, broadcast_bytes=0)) is None
+    assert unsampled_broadcast(Join.of(SMALL, orders, "k", None, None, "inner", ("_x", "_y"),
+                                       JoinOptions(), "pandas", validate="1:1")) is None
