@@ -37,7 +37,7 @@ class DaskGroupBy(PandasGroupBy):
         parts = [grouped[column].nunique().rename(name).reset_index()
                  for name, column in distinct.items()]
         if others:
-            parts.insert(0, grouped.agg(**others).reset_index())
+            parts.insert(0, _named(grouped, others).reset_index())
         joined = functools.reduce(lambda left, right: left.merge(right, on=self._keys), parts)
         return self._frame._new(joined[[*self._keys, *named]])
 
@@ -78,6 +78,20 @@ class DaskFrame(PandasFrame):
         return _pandas(self._data.compute()).reset_index(drop=True)
 
     compute = to_pandas
+
+
+def _named(grouped: Any, named: dict[str, tuple[str, str]]) -> Any:
+    """Named aggregations in the form dask_cudf takes too (cuDF's groupby has no named ones):
+    lists of functions per column, the result's columns renamed."""
+    spec: dict[str, list[str]] = {}
+    for column, how in named.values():
+        if how not in spec.setdefault(column, []):
+            spec[column].append(how)
+    result = grouped.agg(spec)
+    result.columns = [f"{column}/{how}" for column, hows in spec.items() for how in hows]
+    picked = result[[f"{column}/{how}" for column, how in named.values()]]
+    picked.columns = list(named)
+    return picked
 
 
 def _partials(data: Any, named: dict[str, tuple[str, str]]) -> Any:
