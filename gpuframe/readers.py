@@ -63,7 +63,7 @@ def read_orc(source: DatasetSource, columns: Sequence[str] | None = None,
 def read_csv(source: DatasetSource, columns: Sequence[str] | None = None,
              filters: Sequence[Any] | None = None, *, delimiter: str = ",", header: bool = True,
              schema: pa.Schema | dict | None = None, newlines_in_values: bool = False,
-             partition_bytes: int | None = None,
+             encoding: str = "utf-8", partition_bytes: int | None = None,
              storage: StorageOptions | dict | None = None, engine: Engine | None = None,
              **storage_overrides: Any) -> DistributedFrame:
     """A CSV dataset: :func:`read_parquet`'s sources and options, each file split into byte
@@ -76,9 +76,12 @@ def read_csv(source: DatasetSource, columns: Sequence[str] | None = None,
     ``filters`` apply to rows after parsing (CSV has no statistics).
     ``newlines_in_values``: quoted fields may hold newlines, so a file cannot be split at a
     line's end found by a small read: each file is read whole, by one task.
+    ``encoding``: the files' text encoding (one that writes newlines, quotes and the delimiter
+    as ASCII does); bytes that are not UTF-8 in a file read as UTF-8 are an error naming the
+    file and the byte, never bytes in a column.
     """
     fmt = format_for("csv", delimiter=delimiter, header=header, schema=schema,
-                     newlines_in_values=newlines_in_values)
+                     newlines_in_values=newlines_in_values, encoding=encoding)
     return _scan_frame(source, fmt, columns, filters, partition_bytes, storage, engine,
                        storage_overrides)
 

@@ -113,6 +113,9 @@ class FileFormat(Generic[Metadata]):
     sparse_copies = False
     """A remote file's planned ranges and the plan's bytes make a copy cuDF can open
     (:meth:`sparse_layout`)."""
+    device_decodes = True
+    """cuDF decodes the file's bytes itself (a CSV in another encoding than UTF-8 is
+    transcoded by Arrow on the host first)."""
     reusable_metadata = False
     """The metadata is the file's own (Parquet footer, ORC tail), whatever the format's options
     and the partition budget: planning reuses it while the file is unchanged

@@ -4,6 +4,7 @@ statistics, so filters apply to rows only.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -59,7 +60,7 @@ class CsvFormat(FileFormat[CsvMetadata]):
 
     def __init__(self, delimiter: str = ",", header: bool = True,
                  schema: pa.Schema | Mapping[str, pa.DataType | str] | None = None,
-                 newlines_in_values: bool = False):
+                 newlines_in_values: bool = False, encoding: str = "utf-8"):
         if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in "\r\n\"":
             raise OptionError(f"delimiter={delimiter!r} must be one character, not a quote or "
                               "newline")
@@ -67,6 +68,8 @@ class CsvFormat(FileFormat[CsvMetadata]):
             raise OptionError(f"header={header!r} must be True or False")
         if not isinstance(newlines_in_values, bool):
             raise OptionError(f"newlines_in_values={newlines_in_values!r} must be True or False")
+        self.encoding = _checked_encoding(encoding, delimiter)
+        self.device_decodes = self.encoding == "utf-8"
         self.delimiter = delimiter
         self.header = header
         self.newlines_in_values = newlines_in_values
@@ -92,6 +95,13 @@ class CsvFormat(FileFormat[CsvMetadata]):
             raise CorruptFileError(f"{path} cannot be read as CSV: {exc}{self._hint}") from exc
         if b"\x00" in complete:
             raise CorruptFileError(f"{path} is not a CSV file (it holds NUL bytes)")
+        if self.encoding == "utf-8":
+            try:
+                complete.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorruptFileError(
+                    f"{path}: byte {exc.start} ({complete[exc.start:exc.start + 1]!r}) is not "
+                    "UTF-8; give the file's encoding, e.g. encoding='latin-1'") from exc
         starts = [data_start]
         point = data_start + partition_bytes
         while point < size and not self.newlines_in_values:
@@ -136,9 +146,11 @@ class CsvFormat(FileFormat[CsvMetadata]):
                                 self._parse_options(), convert)
         except pa.ArrowException as exc:
             first, last = ranges[0][0], ranges[-1][0] + ranges[-1][1]
+            encoding = (" or the file's encoding (encoding=)" if "UTF8" in str(exc)
+                        and self.encoding == "utf-8" else "")
             raise CorruptFileError(
                 f"{task.path} bytes {first}-{last}: {exc} (the types were inferred from the "
-                f"file's first MiB; give them with schema=){self._hint}") from exc
+                f"file's first MiB; give them with schema={encoding}){self._hint}") from exc
 
     def read_cudf(self, tasks: Sequence[FileUnits[CsvMetadata]],
                   copies: Sequence[rmm.DeviceBuffer] | None = None
@@ -167,8 +179,10 @@ class CsvFormat(FileFormat[CsvMetadata]):
 
     def _read_options(self, names: Sequence[str] | None) -> csv.ReadOptions:
         if names is not None:
-            return csv.ReadOptions(column_names=list(names), use_threads=False)
-        return csv.ReadOptions(use_threads=False, autogenerate_column_names=not self.header)
+            return csv.ReadOptions(column_names=list(names), use_threads=False,
+                                   encoding=self.encoding)
+        return csv.ReadOptions(use_threads=False, autogenerate_column_names=not self.header,
+                               encoding=self.encoding)
 
     def _parse_options(self) -> csv.ParseOptions:
         return csv.ParseOptions(delimiter=self.delimiter,
@@ -206,7 +220,22 @@ class CsvFormat(FileFormat[CsvMetadata]):
 
     def __repr__(self) -> str:
         return (f"<CsvFormat delimiter={self.delimiter!r} header={self.header} "
-                f"newlines_in_values={self.newlines_in_values}>")
+                f"newlines_in_values={self.newlines_in_values} encoding={self.encoding!r}>")
+
+
+def _checked_encoding(encoding: str, delimiter: str) -> str:
+    """``encoding``'s canonical name, where the file's lines can be found in its raw bytes:
+    newlines, quotes and the delimiter must each be one byte of their ASCII value (UTF-8,
+    Latin-1, cp1252, ... but not UTF-16)."""
+    try:
+        name = codecs.lookup(encoding).name
+    except (LookupError, TypeError) as exc:
+        raise OptionError(f"encoding={encoding!r} is not a text encoding Python knows") from exc
+    if any(char.encode(name) != char.encode("ascii") for char in ("\n", '"', delimiter)):
+        raise OptionError(f"encoding={encoding!r}: CSV files are split at their newlines' "
+                          "bytes, which this encoding does not write as ASCII does; convert "
+                          "the file to UTF-8")
+    return "utf-8" if name == "utf-8" else name
 
 
 def _csv_types(schema: pa.Schema | Mapping[str, pa.DataType | str] | None

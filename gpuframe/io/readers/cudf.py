@@ -44,8 +44,9 @@ class CudfReader:
     device memory, which cuDF decodes in one call (:func:`read_device_copies`); cuDF's own
     remote reader fetches whole files over HTTP
     (benchmarks/results/2026-11-25-figures-from-io-comments.md), which a read must never do.
-    Remote CSV, and remote reads with filters (selective: the filter columns first), go
-    through :class:`ArrowReader` and are moved to the GPU.
+    Remote CSV, remote reads with filters (selective: the filter columns first), and formats
+    cuDF cannot decode (a CSV in another encoding than UTF-8) go through :class:`ArrowReader`
+    and are moved to the GPU.
     """
 
     def read(self, key: str, tasks: Sequence[FragmentTask]
@@ -54,8 +55,9 @@ class CudfReader:
 
         first = tasks[0]
         local = all(scheme_of(task.path) == "file" for task in tasks)
-        if not local and (not first.format.sparse_copies
-                          or (first.filters and first.format.selective)):
+        if not first.format.device_decodes or (
+                not local and (not first.format.sparse_copies
+                               or (first.filters and first.format.selective))):
             # selective reads fetch the other columns only where rows survive: fewer bytes
             # over the wire is worth decoding on the CPU
             table, stats = ArrowReader().read(key, tasks)

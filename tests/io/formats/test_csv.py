@@ -160,3 +160,58 @@ def test_cudf_reader_is_given_a_dtype_for_every_column():
     kinds = [pa.int64(), pa.float64(), pa.bool_(), pa.string(), pa.large_string(), pa.null()]
     assert [_cudf_dtype(kind) for kind in kinds] == ["int64", "float64", "bool", "str", "str",
                                                      "str"]
+
+
+def _latin1_csv(path, rows: int = 2000):
+    """A Latin-1 CSV whose accented names reach past the first MiB's sample when ``rows`` is
+    large."""
+    names = ["café", "naïve", "plain", "Ærø"]
+    text = "id,name\n" + "".join(f"{i},{names[i % 4]}\n" for i in range(rows))
+    path.write_bytes(text.encode("latin-1"))
+    return pd.read_csv(path, encoding="latin-1")
+
+
+def test_bytes_that_are_not_utf8_are_an_error_naming_the_file_and_the_byte(tmp_path, read_all):
+    path = tmp_path / "latin.csv"
+    _latin1_csv(path)
+    with pytest.raises(CorruptFileError, match=r"latin\.csv: byte 13 .* is not UTF-8; give the "
+                                               r"file's encoding, e.g. encoding='latin-1'"):
+        plan_fragments(str(path), format="csv", storage=FIXED)
+
+
+def test_bytes_that_are_not_utf8_past_the_sample_name_the_range_and_the_option(tmp_path,
+                                                                              read_all):
+    path = tmp_path / "late.csv"
+    text = "id,name\n" + "".join(f"{i},plain\n" for i in range(CSV_SAMPLE // 8)) + "9,café\n"
+    path.write_bytes(text.encode("latin-1"))
+    plan = plan_fragments(str(path), format="csv", storage=FIXED)
+    with pytest.raises(CorruptFileError, match=r"late\.csv bytes .*UTF8.*encoding="):
+        read_all(plan)
+
+
+@pytest.mark.parametrize("partition_bytes", [None, 4000])
+def test_a_latin1_file_read_with_its_encoding_equals_pandas(engine, tmp_path, partition_bytes):
+    path = tmp_path / "latin.csv"
+    expected = _latin1_csv(path)
+    frame = read_csv(str(path), encoding="latin-1", partition_bytes=partition_bytes)
+    got = frame.to_pandas()
+    pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+    assert frame.npartitions > 1 or partition_bytes is None
+
+
+@pytest.mark.parametrize("encoding, message", [
+    ("utf-16", "does not write as ASCII does"), ("klingon", "not a text encoding")])
+def test_encodings_that_cannot_be_split_on_newlines_or_do_not_exist_are_refused(encoding,
+                                                                                message):
+    with pytest.raises(OptionError, match=f"encoding={encoding!r}: .*{message}|"
+                                          f"encoding={encoding!r} is {message}"):
+        format_for("csv", encoding=encoding)
+
+
+@pytest.mark.gpu
+def test_a_latin1_file_on_the_gpus_is_transcoded_on_the_host(gpu_engine, tmp_path):
+    """cuDF reads UTF-8 only: the reader takes Arrow's path for another encoding."""
+    path = tmp_path / "latin.csv"
+    expected = _latin1_csv(path)
+    got = read_csv(str(path), encoding="latin-1", engine=gpu_engine).to_pandas()
+    pd.testing.assert_frame_equal(got, expected, check_dtype=False)
