@@ -37,7 +37,7 @@ from ..diagnostics.stages import (
     new_job,
     task_key,
 )
-from ..errors import GpuframeError, PartitionError, WorkerLostError
+from ..errors import ClusterError, GpuframeError, PartitionError, WorkerLostError
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -90,6 +90,9 @@ class Job:
         self.backend = engine.backend.name
         self.workers = engine.workers
         """The workers in engine order, asked once: every stage of the job places by them."""
+        if not self.workers:
+            raise ClusterError(f"{name}: the cluster at {engine.client.scheduler.address} has "
+                               "no workers (none started, or all left); see the workers' logs")
         self.notes: dict[int, str] = {}
         """What each plan node decided at run time (a join's strategy), for ``explain()``."""
         self._steps = 0

@@ -102,3 +102,28 @@ def test_a_failure_is_named_where_it_started_not_where_it_surfaced(engine):
 
 def explode_frame(frame):
     raise ValueError(f"no good: {len(frame)} rows")
+
+
+def test_a_cluster_without_workers_is_a_clear_error_not_a_hang(tmp_path):
+    """A scheduler no worker joins, or whose workers all left: connect() and every action say
+    so, naming the scheduler."""
+    from distributed import LocalCluster
+
+    from gpuframe.errors import ClusterError
+
+    pd.DataFrame({"a": [1, 2]}).to_parquet(tmp_path / "a.parquet")
+    with LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=None) as cluster:
+        with pytest.raises(ClusterError, match="no worker joined the scheduler"):
+            gpuframe.connect(cluster.scheduler_address, timeout=2)
+    with LocalCluster(n_workers=1, host="127.0.0.1", dashboard_address=None) as cluster:
+        with gpuframe.connect(cluster.scheduler_address) as engine:
+            cluster.scale(0)
+            deadline = time.monotonic() + 30
+            while engine.workers and time.monotonic() < deadline:
+                time.sleep(0.1)
+            for action in (lambda: gpuframe.read_parquet(str(tmp_path), engine=engine).to_pandas(),
+                           lambda: len(gpuframe.from_pandas(pd.DataFrame({"a": [1]}),
+                                                            engine=engine))):
+                with pytest.raises(ClusterError, match=f"{cluster.scheduler_address} has no "
+                                                       "workers"):
+                    action()
