@@ -176,7 +176,7 @@ def main() -> None:
 
     import gpuframe
     from gpuframe.io.planning.plan import plan_fragments
-    from gpuframe.operators.scan import worker_device_memory
+    from gpuframe.operators.scan import worker_memory
 
     root = Path(args.dir or os.path.join(tempfile.gettempdir(), "gpuframe-ingest"))
     engines = [e for e in args.engines.split(",") if e != "dask_cudf" or args.device == "gpu"]
@@ -224,7 +224,8 @@ def main() -> None:
                                   args.bytes, args.files, args.columns)
             nbytes = sum(p.stat().st_size for p in paths)
             plan = plan_fragments(str(root / name), workers=engine.workers,
-                                  device_memory=worker_device_memory(engine, engine.workers))
+                                  worker_memory=worker_memory(engine, engine.workers),
+                                  on_device=engine.backend.on_device)
             rows = []
             for mode in args.modes.split(","):
                 how = "page cache kept"

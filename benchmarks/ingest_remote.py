@@ -278,7 +278,7 @@ def main() -> None:
     import gpuframe
     from gpuframe.io.formats.parquet import column_chunk_ranges
     from gpuframe.io.planning.plan import plan_fragments
-    from gpuframe.operators.scan import measure_on_workers, worker_device_memory
+    from gpuframe.operators.scan import measure_on_workers, worker_memory
     from gpuframe.runtime.runner import Job
 
     root = Path(args.dir or os.path.join(tempfile.gettempdir(), "gpuframe-ingest-remote"))
@@ -309,7 +309,8 @@ def main() -> None:
                 with Job(engine, "plan") as job:
                     plan = plan_fragments(
                         urls, storage=storage, workers=engine.workers,
-                        device_memory=worker_device_memory(engine, engine.workers),
+                        worker_memory=worker_memory(engine, engine.workers),
+                        on_device=engine.backend.on_device,
                         measure=lambda path, options, fragment_bytes: measure_on_workers(
                             job, path, options, fragment_bytes))
                 ranges = {url: [] for url in urls}

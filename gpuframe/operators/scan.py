@@ -63,7 +63,8 @@ def plan_scan(job: Job, source: DatasetSource, fmt: FileFormat,
     started = time.perf_counter()
     planned = plan_fragments(
         source, columns, filters, partition_bytes, storage, workers, format=fmt,
-        device_memory=worker_device_memory(engine, workers), measure=measurer,
+        worker_memory=worker_memory(engine, workers), on_device=engine.backend.on_device,
+        measure=measurer,
         read_metadata=lambda *args: metadata_on_workers(job, *args))
     job.client_stage("plan", time.perf_counter() - started)
     return planned
@@ -176,11 +177,14 @@ def metadata_on_workers(job: Job, paths: Sequence[str], storage: StorageOptions,
     return results  # type: ignore[return-value]  # every file's slot is filled
 
 
-def worker_device_memory(engine: Engine, workers: Sequence[str]) -> list[int]:
-    """Bytes of each worker's GPU, asked of each worker once per engine (a GPU's size does not
-    change); [] where the backend holds partitions in host memory."""
+def worker_memory(engine: Engine, workers: Sequence[str]) -> list[int]:
+    """Bytes each worker holds partitions in: its GPU's on a device backend, asked of each
+    worker once per engine (a GPU's size does not change), else its memory limit (0: none), as
+    the scheduler knows it."""
     if not engine.backend.on_device:
-        return []
+        info = engine.client.sync(engine.scheduler.identity, n_workers=-1)["workers"]
+        return sorted(int(info[worker].get("memory_limit") or 0) for worker in workers
+                      if worker in info)
     known = _device_memory_of.setdefault(engine, {})
     missing = [worker for worker in workers if worker not in known]
     if missing:

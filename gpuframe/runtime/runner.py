@@ -91,8 +91,9 @@ class Job:
         self.workers = engine.workers
         """The workers in engine order, asked once: every stage of the job places by them."""
         if not self.workers:
-            raise ClusterError(f"{name}: the cluster at {engine.client.scheduler.address} has "
-                               "no workers (none started, or all left); see the workers' logs")
+            where = getattr(engine.client.scheduler, "address", "its scheduler")
+            raise ClusterError(f"{name}: the cluster at {where} has no workers (none started, "
+                               "or all left); see the workers' logs")
         self.notes: dict[int, str] = {}
         """What each plan node decided at run time (a join's strategy), for ``explain()``."""
         self._steps = 0

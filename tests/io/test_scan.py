@@ -26,7 +26,7 @@ from gpuframe.io.errors import (
 from gpuframe.io.planning.plan import plan_fragments
 from gpuframe.io.storage.base import storage_options
 from gpuframe.operators import scan
-from gpuframe.operators.scan import measure_on_workers, worker_device_memory
+from gpuframe.operators.scan import measure_on_workers, worker_memory
 from gpuframe.readers import (
     read_csv,
     read_orc,
@@ -212,19 +212,45 @@ def test_orc_and_csv_reads_on_the_cluster(engine, dataset_dir, check_same):
     assert typed.to_pandas()["id"].dtype == "int32"
 
 
-def test_budget_comes_from_the_workers_device_memory(engine, dataset_dir):
-    assert worker_device_memory(engine, engine.workers) == []  # CPU: the 128 MiB default
+def test_budget_comes_from_the_workers_memory(engine, dataset_dir):
+    """CPU workers: their memory limits, as the scheduler knows them."""
+    limits = [info["memory_limit"] for info in engine.client.scheduler_info(
+        n_workers=-1)["workers"].values()]
+    assert worker_memory(engine, engine.workers) == sorted(limits)
     frame = read_orc(str(dataset_dir / "orc"))
     assert frame.npartitions == 2  # one fragment per file under the default budget
+
+
+def test_workers_of_little_memory_get_small_partitions(engine, tmp_path):
+    """A worker limited to 1 GiB reads 32 MiB fragments (not 128 MiB), which it can spill one
+    by one."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from distributed import LocalCluster
+
+    rows = 6 * 2**20  # 96 MiB of random doubles in one file, row groups of 16 MiB
+    rng = np.random.default_rng(5)
+    pq.write_table(pa.table({"x": rng.random(rows), "y": rng.random(rows)}),
+                   tmp_path / "a.parquet", row_group_size=2**20, compression="none")
+    with LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="1GiB",
+                      host="127.0.0.1", dashboard_address=None) as cluster:
+        with gpuframe.connect(cluster.scheduler_address) as small:
+            assert worker_memory(small, small.workers) == [2**30]
+            frame = read_parquet(str(tmp_path), engine=small).persist()
+            assert frame.npartitions >= 3  # 96 MiB in fragments of at most 32 MiB
+            assert sum(frame.partition_lengths()) == rows
+    roomy = read_parquet(str(tmp_path), engine=engine)
+    assert roomy.npartitions == 1  # the test cluster's roomy workers: one 128 MiB fragment
 
 
 @pytest.mark.gpu
 def test_gpu_workers_report_their_device_memory_for_the_budget(dataset_dir):
     with gpuframe.start_cluster(backend="cudf", protocol="tcp") as gpu_engine:
-        memory = worker_device_memory(gpu_engine, gpu_engine.workers)
+        memory = worker_memory(gpu_engine, gpu_engine.workers)
         assert len(memory) == len(gpu_engine.workers) and min(memory) > 2**30
         plan = plan_fragments(str(dataset_dir / "flat"), workers=gpu_engine.workers,
-                              device_memory=memory)
+                              worker_memory=memory, on_device=True)
         assert plan.partition_bytes == min(memory) // 32
 
 
@@ -255,9 +281,9 @@ def test_each_workers_gpu_memory_is_asked_once_per_engine():
         workers = ("tcp://a:1", "tcp://b:2")
 
     engine = Engine()
-    assert worker_device_memory(engine, engine.workers) == [80 * 2**30] * 2
-    assert worker_device_memory(engine, engine.workers) == [80 * 2**30] * 2
-    assert worker_device_memory(engine, ["tcp://b:2", "tcp://c:3"]) == [80 * 2**30] * 2
+    assert worker_memory(engine, engine.workers) == [80 * 2**30] * 2
+    assert worker_memory(engine, engine.workers) == [80 * 2**30] * 2
+    assert worker_memory(engine, ["tcp://b:2", "tcp://c:3"]) == [80 * 2**30] * 2
     assert asked == [["tcp://a:1", "tcp://b:2"], ["tcp://c:3"]]
 
 

@@ -22,10 +22,11 @@ file's metadata (a Parquet footer pickles as its own Thrift bytes, a few KiB), s
 fetch it again; they fetch only the bytes of their units, from remote files that must still be
 the version planning saw (:attr:`ReadPlan.versions`).
 
-The partition budget is passed in: :func:`default_partition_bytes` takes the workers' device
-memory, which the read step learns from the workers; planning asks no hardware itself, and
-what it asks of the workers (their store's measurement, the files' metadata) comes through the
-callbacks it is given (:data:`Measure`, :data:`~.metadata.ReadMetadata`).
+The partition budget is passed in: :func:`default_partition_bytes` takes the workers' memory
+(their GPUs', or their memory limits), which the read step learns from the workers; planning
+asks no hardware itself, and what it asks of the workers (their store's measurement, the files'
+metadata) comes through the callbacks it is given (:data:`Measure`,
+:data:`~.metadata.ReadMetadata`).
 """
 
 from __future__ import annotations
@@ -56,16 +57,20 @@ Measure = Callable[[str, StorageOptions, int], Concurrency]
 measured where the reads will run (:func:`measure_here`, or on the workers)."""
 
 
-def default_partition_bytes(device_memory: Sequence[int] = ()) -> int:
-    """Bytes per fragment: 1/32 of the smallest device's memory, or 128 MiB without devices.
+def default_partition_bytes(worker_memory: Sequence[int] = (), on_device: bool = False) -> int:
+    """Bytes per fragment: 1/32 of the smallest worker's memory, at least 16 MiB; on the CPU at
+    most 128 MiB, and 128 MiB where no worker has a memory limit.
 
-    ``device_memory``: the memory of each worker's GPU, in bytes. A fragment grows several times
-    once decompressed and decoded, and a join holds a few partitions at once, so 1/32 of device
-    memory leaves room on the GPU.
+    ``worker_memory``: the bytes each worker holds partitions in, its GPU's where ``on_device``,
+    else its memory limit (0: none). A fragment grows several times once decompressed and
+    decoded, and a join holds a few partitions at once, so 1/32 of the memory leaves room, and
+    partitions that small can spill one by one.
     """
-    if not device_memory:
+    limits = [memory for memory in worker_memory if memory > 0]
+    if not limits:
         return CPU_PARTITION_BYTES
-    return max(MIN_PARTITION_BYTES, min(device_memory) // 32)
+    share = max(MIN_PARTITION_BYTES, min(limits) // 32)
+    return share if on_device else min(CPU_PARTITION_BYTES, share)
 
 
 @dataclass(frozen=True)
@@ -173,7 +178,8 @@ def plan_fragments(source: DatasetSource,
                    storage: StorageOptions | Mapping[str, Any] | None = None,
                    workers: Sequence[str] | None = None,
                    format: str | FileFormat = "parquet",
-                   device_memory: Sequence[int] = (),
+                   worker_memory: Sequence[int] = (),
+                   on_device: bool = False,
                    measure: Measure | None = None,
                    read_metadata: ReadMetadata | None = None,
                    ) -> ReadPlan:
@@ -184,7 +190,8 @@ def plan_fragments(source: DatasetSource,
     >=, in, not in``. Pruning is conservative: a unit without statistics is kept, and the read
     step applies the filters to rows. ``workers=None`` leaves fragments without owners.
     ``format``: 'parquet', 'orc', 'csv' or a :class:`~gpuframe.io.formats.base.FileFormat`.
-    ``partition_bytes=None`` takes :func:`default_partition_bytes` of ``device_memory``.
+    ``partition_bytes=None`` takes :func:`default_partition_bytes` of ``worker_memory``
+    (the workers' GPUs' where ``on_device``, else their memory limits).
     ``measure(first file, storage, partition_bytes)``: the store's :class:`Concurrency`,
     measured where the reads will run (:func:`gpuframe.operators.scan.measure_on_workers`), for
     plans of at least ``storage.probe_min_bytes`` (smaller ones take
@@ -198,7 +205,7 @@ def plan_fragments(source: DatasetSource,
     storage = storage_options(storage)
     read_metadata = read_metadata or read_metadata_each
     if partition_bytes is None:
-        partition_bytes = default_partition_bytes(device_memory)
+        partition_bytes = default_partition_bytes(worker_memory, on_device)
     if partition_bytes < 1:
         raise OptionError(f"partition_bytes={partition_bytes} must be at least 1")
     found = expand_source(source, storage)

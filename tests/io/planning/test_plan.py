@@ -170,11 +170,16 @@ def test_partition_bytes_option(dataset_dir):
     assert plan.partition_bytes == default_partition_bytes()
 
 
-def test_default_partition_bytes_follows_device_memory(dataset_dir):
+def test_default_partition_bytes_follows_the_workers_memory(dataset_dir):
     assert default_partition_bytes() == default_partition_bytes([]) == 128 * 2**20
-    assert default_partition_bytes([80 * 2**30, 16 * 2**30]) == 16 * 2**30 // 32
+    assert default_partition_bytes([80 * 2**30, 16 * 2**30], on_device=True) == 16 * 2**30 // 32
+    assert default_partition_bytes([2**28], on_device=True) == 16 * 2**20
+    # CPU workers: 1/32 of the smallest memory limit, within 16 and 128 MiB; 0 is no limit
+    assert default_partition_bytes([2**30, 0]) == 32 * 2**20
+    assert default_partition_bytes([64 * 2**30]) == default_partition_bytes([0]) == 128 * 2**20
     assert default_partition_bytes([2**28]) == 16 * 2**20
-    plan = plan_fragments(str(dataset_dir / "flat"), storage=FIXED, device_memory=[2**35])
+    plan = plan_fragments(str(dataset_dir / "flat"), storage=FIXED, worker_memory=[2**35],
+                          on_device=True)
     assert plan.partition_bytes == 2**30
 
 
