@@ -178,22 +178,21 @@ def metadata_on_workers(job: Job, paths: Sequence[str], storage: StorageOptions,
 
 
 def worker_memory(engine: Engine, workers: Sequence[str]) -> list[int]:
-    """Bytes each worker holds partitions in: its GPU's on a device backend, asked of each
-    worker once per engine (a GPU's size does not change), else its memory limit (0: none), as
-    the scheduler knows it."""
-    if not engine.backend.on_device:
-        info = engine.client.sync(engine.scheduler.identity, n_workers=-1)["workers"]
-        return sorted(int(info[worker].get("memory_limit") or 0) for worker in workers
-                      if worker in info)
-    known = _device_memory_of.setdefault(engine, {})
+    """Bytes each worker holds partitions in: its GPU's on a device backend, else its memory
+    limit as the scheduler knows it (0: none). Asked once per worker and engine: neither
+    changes while a worker lives."""
+    known = _memory_of.setdefault(engine, {})
     missing = [worker for worker in workers if worker not in known]
-    if missing:
+    if missing and engine.backend.on_device:
         known.update(engine.client.run(device_memory, workers=missing))
+    elif missing:
+        info = engine.client.sync(engine.scheduler.identity, n_workers=-1)["workers"]
+        known.update({worker: int(info.get(worker, {}).get("memory_limit") or 0)
+                      for worker in missing})
     return sorted(known[worker] for worker in workers)
 
 
-_device_memory_of: weakref.WeakKeyDictionary[Engine, dict[str, int]] = (
-    weakref.WeakKeyDictionary())
+_memory_of: weakref.WeakKeyDictionary[Engine, dict[str, int]] = weakref.WeakKeyDictionary()
 
 
 def frame_meta(plan: ReadPlan, backend: Backend) -> pd.DataFrame:
