@@ -31,6 +31,7 @@ from ..io.readers.device import device_memory
 from ..io.readers.task import read_group, take_kept_stats
 from ..io.report import ReadReport
 from ..io.storage.base import StorageOptions, scheme_of
+from ..io.storage.sealed import Secrets, unsealed
 from ..io.tasks import fragment_tasks
 from ..io.tuning.model import Concurrency, StoreProbe
 from ..io.tuning.probe import probe_store
@@ -108,7 +109,9 @@ def read_planned(job: Job, plan: ReadPlan, meta: pd.DataFrame | None = None,
     the read's seconds; otherwise the next stages are lowered while they run, and the reads of
     a query's tables overlap. ``node``: the plan node whose output this is."""
     stage = job.stage(f"read-{plan.format.name}")
-    tasks = fragment_tasks(plan)
+    secrets = Secrets()
+    tasks = [secrets.redact(task) for task in fragment_tasks(plan)]
+    sealed = secrets.seal(job)
     workers = set(job.workers)
     started = time.perf_counter()
     futures, owners = [], []
@@ -116,7 +119,7 @@ def read_planned(job: Job, plan: ReadPlan, meta: pd.DataFrame | None = None,
         owner = plan.fragments[group[0]].owner
         owner = owner if owner in workers else job.workers[i % len(job.workers)]
         futures.append(stage.submit(read_group, stage.key(i), [tasks[j] for j in group],
-                                    job.backend, keep_stats, index=(i,), owner=owner,
+                                    job.backend, keep_stats, sealed, index=(i,), owner=owner,
                                     node=node))
         owners.append(owner)
     if keep_stats or any(scheme_of(path) != "file" for path in plan.reused):
@@ -153,7 +156,10 @@ def measure_on_workers(job: Job, path: str, storage: StorageOptions,
     def probe() -> tuple[list[StoreProbe], int]:
         threads = job.engine.client.nthreads()
         stage = job.stage("plan-measure")
-        futures = [stage.submit(probe_store, path, storage, index=(i,), owner=worker)
+        secrets = Secrets()
+        hidden = (secrets.redact(path), secrets.redact(storage))
+        sealed = secrets.seal(job)
+        futures = [stage.submit(probe_sealed, *hidden, sealed, index=(i,), owner=worker)
                    for i, worker in enumerate(sorted(threads))]
         return job.gather(futures), sum(threads.values())
 
@@ -167,14 +173,32 @@ def metadata_on_workers(job: Job, paths: Sequence[str], storage: StorageOptions,
     data (on several hosts, paths the client may not see)."""
     workers = job.workers
     stage = job.stage("plan-metadata")
-    shares = [list(paths[i::len(workers)]) for i in range(len(workers))]
-    futures = [stage.submit(read_metadata_each, share, storage, fmt, partition_bytes,
+    secrets = Secrets()
+    shares = [[secrets.redact(path) for path in paths[i::len(workers)]]
+              for i in range(len(workers))]
+    hidden = secrets.redact(storage)
+    sealed = secrets.seal(job)
+    futures = [stage.submit(read_metadata_sealed, share, hidden, fmt, partition_bytes, sealed,
                             index=(i,), owner=worker)
                for i, (share, worker) in enumerate(zip(shares, workers)) if share]
     results: list[MetadataResult | None] = [None] * len(paths)
     for i, share_results in enumerate(job.gather(futures)):
         results[i::len(workers)] = share_results
     return results  # type: ignore[return-value]  # every file's slot is filled
+
+
+def probe_sealed(path: str, storage: StorageOptions, secrets: Secrets | None) -> StoreProbe:
+    """The measuring task: :func:`~gpuframe.io.tuning.probe.probe_store` of the path and
+    options ``secrets`` restores."""
+    return probe_store(unsealed(path, secrets), unsealed(storage, secrets))
+
+
+def read_metadata_sealed(paths: list[str], storage: StorageOptions, fmt: FileFormat,
+                         partition_bytes: int, secrets: Secrets | None) -> list[MetadataResult]:
+    """The planning task: :func:`~gpuframe.io.planning.metadata.read_metadata_each` of the
+    paths and options ``secrets`` restores."""
+    return read_metadata_each(unsealed(paths, secrets), unsealed(storage, secrets), fmt,
+                              partition_bytes)
 
 
 def worker_memory(engine: Engine, workers: Sequence[str]) -> list[int]:

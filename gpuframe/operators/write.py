@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from distributed import wait
 
+from ..io.storage.sealed import Secrets
 from ..io.writers.parquet import ParquetWrite, WrittenFile, write_partition
 
 if TYPE_CHECKING:
@@ -29,8 +30,11 @@ def write_partitions(job: Job, parts: Partitions, write: ParquetWrite,
     a task already writing, which would otherwise leave files after the clean-up."""
     commit.begin()
     stage = job.stage("write")
-    futures = [stage.submit(write_partition, future, job.backend, write, i, index=(i,),
-                            owner=owner)
+    secrets = Secrets()
+    hidden = secrets.redact(write)
+    sealed = secrets.seal(job)
+    futures = [stage.submit(write_partition, future, job.backend, hidden, i, sealed,
+                            index=(i,), owner=owner)
                for i, (future, owner) in enumerate(zip(parts.futures, parts.owners))]
     try:
         wait(futures)
