@@ -111,7 +111,7 @@ def read_planned(job: Job, plan: ReadPlan, meta: pd.DataFrame | None = None,
     stage = job.stage(f"read-{plan.format.name}")
     secrets = Secrets()
     tasks = [secrets.redact(task) for task in fragment_tasks(plan)]
-    sealed = secrets.seal(job)
+    sealed = secrets.seal(job.engine.client)
     workers = set(job.workers)
     started = time.perf_counter()
     futures, owners = [], []
@@ -158,7 +158,7 @@ def measure_on_workers(job: Job, path: str, storage: StorageOptions,
         stage = job.stage("plan-measure")
         secrets = Secrets()
         hidden = (secrets.redact(path), secrets.redact(storage))
-        sealed = secrets.seal(job)
+        sealed = secrets.seal(job.engine.client)
         futures = [stage.submit(probe_sealed, *hidden, sealed, index=(i,), owner=worker)
                    for i, worker in enumerate(sorted(threads))]
         return job.gather(futures), sum(threads.values())
@@ -177,7 +177,7 @@ def metadata_on_workers(job: Job, paths: Sequence[str], storage: StorageOptions,
     shares = [[secrets.redact(path) for path in paths[i::len(workers)]]
               for i in range(len(workers))]
     hidden = secrets.redact(storage)
-    sealed = secrets.seal(job)
+    sealed = secrets.seal(job.engine.client)
     futures = [stage.submit(read_metadata_sealed, share, hidden, fmt, partition_bytes, sealed,
                             index=(i,), owner=worker)
                for i, (share, worker) in enumerate(zip(shares, workers)) if share]

@@ -32,7 +32,7 @@ def write_partitions(job: Job, parts: Partitions, write: ParquetWrite,
     stage = job.stage("write")
     secrets = Secrets()
     hidden = secrets.redact(write)
-    sealed = secrets.seal(job)
+    sealed = secrets.seal(job.engine.client)
     futures = [stage.submit(write_partition, future, job.backend, hidden, i, sealed,
                             index=(i,), owner=owner)
                for i, (future, owner) in enumerate(zip(parts.futures, parts.owners))]

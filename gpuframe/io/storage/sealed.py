@@ -19,9 +19,7 @@ from ..errors import without_passwords
 from .base import StorageOptions
 
 if TYPE_CHECKING:
-    from distributed import Future
-
-    from ...runtime.runner import Job
+    from distributed import Client, Future
 
 REDACTED = "***"
 SECRET_FIELDS = tuple(f.name for f in dataclasses.fields(StorageOptions) if not f.repr)
@@ -58,12 +56,12 @@ class Secrets:
                 if isinstance(getattr(value, f.name), (str, StorageOptions))})
         return value
 
-    def seal(self, job: Job) -> Future | None:
-        """These secrets on every worker of ``job``, scattered: tasks take the future, and the
-        scheduler holds only its key. None where there are none to keep."""
+    def seal(self, client: Client) -> Future | None:
+        """These secrets on every worker of ``client``'s cluster, scattered: tasks take the
+        future, and the scheduler holds only its key. None where there are none to keep."""
         if not self.options and not self.urls:
             return None
-        return job.engine.client.scatter(self, broadcast=True, hash=False)
+        return client.scatter(self, broadcast=True, hash=False)
 
     def restore(self, value: Any) -> Any:
         """``value`` with the secrets :meth:`redact` took from it."""
