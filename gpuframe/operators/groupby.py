@@ -9,7 +9,8 @@ of squares would cancel; a nunique as the distinct (keys, value) pairs, in a fra
 
 - **local**: the input is already hash-partitioned on (a subset of) the keys, so each group lies
   in one partition: each is aggregated where it lies, nothing moves, and the placement stays;
-- **tree**: the partials' rows, counted, are few (``tree_max_rows``): they are combined in rounds
+- **tree**: the partials' rows, counted (or bounded by the plan: the input's rows, see
+  :mod:`~gpuframe.plan.bounds`), are few (``tree_max_rows``): they are combined in rounds
   of ``tree_fanin`` into one partition (in partition order where first/last need it);
 - **shuffle**: the partials are hashed on the keys into ``partitions_per_worker`` buckets per
   worker, and each bucket finished by its owner; the result is hash-partitioned on the keys,
@@ -34,6 +35,8 @@ from ..exchange.exchange import exchange
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, cast_keys
 from ..plan.aggregate import Aggregation, GroupBy
+from ..plan.bounds import rows_at_most
+from ..plan.explain import tree_by_bound
 from ..runtime.runner import Partitions
 from .join_schema import hash_type
 from .lowering import Lowering, lower
@@ -298,13 +301,15 @@ def _(node: GroupBy, lowering: Lowering) -> Partitions:
     partials = job.stage("partial").map(partial_aggregate, inputs, partial)
     opts = node.options
     strategy = "tree" if whole else opts.strategy
-    rows = None
-    if strategy == "auto" and partials:
+    seen = ""
+    if strategy == "auto" and tree_by_bound(node):
+        strategy, seen = "tree", f" (at most {rows_at_most(node.child):,} input rows, uncounted)"
+    elif strategy == "auto" and partials:
         count = job.stage("count-partial")
         rows = sum(job.gather([count.submit(component_rows, f, index=(i,), owner=o)
                                for i, (f, o) in enumerate(zip(partials, inputs.owners))]))
         strategy = "tree" if rows <= opts.tree_max_rows else "shuffle"
-    seen = "" if rows is None else f" ({rows:,} partial rows)"
+        seen = f" ({rows:,} partial rows)"
     if strategy == "tree" or not partials:
         lowering.note(node, f"tree: {len(partials)} partials combined {opts.tree_fanin} at a "
                             f"time{seen}")

@@ -271,7 +271,8 @@ def predicted_strategy(node: Join, left: Estimate, right: Estimate, n_workers: i
 
 def predicted_aggregation(node: GroupBy) -> str:
     """The way the groupby is expected to finish (see :mod:`gpuframe.operators.groupby`): the
-    tree or the shuffle is chosen only once the partials' rows are counted."""
+    tree or the shuffle is chosen once the partials' rows are counted, unless the plan bounds
+    them already (:func:`tree_by_bound`)."""
     if not node.keys:
         return "tree"
     below = expected_placement(node.child)
@@ -279,7 +280,17 @@ def predicted_aggregation(node: GroupBy) -> str:
         return "local (input hashed on the keys)"
     if node.options.strategy != "auto":
         return node.options.strategy
+    if tree_by_bound(node):
+        return f"tree (at most {rows_at_most(node.child):,} rows, uncounted)"
     return f"tree up to {node.options.tree_max_rows:,} partial rows, else shuffle"
+
+
+def tree_by_bound(node: GroupBy) -> bool:
+    """Whether the plan bounds the groupby's input, and so its partials' rows, to at most
+    ``tree_max_rows``: the tree is chosen without counting them (a round trip that waits for
+    every partial)."""
+    bound = rows_at_most(node.child)
+    return bound is not None and bound <= node.options.tree_max_rows
 
 
 def _rows(rows: float | None) -> str:

@@ -78,15 +78,21 @@ def test_every_function_matches_pandas(engine, data, keys, dropna, options):
 
 def test_auto_reduces_few_groups_as_a_tree_and_many_by_a_shuffle(engine, data):
     frame = gpuframe.from_pandas(data, npartitions=4)
-    few = groupby(frame, "k").agg(total=("x", "sum"))
+    bounded = groupby(frame, "k").agg(total=("x", "sum"))  # 4,000 input rows at most
+    few = groupby(frame, "k", tree_max_rows=1000).agg(total=("x", "sum"))
     many = groupby(frame, "k", tree_max_rows=10).agg(total=("x", "sum"))
     expected = data.groupby("k", as_index=False).agg(total=("x", "sum"))
     predicted = explained(few).splitlines()[0]
     assert "est. 400 rows" in predicted  # a tenth of the input's
-    assert "strategy: tree up to 1,000,000 partial rows, else shuffle (predicted)" in predicted
-    assert_matches(few, expected, ["k"])
-    assert_matches(many, expected, ["k"])
-    assert "tree: 4 partials" in explained(few).splitlines()[0]
+    assert "strategy: tree up to 1,000 partial rows, else shuffle (predicted)" in predicted
+    assert "strategy: tree (at most 4,000 rows, uncounted) (predicted)" in \
+        explained(bounded).splitlines()[0]
+    for result in (bounded, few, many):
+        assert_matches(result, expected, ["k"])
+    assert "tree: 4 partials combined 8 at a time (at most 4,000 input rows, uncounted)" in \
+        explained(bounded).splitlines()[0]
+    assert "tree: 4 partials combined 8 at a time (120 partial rows)" in \
+        explained(few).splitlines()[0]
     assert "shuffle: partials hashed into 2 buckets (120 partial rows)" in \
         explained(many).splitlines()[0]
     assert few.npartitions == 1 and few.partitioning is None
