@@ -38,6 +38,7 @@ from ..diagnostics.stages import (
     task_key,
 )
 from ..errors import ClusterError, GpuframeError, PartitionError, WorkerLostError
+from ..units import byte_text
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
     from ..exchange.placement import Partitioning, RangeOrdering
 
 logger = logging.getLogger("gpuframe")
+
+MEMORY_RESTART_TOPIC = "worker-restart-memory"
+"""The event a nanny logs when it restarts its worker for holding more than its memory limit
+allows (distributed's ``NannyMemoryManager``)."""
 
 
 @dataclass
@@ -191,8 +196,9 @@ class Job:
             gone = sorted({i.owner for i in self._info.values() if i.owner}
                           - set(self.engine.workers))
             if gone:
-                self._lost(", ".join(gone), "left the cluster, and the partitions it held with "
-                           "it", failed.key)
+                restarts = self.engine.client.get_events(MEMORY_RESTART_TOPIC)
+                self._lost(", ".join(gone), f"left the cluster{_memory_restart(restarts, gone)}"
+                           ", and the partitions it held with it", failed.key)
             raise PartitionError(f"{where} of job {self.id} was cancelled or lost before it "
                                  f"finished (owner {info.owner if info else 'unknown'})")
         error, trace = failed.exception(), failed.traceback()
@@ -324,8 +330,10 @@ def stalled(dask_scheduler: Scheduler, keys: Sequence[Key], silence: float
                         f"heard from for {now - quiet.last_seen:.0f} s")
             continue
         if task.state == "no-worker" and task.worker_restrictions:
-            return (", ".join(sorted(task.worker_restrictions)), task.key,
-                    "left the cluster, and the partitions it held with it")
+            gone = sorted(task.worker_restrictions)
+            why = _memory_restart(dask_scheduler.get_events(MEMORY_RESTART_TOPIC), gone)
+            return (", ".join(gone), task.key,
+                    f"left the cluster{why}, and the partitions it held with it")
         worker = task.processing_on
         if task.state == "processing" and worker is not None \
                 and now - worker.last_seen > silence:
@@ -333,6 +341,18 @@ def stalled(dask_scheduler: Scheduler, keys: Sequence[Key], silence: float
                     f"{now - worker.last_seen:.0f} s")
         todo.extend(task.dependencies)
     return None
+
+
+def _memory_restart(restarts: Sequence[tuple[float, Any]], workers: Sequence[str]) -> str:
+    """Why a nanny restarted one of ``workers``, where ``restarts`` (the scheduler's events of
+    :data:`MEMORY_RESTART_TOPIC`) say it did for its memory, and what to do; else ''."""
+    for _, event in reversed(restarts):
+        if isinstance(event, dict) and event.get("worker") in workers:
+            return (f" (restarted by its nanny: its process held {byte_text(event['rss'])}, "
+                    "more than its memory limit allows; give the workers more memory, or "
+                    "split the work into more partitions: partition_bytes=, "
+                    "partitions_per_worker=)")
+    return ""
 
 
 def blamed_task(dask_scheduler: Scheduler, key: Key) -> Key | None:

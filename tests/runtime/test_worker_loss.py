@@ -63,3 +63,23 @@ def test_a_silent_worker_fails_the_job_after_the_allowed_silence(fresh_engine, m
         assert time.monotonic() - start < 30
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_restarted_for_its_memory_is_named_with_the_reason():
+    """A join whose output outgrows a worker's memory limit: the nanny restarts the worker,
+    and the job fails at once, saying so and what to change, not with a cancelled future."""
+    from distributed import LocalCluster
+
+    keys = pd.DataFrame({"k": np.zeros(6000, dtype="int64"), "v": np.arange(6000.0)})
+    with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="400MiB",
+                      host="127.0.0.1", dashboard_address=None) as cluster, \
+            gpuframe.connect(cluster.scheduler_address) as engine:
+        left = gpuframe.from_pandas(keys, engine=engine)
+        right = gpuframe.from_pandas(keys.rename(columns={"v": "w"}), engine=engine)
+        start = time.monotonic()
+        with pytest.raises(WorkerLostError, match=r"restarted by its nanny: its process held "
+                                                  r".*, more than its memory limit allows; "
+                                                  r"give the workers more memory"):
+            len(left.merge(right, on="k"))  # 36M rows, about 860 MiB
+        assert time.monotonic() - start < 60
