@@ -12,6 +12,7 @@ that takes it restores its arguments where it runs (:func:`unsealed`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,12 +50,7 @@ class Secrets:
             if hidden_url != value:
                 self.urls[hidden_url] = value
             return hidden_url
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return dataclasses.replace(value, **{
-                f.name: self.redact(getattr(value, f.name))
-                for f in dataclasses.fields(value)
-                if isinstance(getattr(value, f.name), (str, StorageOptions))})
-        return value
+        return _fields_mapped(value, self.redact)
 
     def seal(self, client: Client) -> Future | None:
         """These secrets on every worker of ``client``'s cluster, scattered: tasks take the
@@ -69,15 +65,20 @@ class Secrets:
             return self.options.get(value, value)
         if isinstance(value, str):
             return self.urls.get(value, value)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return dataclasses.replace(value, **{
-                f.name: self.restore(getattr(value, f.name))
-                for f in dataclasses.fields(value)
-                if isinstance(getattr(value, f.name), (str, StorageOptions))})
-        return value
+        return _fields_mapped(value, self.restore)
 
     def __repr__(self) -> str:
         return f"<Secrets of {len(self.options)} options, {len(self.urls)} URLs>"
+
+
+def _fields_mapped(value: Any, change: Callable[[Any], Any]) -> Any:
+    """A dataclass ``value`` with ``change`` applied to its string and storage-option fields;
+    any other value as it is."""
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return value
+    return dataclasses.replace(value, **{
+        f.name: change(getattr(value, f.name)) for f in dataclasses.fields(value)
+        if isinstance(getattr(value, f.name), (str, StorageOptions))})
 
 
 def unsealed(value: Any, secrets: Secrets | None) -> Any:
