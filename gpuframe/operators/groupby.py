@@ -35,8 +35,7 @@ from ..exchange.exchange import exchange
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, cast_keys
 from ..plan.aggregate import Aggregation, GroupBy
-from ..plan.bounds import rows_at_most
-from ..plan.explain import tree_by_bound
+from ..plan.explain import tree_bound
 from ..runtime.runner import Partitions
 from .join_schema import hash_type
 from .lowering import Lowering, lower
@@ -302,8 +301,9 @@ def _(node: GroupBy, lowering: Lowering) -> Partitions:
     opts = node.options
     strategy = "tree" if whole else opts.strategy
     seen = ""
-    if strategy == "auto" and tree_by_bound(node):
-        strategy, seen = "tree", f" (at most {rows_at_most(node.child):,} input rows, uncounted)"
+    bound = tree_bound(node) if strategy == "auto" else None
+    if bound is not None:
+        strategy, seen = "tree", f" (at most {bound:,} input rows, uncounted)"
     elif strategy == "auto" and partials:
         count = job.stage("count-partial")
         rows = sum(job.gather([count.submit(component_rows, f, index=(i,), owner=o)

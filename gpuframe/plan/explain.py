@@ -272,7 +272,7 @@ def predicted_strategy(node: Join, left: Estimate, right: Estimate, n_workers: i
 def predicted_aggregation(node: GroupBy) -> str:
     """The way the groupby is expected to finish (see :mod:`gpuframe.operators.groupby`): the
     tree or the shuffle is chosen once the partials' rows are counted, unless the plan bounds
-    them already (:func:`tree_by_bound`)."""
+    them already (:func:`tree_bound`)."""
     if not node.keys:
         return "tree"
     below = expected_placement(node.child)
@@ -280,17 +280,18 @@ def predicted_aggregation(node: GroupBy) -> str:
         return "local (input hashed on the keys)"
     if node.options.strategy != "auto":
         return node.options.strategy
-    if tree_by_bound(node):
-        return f"tree (at most {rows_at_most(node.child):,} rows, uncounted)"
+    bound = tree_bound(node)
+    if bound is not None:
+        return f"tree (at most {bound:,} rows, uncounted)"
     return f"tree up to {node.options.tree_max_rows:,} partial rows, else shuffle"
 
 
-def tree_by_bound(node: GroupBy) -> bool:
-    """Whether the plan bounds the groupby's input, and so its partials' rows, to at most
-    ``tree_max_rows``: the tree is chosen without counting them (a round trip that waits for
-    every partial)."""
+def tree_bound(node: GroupBy) -> int | None:
+    """The plan's bound on the groupby's input rows, and so on its partials' rows, where it is
+    at most ``tree_max_rows``: the tree is then chosen without counting them (a round trip
+    that waits for every partial); None otherwise."""
     bound = rows_at_most(node.child)
-    return bound is not None and bound <= node.options.tree_max_rows
+    return bound if bound is not None and bound <= node.options.tree_max_rows else None
 
 
 def _rows(rows: float | None) -> str:
