@@ -15,13 +15,16 @@ process: the NVLink (or PCIe) peer copy rate between the first two devices with 
 dask-cuda's own benchmark (`python -m dask_cuda.benchmarks.local_cudf_merge`, its dask-cuda shape)
 over each protocol, run after gpuframe's cluster is closed.
 
-Throughput counts the bytes of both inputs, as dask-cuda's benchmark does. Per-link bytes come from
-the workers' transfer logs (the bytes of gpuframe-send-* keys each worker fetched from each
-peer during the last timed join); a link's bandwidth is its bytes over the time it was busy (the
-union of its transfers' intervals), and its share is that over the peer copy rate. With
---stages, one more shuffle join per shape is run after the timed ones and its stages are
-printed from the engine's task records: tasks, wall seconds (the union of their intervals),
-summed task seconds and bytes, so a run shows where the join's time went.
+The gpuframe shuffle join runs with each exchange of --exchanges (the engine's ``exchange``
+option: 'direct', one send task per worker delivering to the peers' mailboxes, or 'tasks', a
+Dask key per partition and bucket); the first is the one the speed-ups are taken against.
+
+Throughput counts the bytes of both inputs, as dask-cuda's benchmark does. After the timed runs,
+one more shuffle join per shape (first exchange) runs inside the engine's metrics: its per-link
+bytes, a link's bandwidth (its bytes over the time it was busy, the union of its transfers'
+intervals) and that bandwidth's share of the peer copy rate are printed, and with --stages its
+stages too: tasks, wall seconds (the union of their intervals), summed task seconds and bytes,
+so a run shows where the join's time went.
 
   python benchmarks/join.py --device cpu --rows-per-worker 1000000
   python benchmarks/join.py --device gpu --protocols ucx,tcp --devices 0,1 \\
@@ -31,12 +34,12 @@ summed task seconds and bytes, so a run shows where the join's time went.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -102,36 +105,6 @@ def timed(run, repeats: int, statistic: str, starts: list | None = None) -> floa
         run()
         times.append(time.perf_counter() - start)
     return float(STATISTICS[statistic](times))
-
-
-# --- per-link bytes -----------------------------------------------------------------------------
-
-def send_transfers(dask_worker, since: float) -> list[dict]:
-    """On each worker: its fetches of gpuframe-send-* keys that began after ``since``."""
-    out = []
-    for entry in list(dask_worker.transfer_incoming_log):
-        sent = {k: v for k, v in entry["keys"].items()
-                if str(k).startswith("gpuframe-send-")}
-        if sent and entry["start"] >= since:
-            out.append({"who": entry["who"], "bytes": sum(sent.values()),
-                        "start": entry["start"], "stop": entry["stop"]})
-    return out
-
-
-def link_stats(client, since: float, names: dict[str, str]) -> list[tuple[str, int, float]]:
-    """(source -> destination, bytes, GiB/s while the link was busy) per worker pair: bytes over
-    the union of its transfers' intervals, so the gaps between the two sides' buckets (each
-    side's partitioning finishes at its own time) do not count as a slow link."""
-    from gpuframe.diagnostics.metrics import union_seconds
-
-    links: dict[str, list] = defaultdict(lambda: [0, []])
-    for destination, entries in client.run(send_transfers, since=since).items():
-        for entry in entries:
-            link = links[f"{names.get(entry['who'], entry['who'])} -> {names[destination]}"]
-            link[0] += entry["bytes"]
-            link[1].append((entry["start"], entry["stop"]))
-    return [(link, nbytes, nbytes / GIB / max(union_seconds(spans), 1e-9))
-            for link, (nbytes, spans) in sorted(links.items())]
 
 
 # --- GPU-only measurements ----------------------------------------------------------------------
@@ -224,15 +197,22 @@ def run_shape(engine: Engine, protocol: str, shape: str, args: argparse.Namespac
         result = gpuframe.merge(left, right, on="key", **options).persist()
         del result
 
-    starts: list[float] = []
-    seconds = timed(lambda: ours(broadcast_bytes=0), args.repeats, args.statistic, starts)
-    results.append((*where, "gpuframe shuffle join", seconds))
-    links.extend((protocol, shape, *link, seconds)
-                 for link in link_stats(engine.client, starts[-1], names))
+    exchanges = args.exchanges.split(",")
+    for way in exchanges:
+        os.environ["GPUFRAME_EXCHANGE"] = way
+        name = "gpuframe shuffle join" + ("" if way == exchanges[0] else f", {way} exchange")
+        results.append((*where, name, timed(lambda: ours(broadcast_bytes=0), args.repeats,
+                                            args.statistic)))
+    os.environ["GPUFRAME_EXCHANGE"] = exchanges[0]
+    seconds = next(r[-1] for r in results if r[:4] == where and r[4] == "gpuframe shuffle join")
+    bookmark = mark(engine)
+    ours(broadcast_bytes=0)
+    metrics = metrics_since(engine, bookmark)
+    links.extend((protocol, shape, f"{names[p['source']]} -> {names[p['destination']]}",
+                  p["bytes"], p["bytes"] / GIB / max(p["seconds"], 1e-9), seconds)
+                 for p in metrics.pairs)
     if args.stages:
-        bookmark = mark(engine)
-        ours(broadcast_bytes=0)
-        stages.append((protocol, shape, metrics_since(engine, bookmark)))
+        stages.append((protocol, shape, metrics))
     results.append((*where, "gpuframe merge (default options)",
                     timed(ours, args.repeats, args.statistic)))
     for tasks in filter(None, args.partitions_per_worker.split(",")):
@@ -285,6 +265,8 @@ def main() -> None:
     parser.add_argument("--partitions-per-worker", default="",
                         help="comma-separated join tasks per worker to run the shuffle join "
                              "with too (more tasks: transfers overlap earlier tasks' joins)")
+    parser.add_argument("--exchanges", default="direct,tasks",
+                        help="comma-separated exchanges to run the shuffle join with")
     parser.add_argument("--statistic", choices=sorted(STATISTICS), default="median",
                         help="of the repeats' times; min resists a machine others share")
     parser.add_argument("--stages", action="store_true",
@@ -337,7 +319,7 @@ def main() -> None:
         even = f"{balance[(protocol, shape)]:.2f}" if name == "gpuframe shuffle join" else ""
         print(f"| {protocol} | {shape} | {name} | {gib} | {out} | {seconds} | {rate:.2f} | "
               f"{speedup} | {even} |")
-    print("\nPer-link bytes of the last gpuframe shuffle join (from the workers' transfer logs):\n")
+    print("\nPer-link bytes of one more gpuframe shuffle join (the engine's metrics):\n")
     print("| protocol | shape | link | GiB sent | link GiB/s (while busy) | "
           "GiB/s over the whole join | share of peer copy rate |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: |")

@@ -40,6 +40,12 @@ def _size(value: str) -> float | str:
         return value
 
 
+def _flag(value: str) -> bool:
+    if value.lower() not in ("1", "0", "true", "false", "yes", "no"):
+        raise ValueError(f"{value!r} is not one of 1, 0, true, false, yes, no")
+    return value.lower() in ("1", "true", "yes")
+
+
 def _option(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
     return field(default=default, metadata={"parse": parse, "doc": doc})
 
@@ -74,6 +80,10 @@ class ClusterOptions:
         "127.0.0.1:8787", _text, "where the dashboard listens; loopback unless exposed"
     )
     local_directory: str | None = _option(None, _text, "scratch space for spilled data")
+    warm_up: bool = _option(
+        True, _flag, "run a tiny query of every kind on each worker as the cluster starts, in "
+        "the background, so the first query does not pay each process's one-time costs",
+    )
 
 
 @dataclass(frozen=True)
@@ -127,13 +137,18 @@ class JoinOptions:
 
 @dataclass(frozen=True)
 class RuntimeOptions:
-    """How a job watches the workers it runs on."""
+    """How a job runs on its workers and watches them."""
 
     worker_silence: float = _option(
         60.0, float,
         "seconds a worker that runs or holds a job's tasks may go unheard (no heartbeat) before "
         "the job fails naming it; Dask itself waits its worker-ttl (5 minutes) before it drops "
         "such a worker, and a task pinned to it waits forever",
+    )
+    exchange: str = _option(
+        "direct", _text,
+        "how rows move between workers: 'direct' (one send task per worker, buckets sent "
+        "straight to the peers' mailboxes) or 'tasks' (a Dask key per partition and bucket)",
     )
 
 

@@ -56,6 +56,8 @@ def start_cluster(**options: Any) -> Engine:
         raise
     engine = set_current(Engine(client, backend, cluster))
     attach(client)
+    if opts.warm_up:
+        engine.warm_up()
     logger.info("started %r", engine)
     return engine
 

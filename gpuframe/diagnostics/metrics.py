@@ -6,7 +6,8 @@ timed for it; a transfer's bytes are those of the dependencies that were compute
 worker. Read tasks' read events add the bytes each read fetched, the client's stage events the
 stages that run on the client, not as tasks (planning a read), and workers' output events the
 rows and bytes of each plan operator. The events and keys are those of :mod:`.stages`: io and the
-operators name their keys and log events, and Dask does the rest.
+operators name their keys and log events, and Dask does the rest. The direct exchange's
+deliveries, which bypass Dask's transfers, come as send events and count as transfers.
 
 Jobs are the client's: a record belongs to the job its key names, and a job runs from its start
 event to its end event. Every record also goes to one log in order, from which
@@ -32,9 +33,11 @@ from .stages import (
     JOB_EVENT_TOPIC,
     OUTPUT_EVENT_TOPIC,
     READ_EVENT_TOPIC,
+    SEND_EVENT_TOPIC,
     STAGE_EVENT_TOPIC,
     JobEvent,
     OutputEvent,
+    SendEvent,
     StageEvent,
     job_of,
     stage_of,
@@ -140,6 +143,8 @@ class EngineMetrics(SchedulerPlugin):
             self._stage_event(msg)
         elif topic == OUTPUT_EVENT_TOPIC:
             self._output_event(msg)
+        elif topic == SEND_EVENT_TOPIC:
+            self._send_event(msg)
         elif topic == READ_EVENT_TOPIC:
             task = self.scheduler.tasks.get(msg["key"]) if self.scheduler is not None else None
             if task is not None and task.state == "processing":
@@ -172,6 +177,15 @@ class EngineMetrics(SchedulerPlugin):
     def _output_event(self, msg: OutputEvent) -> None:
         partitions = self._job(msg["job"], time()).outputs.setdefault(int(msg["node"]), {})
         partitions[int(msg["partition"])] = (int(msg["rows"]), int(msg["bytes"]))
+
+    def _send_event(self, msg: SendEvent) -> None:
+        """A delivery of the direct exchange: a transfer between two workers, and its bytes."""
+        job = self._job(msg["job"], float(msg["start"])) if msg["job"] else None
+        source, destination = str(msg["source"]), str(msg["destination"])
+        start, stop = float(msg["start"]), float(msg["stop"])
+        self._record(TaskRecord(TRANSFER, destination, start, stop, 0, source=source), job)
+        self._record(TaskRecord(MOVED, destination, stop, stop, int(msg["bytes"]),
+                                source=source), job)
 
     def _finished(self, key: Key, stage: str, info: dict[str, Any]) -> None:
         job_id = job_of(key)
@@ -328,17 +342,23 @@ def _ingest(records: Iterable[TaskRecord]) -> dict[str, IngestFigures]:
 
 
 def _pairs(records: list[TaskRecord]) -> list[PairFigures]:
+    """Bytes moved per (source, destination), over the time the link was busy: the union of its
+    transfers' intervals, as several transfers (the direct exchange's deliveries) may share
+    the link at once."""
     pairs: dict[tuple[str, str], PairFigures] = {}
+    busy: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for record in records:
         if record.source is None or record.stage not in (MOVED, TRANSFER):
             continue
-        pair = pairs.setdefault((record.source, record.worker), PairFigures(
+        link = (record.source, record.worker)
+        pair = pairs.setdefault(link, PairFigures(
             source=record.source, destination=record.worker, bytes=0, seconds=0.0, rate=None))
         if record.stage == MOVED:
             pair["bytes"] += record.nbytes
         else:
-            pair["seconds"] += record.stop - record.start
-    for pair in pairs.values():
+            busy.setdefault(link, []).append((record.start, record.stop))
+    for link, pair in pairs.items():
+        pair["seconds"] = union_seconds(busy.get(link, []))
         pair["rate"] = pair["bytes"] / pair["seconds"] if pair["seconds"] > 0 else None
     return sorted(pairs.values(), key=lambda p: (p["source"], p["destination"]))
 

@@ -18,6 +18,8 @@ Events, each logged with ``log_event`` (the ``Client``'s, or ``get_worker()``'s 
   fetched, logged before the task returns.
 - :data:`OUTPUT_EVENT_TOPIC`, workers, :class:`OutputEvent`: one per output partition of a plan
   operator (``node``), so the client can show rows and bytes per operator after a run.
+- :data:`SEND_EVENT_TOPIC`, workers, :class:`SendEvent`: one per delivery of the direct
+  exchange, which moves bytes between workers outside Dask's transfers.
 
 Nothing here imports the engine: any layer may name its keys and events with this module.
 """
@@ -34,6 +36,7 @@ JOB_EVENT_TOPIC = "gpuframe-job"
 STAGE_EVENT_TOPIC = "gpuframe-stage"
 READ_EVENT_TOPIC = "gpuframe-read"
 OUTPUT_EVENT_TOPIC = "gpuframe-output"
+SEND_EVENT_TOPIC = "gpuframe-send"
 
 PREFIX = "gpuframe-"
 STAGE_NAME = re.compile(r"[a-z]+(?:-[a-z]+)*")
@@ -58,6 +61,15 @@ class StageEvent(TypedDict):
     job: str
     stage: str
     seconds: float
+
+
+class SendEvent(TypedDict):
+    job: str | None
+    source: str
+    destination: str
+    start: float  # the sending worker's clock
+    stop: float
+    bytes: int
 
 
 class OutputEvent(TypedDict):

@@ -20,8 +20,9 @@ from typing import Any
 import pandas as pd
 
 from ..backend import get_backend
-from ..exchange.bucket import HOST_PROTOCOLS, arrived
+from ..exchange.bucket import HOST_PROTOCOLS
 from ..exchange.exchange import exchange
+from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter
 from ..plan.distinct import Distinct
@@ -54,7 +55,7 @@ class LocalDistinct:
     def finish(self, pieces: list[Any]) -> Any:
         """One bucket's rows that survive, in input order, without positions and marks."""
         frames = get_backend(self.backend)
-        frame = frames.concat([arrived(piece) for piece in pieces])
+        frame = frames.concat(arrivals(pieces))
         frame = frame.sort_values(self.position, ignore_index=True)
         subset = list(self.subset)
         if self.keep is False:

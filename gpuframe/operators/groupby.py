@@ -30,8 +30,9 @@ import pandas as pd
 from distributed import Future
 
 from ..backend import Backend, get_backend
-from ..exchange.bucket import HOST_PROTOCOLS, arrived
+from ..exchange.bucket import HOST_PROTOCOLS
 from ..exchange.exchange import exchange
+from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, cast_keys
 from ..plan.aggregate import Aggregation, GroupBy
@@ -255,8 +256,8 @@ def finish_bucket(buckets: list[list[Any]], partial: Partial) -> Any:
     empty = empty_partials(partial)
     components = []
     for parts, schema in zip(buckets, empty):
-        arrivals = [arrived(p) for p in parts if p is not None]
-        components.append(frames.concat(arrivals) if arrivals else schema)
+        pieces = arrivals(parts)
+        components.append(frames.concat(pieces) if pieces else schema)
     return finalize(combine(components, partial), partial)
 
 

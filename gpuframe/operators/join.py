@@ -47,8 +47,9 @@ from typing import Any
 import pandas as pd
 
 from ..backend import get_backend
-from ..exchange.bucket import HOST_PROTOCOLS, arrived
+from ..exchange.bucket import HOST_PROTOCOLS
 from ..exchange.exchange import Given, exchange
+from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, Splitter, cast_keys
 from ..plan.bounds import rows_at_most
@@ -85,8 +86,7 @@ class LocalJoin:
 
     def __call__(self, left: list[Any], right: list[Any]) -> Any:
         frames = get_backend(self.backend)
-        sides = [_keys_cast(_concat_or_empty([arrived(p) for p in parts if p is not None],
-                                             schema, frames), casts, schema, keys)
+        sides = [_keys_cast(_concat_or_empty(arrivals(parts), schema, frames), casts, schema, keys)
                  for parts, schema, casts, keys in zip(
                      (left, right), self.schemas, (self.types.left, self.types.right),
                      (self.left_keys, self.right_keys))]

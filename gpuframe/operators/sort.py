@@ -38,8 +38,9 @@ import pyarrow as pa
 from pandas.api.types import is_object_dtype
 
 from ..backend import get_backend
-from ..exchange.bucket import HOST_PROTOCOLS, arrived
+from ..exchange.bucket import HOST_PROTOCOLS
 from ..exchange.exchange import exchange
+from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous
 from ..exchange.splitters import RangeSplitter
 from ..plan.sort import Sort, SortKeys
@@ -81,7 +82,7 @@ class LocalSort:
 
     def __call__(self, pieces: list[Any]) -> Any:
         frames = get_backend(self.backend)
-        frame = frames.concat([arrived(piece) for piece in pieces])
+        frame = frames.concat(arrivals(pieces))
         ordered = sort_with_positions(frame, self.keys, self.position)
         return frames.astype(ordered.drop(columns=[self.position]), list(self.meta.dtypes))
 

@@ -37,7 +37,7 @@ from ..diagnostics.stages import (
     new_job,
     task_key,
 )
-from ..errors import ClusterError, GpuframeError, PartitionError, WorkerLostError
+from ..errors import ClusterError, GpuframeError, OptionError, PartitionError, WorkerLostError
 from ..units import byte_text
 
 if TYPE_CHECKING:
@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from ..exchange.placement import Partitioning, RangeOrdering
 
 logger = logging.getLogger("gpuframe")
+
+EXCHANGES = ("direct", "tasks")
+"""How an exchange moves rows (:class:`~gpuframe.config.RuntimeOptions`' ``exchange``)."""
 
 MEMORY_RESTART_TOPIC = "worker-restart-memory"
 """The event a nanny logs when it restarts its worker for holding more than its memory limit
@@ -106,7 +109,12 @@ class Job:
         # have run, as Dask releases any key no one holds, not when the whole action ends.
         self._submitted: weakref.WeakSet[Future] = weakref.WeakSet()
         self._info: dict[Key, _TaskInfo] = {}
-        self.worker_silence = resolve(RuntimeOptions).worker_silence
+        options = resolve(RuntimeOptions)
+        if options.exchange not in EXCHANGES:
+            raise OptionError(f"exchange={options.exchange!r} (GPUFRAME_EXCHANGE): one of "
+                              f"{', '.join(EXCHANGES)}")
+        self.exchange = options.exchange
+        self.worker_silence = options.worker_silence
         # Often enough to notice a lost worker within a fraction of the allowed silence, and
         # one cheap scheduler call in a few seconds of a long job otherwise.
         self._check_every = min(5.0, max(self.worker_silence / 4, 0.5))

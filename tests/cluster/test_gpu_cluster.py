@@ -20,6 +20,9 @@ def test_one_worker_per_gpu_and_demo_on_cudf(protocol):
         devices = engine.client.run(lambda: __import__("os").environ["CUDA_VISIBLE_DEVICES"])
         assert sorted(v.split(",")[0] for v in devices.values()) == \
             [str(g.index) for g in list_gpus()]
+        warmed = engine.warmed(timeout=120)  # cuDF, the core and every peer link, on GPUs
+        assert set(warmed) == set(engine.workers)
+        assert all(set(parts) == {"parquet", "operators", "exchange"} for parts in warmed.values())
         result = run_demo(engine, rows=2_000_000)
         assert result.matches_pandas
         assert set(result.partitions_per_worker) == set(engine.workers)

@@ -9,12 +9,24 @@ from distributed import get_task_stream
 import gpuframe
 from gpuframe.cluster.hardware import list_gpus
 from gpuframe.diagnostics.jobs import mark, metrics_since
-from gpuframe.diagnostics.metrics import union_seconds
+from gpuframe.diagnostics.metrics import EngineMetrics, union_seconds
+from gpuframe.diagnostics.stages import SEND_EVENT_TOPIC
 
 
 def test_wall_time_counts_overlapping_tasks_once():
     assert union_seconds([(0, 2), (1, 3), (5, 6), (5.5, 5.7)]) == pytest.approx(4.0)
     assert union_seconds([]) == 0
+
+
+def test_deliveries_count_as_transfers_over_the_time_the_link_was_busy():
+    metrics = EngineMetrics()
+    for start, stop, nbytes in ((0.0, 2.0, 100), (1.0, 3.0, 300), (10.0, 11.0, 0)):
+        metrics.log_event(SEND_EVENT_TOPIC, {"job": None, "source": "a", "destination": "b",
+                                             "start": start, "stop": stop, "bytes": nbytes})
+    (pair,) = metrics.summary(metrics.records, 0.0, 11.0)["pairs"]
+    assert (pair["source"], pair["destination"], pair["bytes"]) == ("a", "b", 400)
+    assert pair["seconds"] == pytest.approx(4.0)  # overlapping deliveries count once
+    assert pair["rate"] == pytest.approx(100.0)
 
 
 def test_task_stream_lists_the_stage_names_after_a_join(engine):
@@ -25,8 +37,7 @@ def test_task_stream_lists_the_stage_names_after_a_join(engine):
         joined = left.merge(right, on="k", broadcast_bytes=0)
         assert len(joined) == 20_000
     names = {key_split(task["key"]) for task in stream.data}
-    assert {"gpuframe-split-left", "gpuframe-split-right", "gpuframe-send-left",
-            "gpuframe-send-right", "gpuframe-join"} <= names
+    assert {"gpuframe-send-left", "gpuframe-send-right", "gpuframe-join"} <= names
     sources = {startstop.get("source") for task in stream.data
                for startstop in task["startstops"] if startstop["action"] == "transfer"}
     assert sources & set(engine.workers)  # buckets travelled between the workers
@@ -36,16 +47,16 @@ def test_join_metrics_hold_its_stages_and_worker_pairs(shuffle_join, cpu_engine)
     metrics = shuffle_join["report"].metrics
     expected = shuffle_join["orders"].merge(shuffle_join["people"], on="customer_id")
     assert len(shuffle_join["result"]) == len(expected)
-    assert {"load", "split", "send", "transfer", "join", "gather"} <= set(metrics.stages)
+    assert {"load", "send", "transfer", "join", "gather"} <= set(metrics.stages)
     workers = cpu_engine.workers
-    assert metrics.stages["split"]["tasks"] == 2 * len(workers)
+    assert metrics.stages["send"]["tasks"] == 2 * len(workers)  # one per worker and side
     assert metrics.stages["join"]["tasks"] == len(workers)
     pairs = {(p["source"], p["destination"]): p for p in metrics.pairs}
     assert set(pairs) == {(a, b) for a in workers for b in workers if a != b}
     moved = sum(p["bytes"] for p in pairs.values())
     assert moved == metrics.stages["transfer"]["bytes"]
-    # uniform keys over two workers: about half of every side's buckets cross to the other
-    assert 0.3 < moved / metrics.stages["send"]["bytes"] < 0.7
+    # uniform keys over two workers: about half of every side's rows cross to the other
+    assert 0.3 < moved / metrics.stages["load"]["bytes"] < 0.7
     assert all(p["rate"] > 0 for p in pairs.values())
     assert metrics.protocol == "tcp" and metrics.workers == workers
     for limits in metrics.limits.values():

@@ -35,7 +35,7 @@ def test_engine_page_renders_the_job_in_chromium(shuffle_join, cpu_engine, chrom
     (artifacts / "engine-page.png").write_bytes(png)
     metrics = gpuframe.job_metrics(engine=cpu_engine)
     stages = state["sources"]["gpuframe-stages"]
-    assert {"split", "send", "transfer", "join"} <= set(stages["stage"])
+    assert {"send", "transfer", "join"} <= set(stages["stage"])
     drawn = {s: sec for s, job, sec in zip(stages["stage"], stages["job"], stages["seconds"])
              if job == "this job"}
     assert drawn == pytest.approx({s: v["wall_seconds"] for s, v in metrics.stages.items()})

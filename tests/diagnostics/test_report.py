@@ -11,7 +11,7 @@ def test_report_holds_dasks_report_and_the_engines_figures(shuffle_join):
     metrics = shuffle_join["report"].metrics
     assert "Dask Performance Report" in html and "Task Stream" in html
     assert "gpuframe-engine" in html and "gpuframe-pairs" in html
-    for stage in ("split", "send", "transfer", "join"):
+    for stage in ("send", "transfer", "join"):
         assert f'"{stage}"' in html
     for pair in metrics.pairs:
         assert f"{pair['bytes'] / 1e6:.1f} MB, {rate_text(pair['rate'])}" in html

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from gpuframe.exchange.exchange import exchange
+from gpuframe.exchange.mailbox import arrivals
 from gpuframe.exchange.placement import Contiguous, HashPartitioning, RoundRobin
 from gpuframe.exchange.splitters import DestinationSplitter, HashSplitter, RangeSplitter
 from gpuframe.runtime.runner import Job, Partitions
@@ -61,20 +62,29 @@ def test_owner_policies():
     assert placed.renamed({"k": "key"}).keys == ("key",)
 
 
-def test_the_exchange_moves_every_bucket_to_its_consumer(engine, part):
+def collect(parts):
+    return pd.concat(arrivals(parts))
+
+
+@pytest.mark.parametrize("way", ["direct", "tasks"])
+def test_the_exchange_moves_every_bucket_to_its_consumer(engine, part, way, monkeypatch):
     from gpuframe.frame import from_pandas
 
+    monkeypatch.setenv("GPUFRAME_EXCHANGE", way)
     frame = from_pandas(part, npartitions=3).persist()
+    splitter = HashSplitter(("k",), 4)
     with Job(engine, "test") as job:
-        buckets = exchange(job, frame.partitions, HashSplitter(("k",), 4), RoundRobin(),
-                           "left")
-        assert len(buckets.parts) == 4 and all(len(b) == 3 for b in buckets.parts)
+        buckets = exchange(job, frame.partitions, splitter, RoundRobin(), "left")
+        assert len(buckets.parts) == 4
         assert buckets.owners == RoundRobin().owners(job.workers, 4)
         stage = job.stage("collect")
-        futures = [stage.submit(pd.concat, bucket, index=(b,), owner=owner)
+        futures = [stage.submit(collect, bucket, index=(b,), owner=owner)
                    for b, (bucket, owner) in enumerate(zip(buckets.parts, buckets.owners))]
         collected = job.gather(futures)
     assert sum(len(c) for c in collected) == len(part)
+    for b, rows in enumerate(collected):  # each bucket holds its keys, and only those
+        pd.testing.assert_frame_equal(rows.reset_index(drop=True),
+                                      splitter.split(part, 0)[b].reset_index(drop=True))
     pd.testing.assert_frame_equal(pd.concat(collected).sort_values(["k", "v"])
                                   .reset_index(drop=True),
                                   part.sort_values(["k", "v"]).reset_index(drop=True))

@@ -143,7 +143,7 @@ def test_groupby_after_a_join_on_its_keys_moves_nothing(engine, data):
                                                                      rows=("x", "size"))
         got = result.to_pandas()
     names = {key_split(entry["key"]) for entry in stream.data}
-    assert "gpuframe-partial" not in names and "gpuframe-split-partial" not in names
+    assert "gpuframe-partial" not in names and "gpuframe-send-partial" not in names
     assert "gpuframe-aggregate" in names
     assert "local: input already hash(k) into 2" in explained(result).splitlines()[0]
     expected = data.merge(right.to_pandas(), on="k").groupby(["k", "s"], as_index=False).agg(

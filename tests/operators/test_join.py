@@ -181,8 +181,7 @@ def test_join_stages_are_named_on_the_task_stream(engine, sides):
         gpuframe.from_pandas(left).merge(gpuframe.from_pandas(right), on="k",
                                          **SHUFFLE).persist()
     names = {key_split(entry["key"]) for entry in stream.data}
-    assert {"gpuframe-split-left", "gpuframe-split-right", "gpuframe-send-left",
-            "gpuframe-send-right", "gpuframe-join"} <= names
+    assert {"gpuframe-send-left", "gpuframe-send-right", "gpuframe-join"} <= names
 
 
 @pytest.mark.parametrize("how", ["inner", "outer", "leftanti"])
@@ -199,7 +198,7 @@ def test_several_join_tasks_per_worker(engine, sides, how):
 def test_default_broadcast_needs_a_side_small_against_the_other(engine):
     """Sampled sides (broadcast_rows=0): the ratio rule decides."""
     big = gpuframe.from_pandas(pd.DataFrame({"k": np.arange(20_000), "a": 1.0}))
-    for rows, expected in ((2_000, "gpuframe-broadcast"), (20_000, "gpuframe-split-right")):
+    for rows, expected in ((2_000, "gpuframe-broadcast"), (20_000, "gpuframe-send-right")):
         small = gpuframe.from_pandas(pd.DataFrame({"k": np.arange(rows), "b": 2.0}))
         with get_task_stream(client=engine.client) as stream:
             result = big.merge(small, on="k", broadcast_rows=0).persist()
@@ -412,7 +411,7 @@ def test_a_join_on_hashed_keys_moves_only_the_other_side(engine, sides):
     with get_task_stream(client=engine.client) as stream:
         result = hashed.merge(gpuframe.from_pandas(third), on="k", **SHUFFLE).persist()
     names = stage_names(stream)
-    assert "gpuframe-split-right" in names and "gpuframe-split-left" not in names
+    assert "gpuframe-send-right" in names and "gpuframe-send-left" not in names
     assert "gpuframe-sample-left" not in names  # no sampling: the placement decided
     expected = left.merge(right, on="k").merge(third, on="k")
     assert_same_rows(result.to_pandas(), expected)
@@ -447,7 +446,7 @@ def test_placement_is_forgotten_where_keys_change(engine, sides):
     with get_task_stream(client=engine.client) as stream:
         moved = hashed.astype({"k": "int32"}).merge(gpuframe.from_pandas(right[["k"]]),
                                                     on="k", **SHUFFLE).persist()
-    assert "gpuframe-split-left" in stage_names(stream)
+    assert "gpuframe-send-left" in stage_names(stream)
     assert len(moved) == len(left.astype({"k": "int32"}).merge(right, on="k")
                              .merge(right[["k"]], on="k"))
 
@@ -563,7 +562,7 @@ def test_cross_copies_the_smaller_side(engine, sides):
         result = gpuframe.from_pandas(left, npartitions=3).merge(
             gpuframe.from_pandas(small), how="cross").to_pandas()
     names = set(stage_names(stream))
-    assert "gpuframe-broadcast" in names and "gpuframe-split-left" not in names
+    assert "gpuframe-broadcast" in names and "gpuframe-send-left" not in names
     expected = left.merge(small, how="cross")
     assert list(result.columns) == list(expected.columns)
     assert list(result.dtypes) == list(expected.dtypes)

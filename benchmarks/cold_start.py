@@ -1,0 +1,131 @@
+"""A cold cluster: start-up and the first query, against a warm query and Dask's own cluster.
+
+Each variant runs in a fresh Python process, so every worker and the client start cold:
+
+  dask     dask-cuda's LocalCUDACluster (LocalCluster without GPUs) and a client, started
+           alone with gpuframe's worker options: the start-up gpuframe adds to.
+  warm-up  gpuframe.start_cluster() with its background warm-up, then the query at once.
+  none     the same with warm_up=False.
+
+The query is benchmarks/parquet_join.py's (read two Parquet datasets, join on int64 keys, count
+and sum) on --rows rows per side; a warm query is the best of --repeat runs after the first.
+The goal: start_cluster plus the first query within start-up plus 1.5x a warm query.
+
+  python benchmarks/cold_start.py --rows 50000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from parquet_join import KEYS, generate, run_gpuframe  # noqa: E402
+
+VARIANTS = ("dask", "warm-up", "none")
+
+
+def child(variant: str, data: Path, repeat: int, workers: int | None) -> dict[str, Any]:
+    """One variant's figures, measured in this (fresh) process."""
+    start = time.perf_counter()
+    if variant == "dask":
+        from distributed import Client
+
+        import gpuframe  # noqa: F401 (imported as the other variants import it, untimed)
+        from gpuframe.cluster.hardware import list_gpus
+        from gpuframe.cluster.local import (
+            _start_cpu_cluster,
+            _start_gpu_cluster,
+            choose_backend,
+            choose_protocol,
+        )
+        from gpuframe.config import ClusterOptions, resolve
+
+        start = time.perf_counter()
+        options = resolve(ClusterOptions, {"n_workers": workers})
+        gpus = list_gpus()
+        backend = choose_backend(None, gpus)
+        protocol = choose_protocol(None, backend)
+        cluster = (_start_gpu_cluster(options, gpus, protocol) if backend.on_device
+                   else _start_cpu_cluster(options, protocol))
+        client = Client(cluster)
+        up = time.perf_counter() - start
+        client.close()
+        cluster.close()
+        return {"start": up}
+    import gpuframe
+
+    start = time.perf_counter()
+    engine = gpuframe.start_cluster(n_workers=workers, warm_up=variant == "warm-up",
+                                    dashboard_address="127.0.0.1:0")
+    up = time.perf_counter() - start
+    with engine:
+        start = time.perf_counter()
+        run_gpuframe(data, KEYS["int64"])
+        first = time.perf_counter() - start
+        warm = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            run_gpuframe(data, KEYS["int64"])
+            warm.append(time.perf_counter() - start)
+        return {"start": up, "first": first, "warm": min(warm), "protocol": engine.protocol,
+                "backend": engine.backend.name, "workers": len(engine.workers)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=2_000_000, help="rows per side")
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/gpuframe-parquet-join"))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    data = generate(args.dir, "int64", args.rows, args.files)
+    if args.child:
+        print(json.dumps(child(args.child, data, args.repeat, args.workers)))
+        return 0
+    figures: dict[str, dict[str, Any]] = {}
+    for variant in args.variants.split(","):
+        command = [sys.executable, __file__, "--child", variant, "--rows", str(args.rows),
+                   "--files", str(args.files), "--dir", str(args.dir), "--repeat",
+                   str(args.repeat)] + (["--workers", str(args.workers)] if args.workers else [])
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"{variant} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+            return 1
+        figures[variant] = json.loads(done.stdout.strip().splitlines()[-1])
+    print(table(figures, args.rows))
+    return 0
+
+
+def table(figures: dict[str, dict[str, Any]], rows: int) -> str:
+    """Start-up, first and warm query seconds per variant, and the goal's ratio: (start-up +
+    first query - Dask's start-up) over a warm query."""
+    base = figures.get("dask", {}).get("start")
+    some = next((f for f in figures.values() if "backend" in f), {})
+    lines = [f"{rows:,} rows per side; {some.get('workers')} workers, backend "
+             f"{some.get('backend')}, protocol {some.get('protocol')}", "",
+             "| variant | start-up s | first query s | warm query s | first / warm | "
+             "(start-up + first - Dask's start-up) / warm |", "|---|---:|---:|---:|---:|---:|"]
+    for variant, f in figures.items():
+        if "first" not in f:
+            lines.append(f"| {variant} (cluster alone) | {f['start']:.2f} | | | | |")
+            continue
+        goal = ((f["start"] + f["first"] - base) / f["warm"]) if base is not None else None
+        lines.append(f"| {variant} | {f['start']:.2f} | {f['first']:.3f} | {f['warm']:.3f} | "
+                     f"{f['first'] / f['warm']:.2f}x | "
+                     + (f"{goal:.2f}x |" if goal is not None else "- |"))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

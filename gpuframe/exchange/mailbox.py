@@ -1,0 +1,275 @@
+"""The direct exchange: buckets sent straight to their consumer's worker, with the scheduler
+off the data path.
+
+The task exchange (:func:`~gpuframe.exchange.exchange.exchange` with ``exchange='tasks'``)
+makes every (partition, bucket) pair a Dask key, so a stage of ``P`` partitions into ``B``
+buckets costs the scheduler ``P x B`` tasks and as many transfers to schedule. Here, as in
+dask-cuda's explicit-comms, rapidsmpf's ``Shuffler`` and Dask's own P2P shuffle, one ``send``
+task per worker cuts that worker's partitions into buckets and sends each bucket's rows to the
+worker that consumes it over the cluster's comm layer (UCX or TCP), as a message to the
+:data:`DELIVER_HANDLER` handler, which files them in that worker's :class:`Mailbox`. The task
+returns a :class:`Receipt` (rows per bucket per partition) once every peer has acknowledged its
+pieces. Each consuming task depends on the ``W`` receipts alone, so a stage is ``W + B`` tasks
+and ``W x B`` small edges, and it takes its bucket from the mailbox (:func:`arrivals`), checking
+that every partition's piece came with the rows its receipt counts.
+
+Nothing is left behind: when a send task's receipt is released (every consumer has run, or the
+job was cancelled or failed), its worker tells every peer to drop what the exchange still holds,
+and a worker keeps the ids of dropped exchanges for a while, so pieces that a cancelled sender
+delivers late are discarded.
+
+Each delivery logs :data:`~gpuframe.diagnostics.stages.SEND_EVENT_TOPIC` with its bytes and
+interval, which the engine's metrics count as a transfer between the two workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import Future as ThreadFuture
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dask.sizeof import sizeof
+from distributed import Client, get_worker
+from distributed.diagnostics.plugin import WorkerPlugin
+from distributed.metrics import time
+from distributed.protocol import to_serialize
+
+from ..diagnostics.stages import SEND_EVENT_TOPIC, job_of
+from ..errors import PartitionError, WorkerLostError
+from .bucket import DeviceBucket, arrived
+from .splitters import Splitter
+
+if TYPE_CHECKING:
+    from distributed import Worker
+
+PLUGIN_NAME = "gpuframe-mailbox"
+DELIVER_HANDLER = "gpuframe_deliver"
+DROP_HANDLER = "gpuframe_drop"
+DROPPED_REMEMBERED = 4096
+"""Ids of dropped exchanges a worker remembers, to discard their late pieces."""
+IN_FLIGHT_PARTITIONS = 2
+"""Partitions whose pieces a send task may have in flight at once: the next partition is cut
+while the last one's pieces travel, and no more, so a worker holds at most about two
+partitions' copies besides its inputs."""
+
+
+class ExchangeError(PartitionError):
+    """A bucket came incomplete: a piece that a sender's receipt counts never arrived."""
+
+
+class Mailbox:
+    """One worker's received pieces: ``exchange -> bucket -> source partition -> frame``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, dict[int, dict[int, Any]]] = {}
+        self._dropped: OrderedDict[str, None] = OrderedDict()
+
+    def put(self, exchange: str, source: int, pieces: dict[int, Any]) -> bool:
+        """File ``pieces`` (bucket -> frame) of partition ``source``; False where the exchange
+        was dropped already (the pieces are discarded)."""
+        with self._lock:
+            if exchange in self._dropped:
+                return False
+            buckets = self._held.setdefault(exchange, {})
+            for bucket, frame in pieces.items():
+                buckets.setdefault(bucket, {})[source] = frame
+            return True
+
+    def take(self, exchange: str, bucket: int) -> dict[int, Any]:
+        """Remove and return bucket ``bucket``'s pieces, by source partition."""
+        with self._lock:
+            buckets = self._held.get(exchange, {})
+            pieces = buckets.pop(bucket, {})
+            if not buckets:
+                self._held.pop(exchange, None)
+            return pieces
+
+    def drop(self, exchange: str) -> None:
+        """Forget what ``exchange`` holds here, and discard what comes for it later."""
+        with self._lock:
+            self._held.pop(exchange, None)
+            self._dropped[exchange] = None
+            while len(self._dropped) > DROPPED_REMEMBERED:
+                self._dropped.popitem(last=False)
+
+    def exchanges(self) -> dict[str, int]:
+        """Pieces held per exchange (for tests and diagnostics)."""
+        with self._lock:
+            return {x: sum(map(len, b.values())) for x, b in self._held.items()}
+
+
+class MailboxPlugin(WorkerPlugin):
+    """Gives each worker its :class:`Mailbox`, the handlers that fill and drop it, and the
+    watch on send tasks' receipts that drops an exchange once no consumer needs it."""
+
+    idempotent = True
+    mailbox: Mailbox  # made on the worker, as is the loop: neither travels
+    loop: asyncio.AbstractEventLoop
+
+    def __init__(self) -> None:
+        self.worker: Worker | None = None
+        self._senders: dict[str, tuple[str, tuple[str, ...]]] = {}  # key -> exchange, peers
+
+    def setup(self, worker: Worker) -> None:
+        self.worker = worker
+        self.mailbox = Mailbox()
+        self.loop = asyncio.get_running_loop()  # the worker's: plugins are set up on it
+        worker.handlers[DELIVER_HANDLER] = self._deliver
+        worker.handlers[DROP_HANDLER] = self._drop
+
+    def _deliver(self, exchange: str, source: int, pieces: dict[int, Any]) -> bool:
+        return self.mailbox.put(exchange, source, {b: arrived(f) for b, f in pieces.items()})
+
+    def _drop(self, exchange: str) -> None:
+        self.mailbox.drop(exchange)
+
+    def sending(self, key: str, exchange: str, peers: Sequence[str]) -> None:
+        """Task ``key`` sends for ``exchange`` to ``peers``: drop it there when ``key`` goes."""
+        self._senders[key] = (exchange, tuple(peers))
+
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        if finish not in ("released", "forgotten") or key not in self._senders:
+            return
+        exchange, peers = self._senders.pop(key)
+        self.mailbox.drop(exchange)
+        worker = self.worker
+        if worker is None:
+            return
+        for peer in peers:
+            if peer != worker.address:
+                asyncio.ensure_future(_tell_drop(worker, peer, exchange))
+
+
+def forget(worker: Worker, exchange: str, peers: Sequence[str]) -> None:
+    """From a task on ``worker``: drop ``exchange`` there and at every peer, waiting for them."""
+    plugin = _plugin(worker)
+    plugin.mailbox.drop(exchange)
+    for peer in peers:
+        if peer != worker.address:
+            asyncio.run_coroutine_threadsafe(_tell_drop(worker, peer, exchange),
+                                             plugin.loop).result()
+
+
+async def _tell_drop(worker: Worker, peer: str, exchange: str) -> None:
+    try:
+        await worker.rpc(peer).gpuframe_drop(exchange=exchange)
+    except Exception:  # noqa: BLE001 (a peer gone holds nothing more to drop)
+        pass
+
+
+_installed: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
+def install(client: Client) -> None:
+    """Give every worker of ``client``'s cluster (and every later one) its mailbox, once per
+    client."""
+    if client not in _installed:
+        client.register_plugin(MailboxPlugin(), name=PLUGIN_NAME)
+        _installed.add(client)
+
+
+def _plugin(worker: Worker) -> MailboxPlugin:
+    plugin = worker.plugins.get(PLUGIN_NAME)
+    if not isinstance(plugin, MailboxPlugin):
+        raise PartitionError(f"worker {worker.address} has no gpuframe mailbox (its plugin "
+                             f"{PLUGIN_NAME!r} is missing): the exchange cannot receive there")
+    return plugin
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What one send task delivered: per source partition, rows per bucket."""
+
+    rows: dict[int, list[int]]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Stands, in a consuming task's arguments, for bucket ``bucket`` of ``exchange``, followed
+    there by the receipts of every send task (:func:`arrivals`)."""
+
+    exchange: str
+    bucket: int
+
+
+def send(key: str, exchange: str, splitter: Splitter, owners: Sequence[str],
+         sources: Sequence[int], wrap: bool, *parts: Any) -> Receipt:
+    """The send task of one worker: cut ``parts`` (partitions ``sources``) into ``splitter``'s
+    buckets and deliver bucket ``b``'s rows to ``owners[b]``; return once every peer has them.
+    ``wrap``: remote pieces travel as :class:`~gpuframe.exchange.bucket.DeviceBucket`."""
+    worker = get_worker()
+    plugin = _plugin(worker)
+    peers = sorted(set(owners))
+    plugin.sending(key, exchange, peers)
+    job = job_of(key)
+    rows: dict[int, list[int]] = {}
+    waves: list[list[ThreadFuture]] = []
+    for source, part in zip(sources, parts):
+        buckets = splitter.split(part, source)
+        rows[source] = [len(bucket) for bucket in buckets]
+        by_owner: dict[str, dict[int, Any]] = {}
+        for b, bucket in enumerate(buckets):
+            by_owner.setdefault(owners[b], {})[b] = bucket
+        wave = []
+        for owner, pieces in by_owner.items():
+            if owner == worker.address:
+                plugin.mailbox.put(exchange, source, pieces)
+                continue
+            if wrap:
+                pieces = {b: DeviceBucket(frame) for b, frame in pieces.items()}
+            wave.append(asyncio.run_coroutine_threadsafe(
+                _deliver(worker, owner, exchange, source, pieces, job),
+                plugin.loop))
+        waves.append(wave)
+        if len(waves) >= IN_FLIGHT_PARTITIONS:
+            _finish(waves.pop(0))
+    for wave in waves:
+        _finish(wave)
+    return Receipt(rows)
+
+
+def _finish(wave: list[ThreadFuture]) -> None:
+    for future in wave:
+        future.result()
+
+
+async def _deliver(worker: Worker, owner: str, exchange: str, source: int,
+                   pieces: dict[int, Any], job: str | None) -> None:
+    """Send ``pieces`` to ``owner``'s mailbox and log the transfer."""
+    start = time()
+    try:
+        await worker.rpc(owner).gpuframe_deliver(exchange=exchange, source=source,
+                                                 pieces=to_serialize(pieces))
+    except (OSError, asyncio.TimeoutError) as exc:
+        raise WorkerLostError(f"worker {owner} could not be reached from {worker.address} to "
+                              f"deliver partition {source}'s buckets: {exc!r}") from exc
+    worker.log_event(SEND_EVENT_TOPIC, {
+        "job": job, "source": worker.address, "destination": owner, "start": start,
+        "stop": time(), "bytes": int(sum(sizeof(p) for p in pieces.values()))})
+
+
+def arrivals(parts: Sequence[Any]) -> list[Any]:
+    """A consuming task's frames of one bucket: from an exchange's task keys (``parts`` are the
+    pieces, None for none) or from this worker's mailbox (``parts`` is a :class:`Claim` and
+    the send tasks' receipts), one frame per source partition in partition order."""
+    if not parts or not isinstance(parts[0], Claim):
+        return [arrived(p) for p in parts if p is not None]
+    claim, receipts = parts[0], parts[1:]
+    expected = {source: rows[claim.bucket]
+                for receipt in receipts for source, rows in receipt.rows.items()}
+    worker = get_worker()
+    pieces = _plugin(worker).mailbox.take(claim.exchange, claim.bucket)
+    missing = sorted(set(expected) - set(pieces))
+    short = sorted(s for s in expected if s in pieces and len(pieces[s]) != expected[s])
+    if missing or short:
+        raise ExchangeError(f"bucket {claim.bucket} of exchange {claim.exchange} on "
+                            f"{worker.address} is incomplete: partitions {missing} never "
+                            f"arrived, partitions {short} arrived with other row counts than "
+                            "were sent")
+    return [pieces[source] for source in sorted(expected)]

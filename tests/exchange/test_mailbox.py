@@ -1,0 +1,108 @@
+"""The direct exchange's mailboxes: pieces filed, taken once, checked against the receipts, and
+dropped when no consumer needs them, even when the job fails."""
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpuframe
+from gpuframe.errors import OptionError
+from gpuframe.exchange.exchange import exchange
+from gpuframe.exchange.mailbox import (
+    PLUGIN_NAME,
+    Claim,
+    ExchangeError,
+    Mailbox,
+    Receipt,
+    arrivals,
+)
+from gpuframe.exchange.placement import Contiguous
+from gpuframe.exchange.splitters import HashSplitter
+from gpuframe.runtime.runner import Job
+
+
+def test_a_mailbox_gives_each_bucket_once_and_discards_late_pieces():
+    box = Mailbox()
+    assert box.put("x", 0, {0: "a0", 1: "a1"}) and box.put("x", 1, {1: "b1"})
+    assert box.take("x", 1) == {0: "a1", 1: "b1"}
+    assert box.take("x", 1) == {}
+    assert box.exchanges() == {"x": 1}
+    box.drop("x")
+    assert box.exchanges() == {}
+    assert not box.put("x", 2, {0: "late"})  # a cancelled sender's piece, after the drop
+    assert box.exchanges() == {}
+
+
+def held(engine) -> dict:
+    """Pieces held per worker, for every exchange."""
+    return engine.client.run(
+        lambda dask_worker: dask_worker.plugins[PLUGIN_NAME].mailbox.exchanges())
+
+
+def wait_until_empty(engine, seconds=10.0) -> dict:
+    deadline = time.monotonic() + seconds
+    while (left := held(engine)) and any(left.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+@pytest.fixture
+def frames(engine):
+    rng = np.random.default_rng(5)
+    left = pd.DataFrame({"k": rng.integers(0, 2000, 30_000), "a": rng.random(30_000)})
+    right = pd.DataFrame({"k": np.arange(2000), "b": np.arange(2000) * 3})
+    return left, right
+
+
+def test_nothing_stays_in_the_mailboxes_after_a_join(engine, frames):
+    left, right = frames
+    result = gpuframe.from_pandas(left, npartitions=6).merge(
+        gpuframe.from_pandas(right, npartitions=4), on="k", broadcast_bytes=0).to_pandas()
+    assert len(result) == len(left.merge(right, on="k"))
+    assert not any(wait_until_empty(engine).values())
+
+
+def boom(parts):
+    raise RuntimeError("a consumer failed")
+
+
+def test_a_failed_job_leaves_nothing_in_the_mailboxes(engine, frames):
+    left, _ = frames
+    frame = gpuframe.from_pandas(left, npartitions=6).persist()
+    with pytest.raises(gpuframe.GpuframeError, match="a consumer failed"):
+        with Job(engine, "test") as job:
+            buckets = exchange(job, frame.partitions, HashSplitter(("k",), 4), Contiguous(),
+                               "left")
+            stage = job.stage("collect")
+            futures = [stage.submit(arrivals if b else boom, parts, index=(b,), owner=owner)
+                       for b, (parts, owner) in enumerate(zip(buckets.parts, buckets.owners))]
+            job.wait(futures)
+    assert not any(wait_until_empty(engine).values())
+
+
+def test_a_missing_piece_fails_the_bucket_naming_it(engine):
+    receipts = [Receipt({0: [5, 0]}), Receipt({3: [0, 2]})]
+    future = engine.client.submit(arrivals, [Claim("no-such-exchange", 0), *receipts],
+                                  pure=False)
+    with pytest.raises(ExchangeError, match=r"bucket 0 .* partitions \[0, 3\] never arrived"):
+        future.result()
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "outer"])
+def test_both_exchanges_give_the_same_rows(engine, frames, how, monkeypatch):
+    left, right = frames
+    answers = {}
+    for way in ("direct", "tasks"):
+        monkeypatch.setenv("GPUFRAME_EXCHANGE", way)
+        joined = gpuframe.from_pandas(left, npartitions=5).merge(
+            gpuframe.from_pandas(right, npartitions=3), on="k", how=how, broadcast_bytes=0)
+        answers[way] = joined.to_pandas().sort_values(["k", "a"], ignore_index=True)
+    pd.testing.assert_frame_equal(answers["direct"], answers["tasks"])
+
+
+def test_an_unknown_exchange_is_refused_naming_the_option(engine, monkeypatch):
+    monkeypatch.setenv("GPUFRAME_EXCHANGE", "carrier-pigeon")
+    with pytest.raises(OptionError, match=r"exchange=.carrier-pigeon. \(GPUFRAME_EXCHANGE\)"):
+        Job(engine, "test")
