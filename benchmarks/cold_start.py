@@ -60,22 +60,28 @@ def child(variant: str, data: Path, repeat: int, workers: int | None) -> dict[st
         cluster.close()
         return {"start": up}
     import gpuframe
+    from gpuframe.diagnostics.jobs import mark, metrics_since
 
     start = time.perf_counter()
     engine = gpuframe.start_cluster(n_workers=workers, warm_up=variant == "warm-up",
                                     dashboard_address="127.0.0.1:0")
     up = time.perf_counter() - start
-    with engine:
+
+    def query() -> tuple[float, dict[str, float]]:
+        """The query's seconds, and its stages' wall seconds from the engine's records."""
+        bookmark = mark(engine)
         start = time.perf_counter()
         run_gpuframe(data, KEYS["int64"])
-        first = time.perf_counter() - start
-        warm = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            run_gpuframe(data, KEYS["int64"])
-            warm.append(time.perf_counter() - start)
-        return {"start": up, "first": first, "warm": min(warm), "protocol": engine.protocol,
-                "backend": engine.backend.name, "workers": len(engine.workers)}
+        seconds = time.perf_counter() - start
+        stages = metrics_since(engine, bookmark).stages
+        return seconds, {name: round(f["wall_seconds"], 3) for name, f in stages.items()}
+
+    with engine:
+        first, first_stages = query()
+        warm, warm_stages = min(query() for _ in range(repeat))
+        return {"start": up, "first": first, "warm": warm, "protocol": engine.protocol,
+                "backend": engine.backend.name, "workers": len(engine.workers),
+                "stages": {"first": first_stages, "warm": warm_stages}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         figures[variant] = json.loads(done.stdout.strip().splitlines()[-1])
     print(table(figures, args.rows))
+    print("\nStages' wall seconds (the engine's records; client stages run on the client):")
+    for variant, f in figures.items():
+        for which, stages in f.get("stages", {}).items():
+            print(f"- {variant}, {which} query: "
+                  + ", ".join(f"{name} {wall:.3f}" for name, wall in stages.items()))
     return 0
 
 

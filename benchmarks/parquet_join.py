@@ -84,11 +84,14 @@ def run_gpuframe(where: Path, keys: list[str]) -> pd.DataFrame:
 
 
 def run_dask(where: Path, keys: list[str]) -> pd.DataFrame:
+    """dask.dataframe's merge with the task shuffle: its P2P shuffle of cuDF frames took 30x
+    longer here (benchmarks/results/2026-11-26-exchange-coldstart-gpus.md)."""
     import dask
     import dask.dataframe as dd
 
-    joined = dd.read_parquet(str(where / "left")).merge(dd.read_parquet(str(where / "right")),
-                                                        on=keys)
+    left = dd.read_parquet(str(where / "left"))
+    right = dd.read_parquet(str(where / "right"))
+    joined = left.merge(right, on=keys, shuffle_method="tasks")
     rows, a, b = dask.compute(joined.a.count(), joined.a.sum(), joined.b.sum())
     return pd.DataFrame({"rows": [int(rows)], "a": [float(a)], "b": [float(b)]})
 
@@ -121,6 +124,7 @@ def measure(name: str, kind: str, run: Callable[[], pd.DataFrame], repeat: int,
                          f"gpuframe {expected.to_dict('records')}")
     rows.append({"keys": kind, "engine": name, "first": cold, "best": best,
                  "rows": int(got["rows"].iloc[0])})
+    print(f"{kind} keys, {name}: first {cold:.3f} s, best {best:.3f} s", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
