@@ -4,7 +4,7 @@ Each variant runs in a fresh Python process, so every worker and the client star
 
   dask     dask-cuda's LocalCUDACluster (LocalCluster without GPUs) and a client, started
            alone with gpuframe's worker options: the start-up gpuframe adds to.
-  warm-up  gpuframe.start_cluster() with its background warm-up, then the query at once.
+  warm-up  gpuframe.start_cluster(warm_up=True), its background warm-up, then the query at once.
   none     the same with warm_up=False.
 
 The query is benchmarks/parquet_join.py's (read two Parquet datasets, join on int64 keys, count
@@ -67,21 +67,42 @@ def child(variant: str, data: Path, repeat: int, workers: int | None) -> dict[st
                                     dashboard_address="127.0.0.1:0")
     up = time.perf_counter() - start
 
-    def query() -> tuple[float, dict[str, float]]:
-        """The query's seconds, and its stages' wall seconds from the engine's records."""
+    def query() -> tuple[float, dict[str, float], list[tuple[str, float]]]:
+        """The query's seconds, its stages' wall seconds from the engine's records, and where
+        the workers' task threads spent it (Dask's sampling profiler)."""
         bookmark = mark(engine)
-        start = time.perf_counter()
+        begin, start = time.time(), time.perf_counter()
         run_gpuframe(data, KEYS["int64"])
         seconds = time.perf_counter() - start
         stages = metrics_since(engine, bookmark).stages
-        return seconds, {name: round(f["wall_seconds"], 3) for name, f in stages.items()}
+        profile = engine.client.profile(start=begin, stop=time.time())
+        return (seconds, {name: round(f["wall_seconds"], 3) for name, f in stages.items()},
+                hot_frames(profile))
 
     with engine:
-        first, first_stages = query()
-        warm, warm_stages = min(query() for _ in range(repeat))
+        first, first_stages, first_hot = query()
+        warm, warm_stages, _ = min(query() for _ in range(repeat))
         return {"start": up, "first": first, "warm": warm, "protocol": engine.protocol,
                 "backend": engine.backend.name, "workers": len(engine.workers),
-                "stages": {"first": first_stages, "warm": warm_stages}}
+                "stages": {"first": first_stages, "warm": warm_stages}, "hot": first_hot}
+
+
+def hot_frames(profile: dict[str, Any], top: int = 25) -> list[tuple[str, float]]:
+    """The functions the sampled threads were inside for the largest share of samples."""
+    inside: dict[str, int] = {}
+
+    def walk(node: dict[str, Any], seen: frozenset[str]) -> None:
+        where = node.get("description", {})
+        name = f"{Path(where.get('filename', '?')).name}:{where.get('name', '?')}"
+        if name not in seen:
+            inside[name] = inside.get(name, 0) + node.get("count", 0)
+        for child in node.get("children", {}).values():
+            walk(child, seen | {name})
+
+    walk(profile, frozenset())
+    total = max(profile.get("count", 0), 1)
+    ranked = sorted(inside.items(), key=lambda item: -item[1])[:top]
+    return [(name, round(count / total, 3)) for name, count in ranked]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         for which, stages in f.get("stages", {}).items():
             print(f"- {variant}, {which} query: "
                   + ", ".join(f"{name} {wall:.3f}" for name, wall in stages.items()))
+    for variant, f in figures.items():
+        if f.get("hot"):
+            print(f"\nWhere the workers' task threads were in {variant}'s first query (share "
+                  "of samples inside each function):")
+            print("\n".join(f"- {share:.1%} {name}" for name, share in f["hot"]))
     return 0
 
 

@@ -80,9 +80,11 @@ class ClusterOptions:
         "127.0.0.1:8787", _text, "where the dashboard listens; loopback unless exposed"
     )
     local_directory: str | None = _option(None, _text, "scratch space for spilled data")
-    warm_up: bool = _option(
-        True, _flag, "run a tiny query of every kind on each worker as the cluster starts, in "
-        "the background, so the first query does not pay each process's one-time costs",
+    warm_up: bool | None = _option(
+        None, _flag, "warm each worker in the background as the cluster starts (a tiny query "
+        "of every kind), so the first query does not pay each process's one-time costs; None: "
+        "on GPU workers only (CPU workers have little to warm, and would share their cores "
+        "with the first query)",
     )
 
 

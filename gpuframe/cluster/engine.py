@@ -10,13 +10,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from distributed import Client, Future, wait
+from distributed import Client
 
 from ..backend import Backend, get_backend
 from ..diagnostics.attach import attach
 from ..errors import BackendError, ClusterError, OptionError
+from ..exchange.bucket import HOST_PROTOCOLS
+from ..exchange.mailbox import install
+from . import warmup
 from .hardware import has_module, list_gpus
-from .warmup import submit_warm_up
 
 if TYPE_CHECKING:
     from distributed.core import PooledRPCCall, rpc
@@ -36,19 +38,29 @@ class Engine:
         self.client = client
         self.backend = backend
         self.cluster = cluster
-        self.warming: dict[str, Future] = {}
-        """The warm-up tasks still held, by worker (:mod:`~gpuframe.cluster.warmup`)."""
+        self.warming: list[str] = []
+        """The workers warming up (:mod:`~gpuframe.cluster.warmup`)."""
 
     def warm_up(self) -> None:
-        """Start warming every worker in the background (:mod:`~gpuframe.cluster.warmup`)."""
-        self.warming = submit_warm_up(self.client, self.workers, self.backend, self.protocol)
+        """Start warming every worker in the background (:mod:`~gpuframe.cluster.warmup`): a
+        warm-up that cannot start is logged, and the engine works on without it."""
+        workers = self.workers
+        install(self.client)
+        wrap = self.backend.on_device and self.protocol in HOST_PROTOCOLS
+        try:
+            self.client.run(warmup.begin, self.backend.name, workers, wrap, workers=workers)
+        except Exception as exc:  # noqa: BLE001 (only the first query's speed is at stake)
+            logger.warning("gpuframe warm-up not started: %r", exc)
+            return
+        self.warming = workers
 
     def warmed(self, timeout: float | None = None) -> dict[str, dict[str, float]]:
         """Wait for the warm-up (at most ``timeout`` seconds); per worker, the seconds each of
         its parts took. A warm-up that failed raises its error here, and nowhere else."""
-        warming, self.warming = self.warming, {}
-        wait(list(warming.values()), timeout=timeout)
-        return dict(zip(warming, self.client.gather(list(warming.values()))))
+        warming, self.warming = self.warming, []
+        if not warming:
+            return {}
+        return self.client.run(warmup.result, timeout, workers=warming)
 
     @property
     def scheduler(self) -> rpc | PooledRPCCall:
@@ -131,7 +143,7 @@ def worker_backend_support() -> dict[str, bool]:
 
 def connect(address: str | None = None, *, scheduler_file: str | None = None,
             backend: str | None = None, timeout: float = 30,
-            security: Security | None = None, warm_up: bool = True) -> Engine:
+            security: Security | None = None, warm_up: bool | None = None) -> Engine:
     """Join a running Dask scheduler (one worker per GPU on each host) and make it current.
 
     The backend is cudf when every worker has a GPU and cuDF, else pandas; ask for one with
@@ -139,7 +151,8 @@ def connect(address: str | None = None, *, scheduler_file: str | None = None,
     TLS settings for a ``tls://`` scheduler (``Security(tls_ca_file=..., tls_client_cert=...,
     tls_client_key=..., require_encryption=True)``; certificates from
     ``deploy/make-certs.sh``); without them the Dask configuration's ``distributed.comm.tls``
-    applies. ``warm_up``: warm the workers in the background (:meth:`Engine.warm_up`).
+    applies. ``warm_up``: warm the workers in the background (:meth:`Engine.warm_up`); None: on
+    GPU workers only.
     """
     if (address is None) == (scheduler_file is None):
         raise OptionError("connect() takes exactly one of address= or scheduler_file=")
@@ -162,7 +175,7 @@ def connect(address: str | None = None, *, scheduler_file: str | None = None,
     logger.info("connected to %s: %d workers, backend %s", target, len(support), chosen.name)
     engine = set_current(Engine(client, chosen))
     attach(client)
-    if warm_up:
+    if warm_up or (warm_up is None and chosen.on_device):
         engine.warm_up()
     return engine
 

@@ -2,37 +2,44 @@
 worker process pays once.
 
 A first query on a fresh GPU cluster takes many times a warm one, and a tiny join run before it
-takes most of that away: the cost is per process, not per byte. On tiny frames, one
-``gpuframe-warmup`` task per worker does what a first query would:
+takes much of that away: the cost is per process, not per byte. On tiny frames, each worker does
+what a first query would:
 
+- import gpuframe's modules, which every task's function unpickles into (done as the warm-up
+  starts, before :func:`begin` returns, while the cluster starts);
 - CUDA loads each kernel's module at its first launch (lazy loading): cuDF's Parquet writer and
-  reader (with KvikIO's threads), hash joins on int, string and two-column keys, groupby
-  aggregations, sorts, and the native core's hash and pack kernels;
+  reader, hash joins on int, string and two-column keys, groupby aggregations, sorts, and the
+  native core's hash and pack kernels;
 - the exchange's first delivery to each peer: the connection (UCX endpoints, TCP sockets), the
-  serializers and, over TCP, the pinned pool buckets cross through, by a real send of a tiny
+  serializers and, over TCP, the pinned pool buckets cross through, by a real delivery of a tiny
   frame to every worker's mailbox (dropped right after).
 
-The tasks are submitted when the engine starts (``warm_up`` of
-:class:`~gpuframe.config.ClusterOptions`, and of :func:`~gpuframe.cluster.engine.connect`) and
-not waited for: a query submitted meanwhile queues behind them on each worker.
-:meth:`~gpuframe.cluster.engine.Engine.warmed` waits for them and says what each part took.
+It runs in a thread of its own on each worker, not as a task: a query submitted meanwhile runs
+beside it instead of queueing behind it on the workers' task threads, and whichever needs a
+one-time cost first pays it. Started when the engine starts, on GPU workers unless asked
+(``warm_up`` of :class:`~gpuframe.config.ClusterOptions`, and of
+:func:`~gpuframe.cluster.engine.connect`);
+:meth:`~gpuframe.cluster.engine.Engine.warmed` waits for it and says what each part took.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 import time
-import uuid
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from distributed import Client, Future, get_worker
 
-from ..backend import Backend, get_backend
-from ..diagnostics.stages import PREFIX
-from ..exchange.bucket import HOST_PROTOCOLS
-from ..exchange.mailbox import forget, install, send
+from ..backend import get_backend
+from ..exchange.mailbox import forget, send_from
 from ..exchange.splitters import HashSplitter
+
+if TYPE_CHECKING:
+    from distributed import Worker
 
 WARMUP_ROWS = 4096
 """Rows of the warm-up frame: enough for every kernel a query launches, little to move."""
@@ -46,9 +53,9 @@ def sample_frame(rows: int = WARMUP_ROWS) -> pd.DataFrame:
                          "s": [f"k{v:011d}" for v in keys], "x": rng.random(rows)})
 
 
-def warm_worker(backend_name: str, key: str, peers: list[str], wrap: bool) -> dict[str, float]:
-    """The warm-up task of one worker: each part's seconds."""
-    worker = get_worker()
+def warm_worker(worker: Worker, backend_name: str, peers: list[str], wrap: bool
+                ) -> dict[str, float]:
+    """The warm-up of one worker: each part's seconds."""
     backend = get_backend(backend_name)
     seconds: dict[str, float] = {}
 
@@ -75,25 +82,35 @@ def warm_worker(backend_name: str, key: str, peers: list[str], wrap: bool) -> di
     timed("operators", start)
 
     start = time.perf_counter()
-    exchange = f"{key}-exchange"
-    send(key, exchange, HashSplitter(("k",), len(peers)), peers, [0], wrap, frame)
+    exchange = f"gpuframe-warmup-{worker.address}-{os.getpid()}"
+    send_from(worker, exchange, HashSplitter(("k",), len(peers)), peers, [0], wrap, [frame],
+              None)
     forget(worker, exchange, peers)
     timed("exchange", start)
     return seconds
 
 
-def submit_warm_up(client: Client, workers: list[str], backend: Backend, protocol: str
-            ) -> dict[str, Future]:
-    """Submit one warm-up task per worker, without waiting for them: its future by worker."""
-    install(client)
-    wrap = backend.on_device and protocol in HOST_PROTOCOLS
-    # Keys of the "warmup" stage but of no job: a job's metrics, and the "current" job that
-    # job_metrics() shows, are the user's queries alone.
-    token = uuid.uuid4().hex
-    futures = {}
-    for i, worker in enumerate(workers):
-        key = f"{PREFIX}warmup-{token}-{i}"
-        futures[worker] = client.submit(warm_worker, backend.name, key, workers, wrap, key=key,
-                                        workers=[worker], allow_other_workers=False,
-                                        pure=False)
-    return futures
+_warming: dict[str, Future] = {}
+"""This worker process's warm-up, by worker address."""
+
+
+def begin(backend_name: str, peers: list[str], wrap: bool, dask_worker: Worker) -> None:
+    """Run on each worker (``Client.run``): start its warm-up in a thread of its own."""
+    done: Future = Future()
+
+    def run() -> None:
+        try:
+            done.set_result(warm_worker(dask_worker, backend_name, peers, wrap))
+        except BaseException as exc:  # noqa: BLE001 (kept for warmed(), which raises it)
+            done.set_exception(exc)
+
+    _warming[dask_worker.address] = done
+    threading.Thread(target=run, name="gpuframe-warmup", daemon=True).start()
+
+
+async def result(timeout: float | None, dask_worker: Worker) -> dict[str, float]:
+    """Run on each worker (``Client.run``): its warm-up's seconds per part, once it is done."""
+    done = _warming.get(dask_worker.address)
+    if done is None:
+        return {}
+    return await asyncio.wait_for(asyncio.wrap_future(done), timeout)

@@ -200,14 +200,21 @@ class Claim:
 
 def send(key: str, exchange: str, splitter: Splitter, owners: Sequence[str],
          sources: Sequence[int], wrap: bool, *parts: Any) -> Receipt:
-    """The send task of one worker: cut ``parts`` (partitions ``sources``) into ``splitter``'s
-    buckets and deliver bucket ``b``'s rows to ``owners[b]``; return once every peer has them.
-    ``wrap``: remote pieces travel as :class:`~gpuframe.exchange.bucket.DeviceBucket`."""
+    """The send task of one worker (its key ``key``): :func:`send_from` its worker, the
+    exchange dropped everywhere when the task's receipt is released."""
     worker = get_worker()
+    _plugin(worker).sending(key, exchange, sorted(set(owners)))
+    return send_from(worker, exchange, splitter, owners, sources, wrap, parts, job_of(key))
+
+
+def send_from(worker: Worker, exchange: str, splitter: Splitter, owners: Sequence[str],
+              sources: Sequence[int], wrap: bool, parts: Sequence[Any],
+              job: str | None) -> Receipt:
+    """Cut ``parts`` (partitions ``sources``) into ``splitter``'s buckets and deliver bucket
+    ``b``'s rows to ``owners[b]``; return once every peer has them. ``wrap``: remote pieces
+    travel as :class:`~gpuframe.exchange.bucket.DeviceBucket`. ``job``: whose transfers the
+    deliveries are, in the engine's metrics."""
     plugin = _plugin(worker)
-    peers = sorted(set(owners))
-    plugin.sending(key, exchange, peers)
-    job = job_of(key)
     rows: dict[int, list[int]] = {}
     waves: list[list[ThreadFuture]] = []
     for source, part in zip(sources, parts):
