@@ -7,7 +7,8 @@ buckets costs the scheduler ``P x B`` tasks and as many transfers to schedule. H
 dask-cuda's explicit-comms, rapidsmpf's ``Shuffler`` and Dask's own P2P shuffle, one ``send``
 task per worker cuts that worker's partitions into buckets and sends each bucket's rows to the
 worker that consumes it over the cluster's comm layer (UCX or TCP), as a message to the
-:data:`DELIVER_HANDLER` handler, which files them in that worker's :class:`Mailbox`. The task
+:data:`DELIVER_HANDLER` handler, which files them in that worker's :class:`Mailbox`: in the
+worker's data store, which spills them when memory runs short as it spills any result. The task
 returns a :class:`Receipt` (rows per bucket per partition) once every peer has acknowledged its
 pieces. Each consuming task depends on the ``W`` receipts alone, so a stage is ``W + B`` tasks
 and ``W x B`` small edges, and it takes its bucket from the mailbox (:func:`arrivals`), checking
@@ -28,7 +29,7 @@ import asyncio
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from concurrent.futures import Future as ThreadFuture
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 PLUGIN_NAME = "gpuframe-mailbox"
 DELIVER_HANDLER = "gpuframe_deliver"
 DROP_HANDLER = "gpuframe_drop"
+PIECE_PREFIX = "gpuframe-piece-"
+"""Names a received piece in the worker's data store; no task has such a key."""
 DROPPED_REMEMBERED = 4096
 """Ids of dropped exchanges a worker remembers, to discard their late pieces."""
 IN_FLIGHT_PARTITIONS = 2
@@ -63,11 +66,15 @@ class ExchangeError(PartitionError):
 
 
 class Mailbox:
-    """One worker's received pieces: ``exchange -> bucket -> source partition -> frame``."""
+    """One worker's received pieces, ``exchange -> bucket -> source partition -> frame``, held
+    in the worker's own data store: Dask's memory manager spills them to disk like any result
+    (dask-cuda's, device to host to disk), where a mailbox of its own would hold them in
+    memory the worker cannot see, and a join larger than memory could not complete."""
 
-    def __init__(self) -> None:
+    def __init__(self, data: MutableMapping[Any, Any]) -> None:
+        self._data = data
         self._lock = threading.Lock()
-        self._held: dict[str, dict[int, dict[int, Any]]] = {}
+        self._held: dict[str, dict[int, dict[int, str]]] = {}
         self._dropped: OrderedDict[str, None] = OrderedDict()
 
     def put(self, exchange: str, source: int, pieces: dict[int, Any]) -> bool:
@@ -78,22 +85,30 @@ class Mailbox:
                 return False
             buckets = self._held.setdefault(exchange, {})
             for bucket, frame in pieces.items():
-                buckets.setdefault(bucket, {})[source] = frame
+                key = f"{PIECE_PREFIX}{exchange}-{bucket}-{source}"
+                self._data[key] = frame
+                buckets.setdefault(bucket, {})[source] = key
             return True
 
     def take(self, exchange: str, bucket: int) -> dict[int, Any]:
         """Remove and return bucket ``bucket``'s pieces, by source partition."""
         with self._lock:
             buckets = self._held.get(exchange, {})
-            pieces = buckets.pop(bucket, {})
+            keys = buckets.pop(bucket, {})
             if not buckets:
                 self._held.pop(exchange, None)
+            pieces = {source: self._data[key] for source, key in keys.items()}
+            for key in keys.values():
+                del self._data[key]
             return pieces
 
     def drop(self, exchange: str) -> None:
         """Forget what ``exchange`` holds here, and discard what comes for it later."""
         with self._lock:
-            self._held.pop(exchange, None)
+            for keys in self._held.pop(exchange, {}).values():
+                for key in keys.values():
+                    if key in self._data:  # del: a spilled piece is not read back to drop it
+                        del self._data[key]
             self._dropped[exchange] = None
             while len(self._dropped) > DROPPED_REMEMBERED:
                 self._dropped.popitem(last=False)
@@ -118,7 +133,7 @@ class MailboxPlugin(WorkerPlugin):
 
     def setup(self, worker: Worker) -> None:
         self.worker = worker
-        self.mailbox = Mailbox()
+        self.mailbox = Mailbox(worker.data)
         self.loop = asyncio.get_running_loop()  # the worker's: plugins are set up on it
         worker.handlers[DELIVER_HANDLER] = self._deliver
         worker.handlers[DROP_HANDLER] = self._drop

@@ -24,15 +24,31 @@ from gpuframe.runtime.runner import Job
 
 
 def test_a_mailbox_gives_each_bucket_once_and_discards_late_pieces():
-    box = Mailbox()
+    data = {}
+    box = Mailbox(data)
     assert box.put("x", 0, {0: "a0", 1: "a1"}) and box.put("x", 1, {1: "b1"})
+    assert len(data) == 3  # held in the worker's data store
     assert box.take("x", 1) == {0: "a1", 1: "b1"}
     assert box.take("x", 1) == {}
     assert box.exchanges() == {"x": 1}
     box.drop("x")
-    assert box.exchanges() == {}
+    assert box.exchanges() == {} and data == {}
     assert not box.put("x", 2, {0: "late"})  # a cancelled sender's piece, after the drop
-    assert box.exchanges() == {}
+    assert box.exchanges() == {} and data == {}
+
+
+def test_pieces_spill_to_disk_with_the_workers_results(tmp_path):
+    from distributed.spill import SpillBuffer
+
+    data = SpillBuffer(str(tmp_path), target=2_000_000)  # a worker's store, 2 MB in memory
+    box = Mailbox(data)
+    pieces = {b: pd.DataFrame({"x": np.arange(100_000) + b}) for b in range(8)}  # 0.8 MB each
+    box.put("x", 0, pieces)
+    assert len(data.slow) >= 5  # spilled to disk, as any result would be
+    got = {b: box.take("x", b)[0] for b in range(8)}
+    for b, frame in pieces.items():
+        pd.testing.assert_frame_equal(got[b], frame)
+    assert len(data) == 0
 
 
 def held(engine) -> dict:
