@@ -84,8 +84,8 @@ def run_gpuframe(where: Path, keys: list[str]) -> pd.DataFrame:
 
 
 def run_dask(where: Path, keys: list[str]) -> pd.DataFrame:
-    """dask.dataframe's merge with the task shuffle: its P2P shuffle of cuDF frames took 30x
-    longer here (benchmarks/results/2026-11-26-exchange-coldstart-gpus.md)."""
+    """dask.dataframe's merge with the task shuffle: its default P2P shuffle of cuDF frames
+    took over 30x gpuframe's time (benchmarks/results/2026-11-26-exchange-coldstart-gpus.md)."""
     import dask
     import dask.dataframe as dd
 
