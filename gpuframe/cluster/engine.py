@@ -38,6 +38,9 @@ class Engine:
         self.client = client
         self.backend = backend
         self.cluster = cluster
+        # Every worker's mailbox, now: registering it waits for every worker, which a first
+        # exchange must not do (a silent worker would hold it, unwatched).
+        install(client)
         self.warming: list[str] = []
         """The workers warming up (:mod:`~gpuframe.cluster.warmup`)."""
 
@@ -45,7 +48,6 @@ class Engine:
         """Start warming every worker in the background (:mod:`~gpuframe.cluster.warmup`): a
         warm-up that cannot start is logged, and the engine works on without it."""
         workers = self.workers
-        install(self.client)
         wrap = self.backend.on_device and self.protocol in HOST_PROTOCOLS
         try:
             self.client.run(warmup.begin, self.backend.name, workers, wrap, workers=workers)

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..runtime.runner import Job, Partitions
 from .bucket import DeviceBucket
-from .mailbox import Claim, install, send
+from .mailbox import Claim, send
 from .placement import OwnerPolicy
 from .splitters import Splitter
 
@@ -77,7 +77,6 @@ def _direct(job: Job, inputs: Partitions, splitter: Splitter, destinations: list
             label: str, wrap: bool) -> list[list[Any]]:
     """The direct exchange's send tasks, one per worker holding partitions, and per bucket the
     claim and the receipts its consumer takes."""
-    install(job.engine.client)
     stage = job.stage(f"send-{label}")
     exchange_id = stage.key()
     held: dict[str, list[int]] = {}

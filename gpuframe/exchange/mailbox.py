@@ -183,7 +183,7 @@ _installed: weakref.WeakSet[Client] = weakref.WeakSet()
 
 def install(client: Client) -> None:
     """Give every worker of ``client``'s cluster (and every later one) its mailbox, once per
-    client."""
+    client (the engine does, when it is made)."""
     if client not in _installed:
         client.register_plugin(MailboxPlugin(), name=PLUGIN_NAME)
         _installed.add(client)

@@ -337,6 +337,13 @@ def stalled(dask_scheduler: Scheduler, keys: Sequence[Key], silence: float
                 return (quiet.address, task.key, f"alone holds {task.key} and has not been "
                         f"heard from for {now - quiet.last_seen:.0f} s")
             continue
+        pinned = [dask_scheduler.workers[a] for a in task.worker_restrictions or ()
+                  if a in dask_scheduler.workers]
+        if pinned and all(now - w.last_seen > silence for w in pinned):
+            # a task bound to a silent worker (a bucket's consumer, whose senders wait on it)
+            quiet = min(pinned, key=lambda w: now - w.last_seen)
+            return (quiet.address, task.key, f"has not been heard from for "
+                    f"{now - quiet.last_seen:.0f} s")
         if task.state == "no-worker" and task.worker_restrictions:
             gone = sorted(task.worker_restrictions)
             why = _memory_restart(dask_scheduler.get_events(MEMORY_RESTART_TOPIC), gone)

@@ -65,6 +65,31 @@ def test_a_silent_worker_fails_the_job_after_the_allowed_silence(fresh_engine, m
         os.kill(pid, signal.SIGCONT)
 
 
+@pytest.mark.timeout(90)
+def test_a_silent_worker_that_only_receives_buckets_fails_the_join(monkeypatch):
+    """The stopped worker holds no input: the senders wait on it, and its bucket's consumer,
+    pinned to it, waits on them. The job still fails naming it, not at Dask's worker-ttl."""
+    monkeypatch.setenv("GPUFRAME_WORKER_SILENCE", "3")
+    with gpuframe.start_cluster(backend="pandas", protocol="tcp", n_workers=3,
+                                dashboard_address="127.0.0.1:0") as engine:
+        rng = np.random.default_rng(4)
+        data = pd.DataFrame({"k": rng.integers(0, 100, 4000), "v": rng.random(4000)})
+        frame = gpuframe.from_pandas(data, npartitions=2, engine=engine).persist()
+        other = gpuframe.from_pandas(data, npartitions=2, engine=engine).persist()
+        idle = sorted(set(engine.workers) - set(frame.owners) - set(other.owners))
+        assert idle, "every worker holds an input partition"
+        pid = _pid_of(engine, idle[0])
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            with pytest.raises(WorkerLostError, match="not been heard from") as raised:
+                gpuframe.merge(frame, other, on="k", broadcast_bytes=0).to_pandas()
+            assert idle[0] in str(raised.value)
+            assert time.monotonic() - start < 30
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+
 @pytest.mark.timeout(120)
 def test_a_worker_restarted_for_its_memory_is_named_with_the_reason():
     """A join whose output outgrows a worker's memory limit: the nanny restarts the worker,
