@@ -14,6 +14,9 @@ query's frames again, from the read on. Baselines run in the same process on the
                 worker processes, sharing the cores; started after gpuframe's cluster is closed
   polars        polars on the CPU, and
   cudf-polars   cudf-polars' ``DaskEngine``, both on the PDS-H queries cudf_polars ships
+  tasks         gpuframe itself with its task exchange (``GPUFRAME_EXCHANGE=tasks``), on the
+                same cluster right after each query's own runs: what the default (direct)
+                exchange gains
 
 A baseline whose package is not importable is skipped with the reason printed. Ratios are the
 baseline's best time over gpuframe's (above 1: gpuframe is faster); the total row has the sums
@@ -53,7 +56,7 @@ from tpch.datagen import generate  # noqa: E402
 from tpch.pandas_engine import read_parquet as read_pandas  # noqa: E402
 from tpch.queries import QUERIES  # noqa: E402
 
-BASELINES = ("duckdb", "pandas", "dask", "polars", "cudf-polars")
+BASELINES = ("duckdb", "pandas", "dask", "polars", "cudf-polars", "tasks")
 
 
 def answer(result: Any) -> pd.DataFrame:
@@ -159,7 +162,7 @@ def pdsh_module() -> types.ModuleType:
 
 def baseline_problem(name: str) -> str | None:
     """Why the baseline cannot run here, or None."""
-    if name in ("duckdb", "pandas", "dask"):
+    if name in ("duckdb", "pandas", "dask", "tasks"):
         return None
     try:
         import polars  # noqa: F401
@@ -216,14 +219,20 @@ def main() -> int:
         for number in numbers:
             row: dict[str, Any] = {"query": number}
             expected = duck.answer(number)
+            query = partial(run_query, number, partial(read_gpuframe, root))
             try:
-                cold, best, got = timed(partial(run_query, number, partial(read_gpuframe, root)),
-                                        args.repeat)
+                cold, best, got = timed(query, args.repeat)
                 row.update(cold=cold, best=best, rows=len(got),
                            check=compare(number, got, expected))
             except Exception as error:  # one query's failure is a row of the table
                 row.update(cold=math.nan, best=math.nan, rows=0,
                            check=Verdict(False, f"{type(error).__name__}: {error}"))
+            if "tasks" in usable:
+                os.environ["GPUFRAME_EXCHANGE"] = "tasks"
+                try:
+                    row["tasks"] = checked_best("tasks", number, query, duck, args.repeat)
+                finally:
+                    del os.environ["GPUFRAME_EXCHANGE"]
             rows.append(row)
     for name in usable:
         run_baseline(name, root, duck, numbers, rows, args.repeat, shape)
@@ -234,6 +243,8 @@ def main() -> int:
 
 def run_baseline(name: str, root: Path, duck: DuckDB, numbers: list[int],
                  rows: list[dict[str, Any]], repeat: int, shape: Shape) -> None:
+    if name == "tasks":  # ran beside gpuframe's own runs, on its cluster
+        return
     if name == "duckdb":
         for number, row in zip(numbers, rows):
             row["duckdb"] = timed(partial(duck.answer, number), repeat)[1]

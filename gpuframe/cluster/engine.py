@@ -44,9 +44,12 @@ class Engine:
         self.warming: list[str] = []
         """The workers warming up (:mod:`~gpuframe.cluster.warmup`)."""
 
-    def warm_up(self) -> None:
-        """Start warming every worker in the background (:mod:`~gpuframe.cluster.warmup`): a
-        warm-up that cannot start is logged, and the engine works on without it."""
+    def warm_up(self, asked: bool | None = True) -> None:
+        """Start warming every worker in the background (:mod:`~gpuframe.cluster.warmup`)
+        where ``asked``, or by default (None) on GPU workers: a warm-up that cannot start is
+        logged, and the engine works on without it."""
+        if not (asked or (asked is None and self.backend.on_device)):
+            return
         workers = self.workers
         wrap = self.backend.on_device and self.protocol in HOST_PROTOCOLS
         try:
@@ -177,8 +180,7 @@ def connect(address: str | None = None, *, scheduler_file: str | None = None,
     logger.info("connected to %s: %d workers, backend %s", target, len(support), chosen.name)
     engine = set_current(Engine(client, chosen))
     attach(client)
-    if warm_up or (warm_up is None and chosen.on_device):
-        engine.warm_up()
+    engine.warm_up(warm_up)
     return engine
 
 

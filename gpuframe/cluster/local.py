@@ -56,8 +56,7 @@ def start_cluster(**options: Any) -> Engine:
         raise
     engine = set_current(Engine(client, backend, cluster))
     attach(client)
-    if opts.warm_up or (opts.warm_up is None and backend.on_device):
-        engine.warm_up()
+    engine.warm_up(opts.warm_up)
     logger.info("started %r", engine)
     return engine
 

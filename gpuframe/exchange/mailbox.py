@@ -162,7 +162,8 @@ class MailboxPlugin(WorkerPlugin):
 
 
 def forget(worker: Worker, exchange: str, peers: Sequence[str]) -> None:
-    """From a task on ``worker``: drop ``exchange`` there and at every peer, waiting for them."""
+    """From a thread of ``worker``'s other than its event loop: drop ``exchange`` there and at
+    every peer, waiting for them."""
     plugin = _plugin(worker)
     plugin.mailbox.drop(exchange)
     for peer in peers:

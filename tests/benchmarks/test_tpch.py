@@ -176,12 +176,12 @@ def test_the_runner_reads_query_lists_and_prints_one_table():
 
 
 def test_the_runner_checks_gpuframe_and_times_the_baselines(tpch_root):
-    """DuckDB, pandas, and dask.dataframe on a cluster shaped as gpuframe's, each timed in its
-    own column."""
+    """DuckDB, pandas, dask.dataframe on a cluster shaped as gpuframe's, and gpuframe with its
+    task exchange, each timed in its own column (and checked: a wrong answer is no time)."""
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / "tpch" / "run.py"), "--sf", "0.01",
          "--dir", str(tpch_root.parent), "--queries", "4,13", "--repeat", "1", "--workers", "2",
-         "--dashboard", "127.0.0.1:0", "--baselines", "duckdb,pandas,dask"],
+         "--dashboard", "127.0.0.1:0", "--baselines", "duckdb,pandas,dask,tasks"],
         capture_output=True, text=True, timeout=240, check=False)
     out = done.stdout
     lines = out.splitlines()
@@ -190,7 +190,7 @@ def test_the_runner_checks_gpuframe_and_times_the_baselines(tpch_root):
     cells = [cell.strip() for cell in head.split("|")]
     rows = [line.split("|") for line in lines if line.startswith(("| q4 |", "| q13 |"))]
     assert len(rows) == 2, out
-    for name in ("duckdb", "pandas", "dask"):
+    for name in ("duckdb", "pandas", "dask", "tasks"):
         column = cells.index(f"{name} s")
         assert all(row[column].strip() != "-" for row in rows), (name, out)
     assert done.returncode == 0 and "2/2 OK" in out, out
