@@ -160,8 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     with gpuframe.start_cluster(backend=args.backend, n_workers=args.workers,
                                 dashboard_address=args.dashboard) as engine:
         print(f"gpuframe: {engine!r}")
-        shape = Shape(engine.backend.name, engine.backend.on_device, len(engine.workers),
-                      args.dashboard)
+        shape = Shape.of(engine, args.dashboard)
         for kind in kinds:
             for way in exchanges:
                 os.environ["GPUFRAME_EXCHANGE"] = way

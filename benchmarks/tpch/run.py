@@ -103,6 +103,10 @@ class Shape:
     workers: int
     dashboard: str
 
+    @classmethod
+    def of(cls, engine: Any, dashboard: str) -> Shape:
+        return cls(engine.backend.name, engine.backend.on_device, len(engine.workers), dashboard)
+
 
 @contextlib.contextmanager
 def dask_cluster(shape: Shape) -> Iterator[None]:
@@ -214,8 +218,7 @@ def main() -> int:
     with gpuframe.start_cluster(backend=args.backend, n_workers=args.workers,
                                 dashboard_address=args.dashboard) as engine:
         print(f"gpuframe: {engine!r}; data: {root}")
-        shape = Shape(engine.backend.name, engine.backend.on_device, len(engine.workers),
-                      args.dashboard)
+        shape = Shape.of(engine, args.dashboard)
         for number in numbers:
             row: dict[str, Any] = {"query": number}
             expected = duck.answer(number)
