@@ -39,9 +39,10 @@ class JobMetrics:
     it runs), or a block's first and last task. ``stages``: per stage in the order it started,
     its task count, wall seconds (tasks side by side counted once), task seconds and bytes (read:
     bytes fetched; transfer: bytes moved between workers). ``ingest``: per worker, bytes read,
-    seconds and rate. ``pairs``: per (source, destination) worker pair, bytes moved, transfer
-    seconds and rate. ``limits``: per worker, the hardware limits measured at cluster start
-    (None where not measurable); ``typical_limits`` their median over the workers.
+    seconds and rate. ``pairs``: per (source, destination) worker pair, bytes moved, seconds
+    the link was busy (overlapping transfers counted once) and rate. ``limits``: per worker, the
+    hardware limits measured at cluster start (None where not measurable); ``typical_limits``
+    their median over the workers.
     """
 
     protocol: str
