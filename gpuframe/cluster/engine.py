@@ -15,7 +15,7 @@ from distributed import Client
 from ..backend import Backend, get_backend
 from ..diagnostics.attach import attach
 from ..errors import BackendError, ClusterError, OptionError
-from ..exchange.bucket import HOST_PROTOCOLS
+from ..exchange.bucket import wrapped
 from ..exchange.mailbox import install
 from . import warmup
 from .hardware import has_module, list_gpus
@@ -51,7 +51,7 @@ class Engine:
         if not (asked or (asked is None and self.backend.on_device)):
             return
         workers = self.workers
-        wrap = self.backend.on_device and self.protocol in HOST_PROTOCOLS
+        wrap = wrapped(self.backend.on_device, self.protocol)
         try:
             self.client.run(warmup.begin, self.backend.name, workers, wrap, workers=workers)
         except Exception as exc:  # noqa: BLE001 (only the first query's speed is at stake)

@@ -57,6 +57,12 @@ def _register_with_dask_cuda() -> None:
     is_device_object.register(DeviceBucket)(lambda bucket: True)
 
 
+def wrapped(on_device: bool, protocol: str) -> bool:
+    """Whether buckets of a backend (``on_device``) travel as :class:`DeviceBucket` over a
+    comm ``protocol``."""
+    return on_device and protocol in HOST_PROTOCOLS
+
+
 def arrived(part: Any) -> Any:
     """The frame of a bucket as the join task receives it."""
     return part.frame if isinstance(part, DeviceBucket) else part

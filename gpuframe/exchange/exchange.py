@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..runtime.runner import Job, Partitions
-from .bucket import DeviceBucket
+from .bucket import DeviceBucket, wrapped
 from .mailbox import Claim, send
 from .placement import OwnerPolicy
 from .splitters import Splitter
@@ -53,13 +53,14 @@ class Given:
         return list(self.chosen)
 
 
-def exchange(job: Job, inputs: Partitions, splitter: Splitter, owners: OwnerPolicy, label: str,
-             wrap: bool = False) -> Buckets:
+def exchange(job: Job, inputs: Partitions, splitter: Splitter, owners: OwnerPolicy, label: str
+             ) -> Buckets:
     """Cut every partition of ``inputs`` into ``splitter``'s buckets where it lies, bound for
     the workers ``owners`` gives them. ``label`` (alphabetic) tells this exchange's stages apart
-    within the job (``send-left``). ``wrap``: buckets travel as
-    :class:`~gpuframe.exchange.bucket.DeviceBucket`."""
+    within the job (``send-left``). cuDF buckets travel as
+    :class:`~gpuframe.exchange.bucket.DeviceBucket` over TCP."""
     destinations = owners.owners(job.workers, splitter.n)
+    wrap = wrapped(job.engine.backend.on_device, job.engine.protocol)
     if job.exchange == "direct":
         return Buckets(_direct(job, inputs, splitter, destinations, label, wrap), destinations)
     split = job.stage(f"split-{label}")

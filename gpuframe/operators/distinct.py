@@ -20,7 +20,6 @@ from typing import Any
 import pandas as pd
 
 from ..backend import get_backend
-from ..exchange.bucket import HOST_PROTOCOLS
 from ..exchange.exchange import exchange
 from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous, HashPartitioning
@@ -99,8 +98,7 @@ def _(node: Distinct, lowering: Lowering) -> Partitions:
                           node.meta, job.backend)
     n = node.npartitions or len(job.workers)
     splitter = DistinctSplitter(local, HashSplitter(node.subset, n))
-    wrap = job.engine.backend.on_device and job.engine.protocol in HOST_PROTOCOLS
-    buckets = exchange(job, inputs, splitter, Contiguous(), "distinct", wrap)
+    buckets = exchange(job, inputs, splitter, Contiguous(), "distinct")
     stage = job.stage("distinct")
     futures = [stage.submit(distinct_bucket, local, buckets.parts[b], index=(b,), owner=owner,
                             node=lowering.number(node))

@@ -30,7 +30,6 @@ import pandas as pd
 from distributed import Future
 
 from ..backend import Backend, get_backend
-from ..exchange.bucket import HOST_PROTOCOLS
 from ..exchange.exchange import exchange
 from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous, HashPartitioning
@@ -351,7 +350,6 @@ def _shuffle(lowering: Lowering, node: GroupBy, partial: Partial, partials: list
     """Each component of the partials hashed on the keys into ``n`` buckets, each bucket's
     parts merged and finalized by its owner."""
     job = lowering.job
-    wrap = job.engine.backend.on_device and job.engine.protocol in HOST_PROTOCOLS
     splitter = HashSplitter(partial.keys, n)
     buckets = []
     for c in range(1 + len(partial.distinct)):
@@ -360,7 +358,7 @@ def _shuffle(lowering: Lowering, node: GroupBy, partial: Partial, partials: list
                             for i, (f, o) in enumerate(zip(partials, owners))],
                            owners, node.meta)
         label = "partial" if c == 0 else "distinct" + LABELS[(c - 1) % len(LABELS)]
-        buckets.append(exchange(job, parts, splitter, Contiguous(), label, wrap))
+        buckets.append(exchange(job, parts, splitter, Contiguous(), label))
     out_owners = buckets[0].owners
     stage = job.stage("aggregate")
     futures = [stage.submit(finish_bucket, [b.parts[i] for b in buckets], partial,

@@ -47,7 +47,6 @@ from typing import Any
 import pandas as pd
 
 from ..backend import get_backend
-from ..exchange.bucket import HOST_PROTOCOLS
 from ..exchange.exchange import Given, exchange
 from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous, HashPartitioning
@@ -142,7 +141,6 @@ def _(node: Join, lowering: Lowering) -> Partitions:
     hash_types = tuple(str(schemas[0][k].dtype) for k in node.left_keys)
     local = LocalJoin(node.how, node.left_keys, node.right_keys, node.suffixes, node.types,
                       schemas, node.meta, job.backend, node.indicator, node.unique)
-    wrap = job.engine.backend.on_device and job.engine.protocol in HOST_PROTOCOLS
     placed = {side: _placement_serving(inputs[side], keys[side], hash_types) for side in SIDES}
     left_placed, right_placed = placed["left"], placed["right"]
     if left_placed is not None and right_placed is not None \
@@ -156,7 +154,7 @@ def _(node: Join, lowering: Lowering) -> Partitions:
                                 f"{hashed.describe()}")
             splitter = HashSplitter(tuple(keys[other]), hashed.n, casts[other])
             return _into_buckets(node, lowering, local, inputs, side, splitter,
-                                 Given(hashed.owners), hash_types, wrap)
+                                 Given(hashed.owners), hash_types)
 
     opts = node.options
     workers = job.workers
@@ -195,7 +193,7 @@ def _(node: Join, lowering: Lowering) -> Partitions:
         splitters[side] = SkewSplitter(by_hash, side_skew, job.backend) if side_skew else by_hash
     lowering.note(node, f"shuffle: {len(workers)} workers x {per_worker} join tasks"
                         + (", heavy keys split" if skew else ""))
-    buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side, wrap)
+    buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side)
                for side in SIDES}
     owners = buckets["left"].owners
     stage = job.stage("join")
@@ -233,12 +231,12 @@ def _colocated(node: Join, lowering: Lowering, local: LocalJoin, inputs: dict[st
 
 def _into_buckets(node: Join, lowering: Lowering, local: LocalJoin,
                   inputs: dict[str, Partitions], placed_side: str, splitter: Splitter,
-                  placed_owners: Given, hash_types: tuple[str, ...], wrap: bool) -> Partitions:
+                  placed_owners: Given, hash_types: tuple[str, ...]) -> Partitions:
     """One side hashed already: the other sent into its buckets, and each bucket joined with
     the partition that holds it."""
     job = lowering.job
     other = "right" if placed_side == "left" else "left"
-    buckets = exchange(job, inputs[other], splitter, placed_owners, other, wrap)
+    buckets = exchange(job, inputs[other], splitter, placed_owners, other)
     owners = buckets.owners
     stage = job.stage("join")
     futures = []

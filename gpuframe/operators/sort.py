@@ -38,7 +38,6 @@ import pyarrow as pa
 from pandas.api.types import is_object_dtype
 
 from ..backend import get_backend
-from ..exchange.bucket import HOST_PROTOCOLS
 from ..exchange.exchange import exchange
 from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous
@@ -239,8 +238,7 @@ def _(node: Sort, lowering: Lowering) -> Partitions:
     boundaries = choose_boundaries(samples, split, proxies, wanted)
     splitter = SortSplitter(RangeSplitter(split.by, boundaries, split.ascending,
                                           split.nulls_last), position, proxies)
-    wrap = job.engine.backend.on_device and job.engine.protocol in HOST_PROTOCOLS
-    buckets = exchange(job, inputs, splitter, Contiguous(), "sort", wrap)
+    buckets = exchange(job, inputs, splitter, Contiguous(), "sort")
     lowering.note(node, f"range exchange into {splitter.n} partitions (asked {wanted}), "
                         f"ordered {keys.describe()}")
     futures = [sort.submit(sort_bucket, local, buckets.parts[b], index=(b,), owner=owner,
