@@ -216,13 +216,20 @@ def _(node: Sort, lowering: Lowering) -> Partitions:
         return Partitions(inputs.futures, inputs.owners, node.meta, inputs.partitioning,
                           ordering=placed)
     position = position_column(node.meta.columns)
+    local = LocalSort(keys, position, node.meta, job.backend)
+    sort = job.stage("sort")
+    if node.npartitions in (None, 1) and len(inputs.futures) == 1:
+        # Nothing to cut: sampling would only cost a round trip through the client.
+        lowering.note(node, f"one task on {inputs.owners[0]}: one input partition, ordered "
+                            f"{keys.describe()}")
+        whole = sort.submit(sort_whole, local, inputs.futures, index=(0,),
+                            owner=inputs.owners[0], node=lowering.number(node))
+        return Partitions([whole], list(inputs.owners), node.meta, ordering=keys.ordering)
     stage = job.stage("sample-sort")
     samples: list[Sample] = job.gather([
         stage.submit(sample_partition, part, list(keys.by), SAMPLE_ROWS, i, position,
                      job.backend, index=(i,), owner=owner, strict=False)
         for i, (part, owner) in enumerate(zip(inputs.futures, inputs.owners))])
-    local = LocalSort(keys, position, node.meta, job.backend)
-    sort = job.stage("sort")
     nbytes = [s.nbytes for s in samples]
     if node.npartitions is None and sum(nbytes) <= SMALL_BYTES:
         owner = inputs.owners[int(np.argmax(nbytes))]

@@ -57,6 +57,11 @@ def merge_tops(local: LocalTop, tops: list[Any], last: bool) -> Any:
     return frames.astype(top.drop(columns=[local.position]), list(local.meta.dtypes))
 
 
+def single_top(part: Any, local: LocalTop) -> Any:
+    """The answer of a top-k over one partition, in one task."""
+    return merge_tops(local, [partition_top(part, local, 0)], last=True)
+
+
 @lower.register
 def _(node: TopK, lowering: Lowering) -> Partitions:
     job = lowering.job
@@ -65,6 +70,12 @@ def _(node: TopK, lowering: Lowering) -> Partitions:
         return Partitions([], [], node.meta)
     local = LocalTop(node.n, node.keys, position_column(node.meta.columns),
                      node.ties == "first", node.meta, job.backend)
+    if len(inputs.futures) == 1:
+        # One list is already the answer: a merge round would only add a task.
+        lowering.note(node, f"top {node.n} of one partition")
+        top = job.stage("top").submit(single_top, inputs.futures[0], local, index=(0,),
+                                      owner=inputs.owners[0], node=lowering.number(node))
+        return Partitions([top], list(inputs.owners), node.meta, ordering=node.keys.ordering)
     stage = job.stage("top")
     tops: list[Future] = [stage.submit(partition_top, part, local, i, index=(i,), owner=owner)
                           for i, (part, owner) in enumerate(zip(inputs.futures,

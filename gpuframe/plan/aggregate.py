@@ -9,8 +9,10 @@ How it runs: :mod:`gpuframe.operators.groupby`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -98,7 +100,20 @@ def aggregate_schema(meta: pd.DataFrame, keys: Sequence[str],
     """The schema pandas gives the aggregate of a frame of schema ``meta``, learnt from one
     row of it (on no rows pandas gives some means another dtype than on data). A sum of
     integers is 64 bits wide: pandas keeps the input's width only where every group's sum
-    fits it, which no schema can know beforehand."""
+    fits it, which no schema can know beforehand.
+
+    Only the columns read matter, and the answer depends on nothing but their dtypes: it is
+    remembered by them, since the optimizer rebuilds a plan's aggregates several times per
+    query and pandas takes milliseconds for each."""
+    used = dict.fromkeys([*keys, *(a.column for a in aggregations if a.column is not None)])
+    dtypes = tuple((name, meta.dtypes[name]) for name in used)
+    return _schema_of(dtypes, tuple(keys), tuple(aggregations)).copy()
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_of(dtypes: tuple[tuple[str, Any], ...], keys: tuple[str, ...],
+               aggregations: tuple[Aggregation, ...]) -> pd.DataFrame:
+    meta = pd.DataFrame({name: pd.Series([], dtype=dtype) for name, dtype in dtypes})
     sample = sample_row(meta)
     by = list(keys)
     if not by:

@@ -5,6 +5,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from dask.utils import key_split
+from distributed import get_task_stream
 
 import gpuframe
 from gpuframe.errors import ColumnTypeError, OptionError, UnknownColumnError
@@ -209,3 +211,18 @@ def test_a_sort_above_the_small_bytes_takes_the_exchange(engine, monkeypatch, da
     monkeypatch.setattr(sort_operator, "SMALL_BYTES", 1000)
     frame = assert_sorted_like_pandas(data, "x", npartitions=4)
     assert len(frame.partition_lengths()) >= 2
+
+
+def test_one_input_partition_is_sorted_in_one_task_without_sampling(engine, data):
+    # SMALL_BYTES is -1 here (the fixture): only the one partition keeps it one task.
+    frame = sort_values(gpuframe.from_pandas(data, npartitions=1), ["s", "k"], [False, True],
+                        "first")
+    with get_task_stream() as stream:
+        result = frame.to_pandas().reset_index(drop=True)
+    pd.testing.assert_frame_equal(result, expected_order(data, ["s", "k"], [False, True],
+                                                         "first"))
+    stages = {key_split(task["key"]) for task in stream.data}
+    assert "gpuframe-sort" in stages and "gpuframe-sample-sort" not in stages, stages
+    text = io.StringIO()
+    frame.explain(file=text)
+    assert "one input partition" in text.getvalue()

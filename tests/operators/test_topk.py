@@ -101,3 +101,17 @@ def test_top_k_on_gpus(data):
         pd.testing.assert_frame_equal(run(nlargest(frame, 50, ["a", "b"])),
                                       data.nlargest(50, ["a", "b"]).reset_index(drop=True),
                                       check_dtype=False)
+
+
+
+@pytest.mark.parametrize("na_position", ["first", "last"])
+def test_one_input_partition_is_one_task(engine, data, na_position):
+    frame = top_k(gpuframe.from_pandas(data, npartitions=1), 7, ["a", "b"], [False, True],
+                  na_position)
+    with get_task_stream() as stream:
+        result = run(frame)
+    stages = [key_split(task["key"]) for task in stream.data]
+    assert stages.count("gpuframe-top") == 1 and "gpuframe-merge-top" not in stages, stages
+    expected = data.sort_values(["a", "b"], ascending=[False, True], na_position=na_position,
+                                kind="stable").head(7).reset_index(drop=True)
+    pd.testing.assert_frame_equal(result, expected)
