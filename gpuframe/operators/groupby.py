@@ -39,6 +39,7 @@ from ..plan.explain import tree_bound
 from ..runtime.runner import Partitions
 from .join_schema import hash_type
 from .lowering import Lowering, lower
+from .steps import StepsFirst, input_with_steps
 
 WHOLE = "__gpuframe_all__"
 """The constant key a whole-frame aggregate groups by."""
@@ -283,7 +284,10 @@ def _serving(parts: Partitions, types: dict[str, Any]) -> HashPartitioning | Non
 @lower.register
 def _(node: GroupBy, lowering: Lowering) -> Partitions:
     job = lowering.job
-    inputs = lowering.input(node.child)
+    inputs, steps, chain = input_with_steps(node.child, lowering)
+    prefix = f"{chain.name}-" if chain is not None else ""
+    if chain is not None:
+        chain.fused(lowering, node)
     types = hash_types(node.child.meta, node.keys)
     casts = {k: t for k, t in types.items() if str(t) != str(node.child.meta[k].dtype)}
     whole = not node.keys
@@ -294,10 +298,12 @@ def _(node: GroupBy, lowering: Lowering) -> Partitions:
     if placed is not None or len(inputs) == 1:
         lowering.note(node, f"local: input already {placed.describe()}" if placed is not None
                       else "local: one partition")
-        futures = job.stage("aggregate").map(aggregate_local, inputs, partial, node=number)
+        futures = job.stage(f"{prefix}aggregate").map(StepsFirst(steps, aggregate_local), inputs,
+                                                      partial, node=number)
         return Partitions(futures, list(inputs.owners), node.meta, placed)
 
-    partials = job.stage("partial").map(partial_aggregate, inputs, partial)
+    partials = job.stage(f"{prefix}partial").map(StepsFirst(steps, partial_aggregate), inputs,
+                                                 partial)
     opts = node.options
     strategy = "tree" if whole else opts.strategy
     seen = ""

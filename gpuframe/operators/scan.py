@@ -39,6 +39,7 @@ from ..io.tuning.stores import remembered_concurrency, unmeasured_concurrency
 from ..plan.nodes import Scan
 from ..runtime.runner import Job, Partitions
 from .lowering import Lowering, ScanRecord, lower
+from .steps import Chain, StepsAfter
 
 logger = logging.getLogger("gpuframe")
 
@@ -73,6 +74,12 @@ def plan_scan(job: Job, source: DatasetSource, fmt: FileFormat,
 
 @lower.register
 def _(node: Scan, lowering: Lowering) -> Partitions:
+    return lower_scan(node, lowering)
+
+
+def lower_scan(node: Scan, lowering: Lowering, chain: Chain | None = None) -> Partitions:
+    """``node``'s read; with ``chain`` (per-partition nodes above it that nothing else reads),
+    the chain's output, its steps applied in the read's own tasks."""
     job, read = lowering.job, node.read
     columns = list(node.read_columns) if node.read_columns is not None else None
 
@@ -82,43 +89,51 @@ def _(node: Scan, lowering: Lowering) -> Partitions:
 
     first = plan()
     try:
-        return _read(node, lowering, first)
+        return _read(node, lowering, first, chain)
     except FileChangedError as exc:
         if exc.path not in first.reused:
             raise  # it changed while this read planned and read it: reading again may too
         PLANNED_METADATA.forget(first.reused)
-    return _read(node, lowering, plan())
+    return _read(node, lowering, plan(), chain)
 
 
-def _read(node: Scan, lowering: Lowering, plan: ReadPlan) -> Partitions:
-    parts, record = read_planned(lowering.job, plan, node.meta, lowering.number(node),
-                                 lowering.keep_read_stats)
+def _read(node: Scan, lowering: Lowering, plan: ReadPlan, chain: Chain | None) -> Partitions:
+    top = node if chain is None else chain.top
+    parts, record = read_planned(lowering.job, plan, top.meta, lowering.number(top),
+                                 lowering.keep_read_stats, chain.steps if chain else ())
     lowering.scans.append(record)
+    fused = f"; {chain.name} fused into its tasks" if chain is not None else ""
     lowering.note(node, f"{len(plan.fragments)} fragments in {len(parts)} partitions, "
                         f"{plan.units_kept}/{plan.units_total} {plan.format.unit_name} kept, "
-                        f"{plan.total_bytes / 2**20:.2f} MiB planned")
-    return parts
+                        f"{plan.total_bytes / 2**20:.2f} MiB planned{fused}")
+    if chain is None:
+        return parts
+    chain.fused(lowering, node)
+    return Partitions(parts.futures, parts.owners, top.meta,
+                      chain.placed(parts).partitioning)
 
 
 def read_planned(job: Job, plan: ReadPlan, meta: pd.DataFrame | None = None,
-                 node: int | None = None, keep_stats: bool = False
-                 ) -> tuple[Partitions, ScanRecord]:
+                 node: int | None = None, keep_stats: bool = False,
+                 steps: tuple[Any, ...] = ()) -> tuple[Partitions, ScanRecord]:
     """Run ``plan``'s read tasks, one per read group on its owner, as a stage of ``job``.
     They are waited for where a remote file's metadata came from the cache (one changed since
     must be planned again before anything reads the frame) and where ``keep_stats`` asks for
     the read's seconds; otherwise the next stages are lowered while they run, and the reads of
-    a query's tables overlap. ``node``: the plan node whose output this is."""
+    a query's tables overlap. ``node``: the plan node whose output this is; ``steps``: what
+    each task applies to what it read (:mod:`~.steps`), ``meta`` being their schema."""
     stage = job.stage(f"read-{plan.format.name}")
     secrets = Secrets()
     tasks = [secrets.redact(task) for task in fragment_tasks(plan)]
     sealed = secrets.seal(job.engine.client)
     workers = set(job.workers)
     started = time.perf_counter()
+    reader = StepsAfter(read_group, steps) if steps else read_group
     futures, owners = [], []
     for i, group in enumerate(plan.read_groups()):
         owner = plan.fragments[group[0]].owner
         owner = owner if owner in workers else job.workers[i % len(job.workers)]
-        futures.append(stage.submit(read_group, stage.key(i), [tasks[j] for j in group],
+        futures.append(stage.submit(reader, stage.key(i), [tasks[j] for j in group],
                                     job.backend, keep_stats, sealed, index=(i,), owner=owner,
                                     node=node))
         owners.append(owner)
