@@ -15,6 +15,7 @@ learn the schema, rows and bytes it shows before anything runs.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import weakref
@@ -22,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import pyarrow as pa
 
 from ..backend import Backend
 from ..io.errors import FileChangedError
@@ -236,4 +238,14 @@ _memory_of: weakref.WeakKeyDictionary[Engine, dict[str, int]] = weakref.WeakKeyD
 
 def frame_meta(plan: ReadPlan, backend: Backend) -> pd.DataFrame:
     """The pandas schema of ``plan``'s result, as ``backend``'s partitions will have it."""
-    return backend.meta_from_arrow(plan.schema)
+    schema = plan.schema
+    # Arrow's schemas compare equal whatever their metadata, which pandas reads dtypes from.
+    metadata = tuple(sorted(schema.metadata.items())) if schema.metadata else ()
+    return _meta_of(backend, schema, metadata).copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _meta_of(backend: Backend, schema: pa.Schema, metadata: tuple) -> pd.DataFrame:
+    # Remembered: every read of a table (each query's) asks again, and pandas takes
+    # milliseconds to make an empty frame of a wide schema.
+    return backend.meta_from_arrow(schema)

@@ -330,3 +330,19 @@ def test_a_small_remote_read_fetches_about_its_own_bytes(engine, dataset_dir, ht
     frame = read_parquet(f"{http_server.url}/flat/part-0.parquet")
     check_same(frame, pd.read_parquet(path))
     assert http_server.bytes_served() <= 2 * path.stat().st_size
+
+
+def test_a_read_s_schema_is_remembered_by_its_metadata_too(tmp_path):
+    """Two files whose Arrow schemas differ only in pandas' metadata (one names an index)
+    give pandas' two different frames, though Arrow calls the schemas equal."""
+    frame = pd.DataFrame({"x": [1, 2]}, index=pd.Index([5, 6], name="key"))
+    indexed = tmp_path / "indexed.parquet"
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(pa.Table.from_pandas(frame), indexed)
+    pq.write_table(pa.Table.from_pandas(frame).replace_schema_metadata(None), plain)
+    backend = gpuframe.backend.get_backend("pandas")
+    metas = [scan.frame_meta(plan_fragments(str(path)), backend) for path in (plain, indexed)]
+    assert plan_fragments(str(plain)).schema == plan_fragments(str(indexed)).schema
+    assert list(metas[0].columns) == ["x", "key"] and list(metas[1].columns) == ["x"]
+    metas[0]["y"] = 1  # each caller's own copy
+    assert list(scan.frame_meta(plan_fragments(str(plain)), backend).columns) == ["x", "key"]

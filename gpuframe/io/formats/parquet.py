@@ -5,6 +5,8 @@ column chunk; a selective read fetches only the pages holding surviving rows (:m
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -46,29 +48,20 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
 
     def units(self, metadata: pq.FileMetaData, columns: Sequence[str],
               result_columns: Sequence[str]) -> list[Unit]:
-        indices = column_indices(metadata, columns)
-        result_indices = column_indices(metadata, result_columns)
-        units = []
-        for group in range(metadata.num_row_groups):
-            row_group = metadata.row_group(group)
-            units.append(Unit(
-                group, row_group.num_rows,
-                sum(row_group.column(i).total_compressed_size for i in indices),
-                sum(row_group.column(i).total_compressed_size for i in result_indices)))
-        return units
+        layout = footer_layout(metadata)
+        read = layout.sizes[:, layout.indices(columns)].sum(axis=1)
+        result = layout.sizes[:, layout.indices(result_columns)].sum(axis=1)
+        return [Unit(group, int(layout.rows[group]), int(read[group]), int(result[group]))
+                for group in range(metadata.num_row_groups)]
 
     def unit_may_match(self, metadata: pq.FileMetaData, unit: Unit,
                        hive_values: Mapping[str, HiveValue], dnf: Dnf | None) -> bool:
-        row_group = metadata.row_group(unit.index)
-
-        def known(column: str) -> Statistics | None:
-            leaves = column_indices(metadata, [column])
-            return chunk_statistics(row_group.column(leaves[0])) if len(leaves) == 1 else None
-
-        return statistics_may_match(dnf, hive_values, row_group.num_rows, known)
+        layout = footer_layout(metadata)
+        return statistics_may_match(dnf, hive_values, int(layout.rows[unit.index]),
+                                    lambda column: layout.statistics(unit.index, column))
 
     def unit_rows(self, metadata: pq.FileMetaData, index: int) -> int:
-        return metadata.row_group(index).num_rows
+        return int(footer_layout(metadata).rows[index])
 
     def ranges(self, metadata: pq.FileMetaData, units: Sequence[int],
                columns: Sequence[str]) -> list[tuple[int, int]]:
@@ -176,11 +169,71 @@ def read_footer(source: RangeSource) -> pq.FileMetaData:
 
 
 
+class FooterLayout:
+    """What planning asks of one footer, over and over: each top-level column's leaves, each
+    column chunk's compressed size, each row group's rows, and (as first asked) each chunk's
+    statistics. pyarrow answers each through a Python object made anew; a footer of hundreds
+    of row groups took a query's planning tens of milliseconds per read, every query."""
+
+    def __init__(self, metadata: pq.FileMetaData) -> None:
+        self.leaves: dict[str, list[int]] = {}
+        for i in range(metadata.num_columns):
+            top = metadata.schema.column(i).path.split(".", 1)[0]
+            self.leaves.setdefault(top, []).append(i)
+        groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
+        self.rows = np.array([group.num_rows for group in groups], dtype=np.int64)
+        self.sizes = np.array([[group.column(i).total_compressed_size
+                                for i in range(metadata.num_columns)] for group in groups],
+                              dtype=np.int64).reshape(len(groups), metadata.num_columns)
+        self._metadata = metadata
+        self._statistics: dict[tuple[int, str], Statistics | None] = {}
+
+    def indices(self, names: Sequence[str]) -> list[int]:
+        """Leaf column indices (in the footer) of the top-level columns ``names``, in the
+        footer's order."""
+        wanted = set(names)
+        return sorted(i for name, leaves in self.leaves.items() if name in wanted
+                      for i in leaves)
+
+    def statistics(self, group: int, column: str) -> Statistics | None:
+        """What row group ``group``'s chunk of ``column`` says of its values (None: nothing,
+        or a nested column)."""
+        key = (group, column)
+        if key not in self._statistics:
+            leaves = self.leaves.get(column, [])
+            self._statistics[key] = (chunk_statistics(self._metadata.row_group(group)
+                                                      .column(leaves[0]))
+                                     if len(leaves) == 1 else None)
+        return self._statistics[key]
+
+
+_LAYOUTS: OrderedDict[int, tuple[pq.FileMetaData, FooterLayout]] = OrderedDict()
+_LAYOUTS_KEPT = 1024
+"""Footers whose layouts are kept, the most recently asked: as many as the planned-metadata
+cache keeps by default, so that a footer's layout does not keep it alive much longer."""
+_layouts_lock = threading.Lock()
+
+
+def footer_layout(metadata: pq.FileMetaData) -> FooterLayout:
+    """``metadata``'s layout, made once per footer object (the planner reuses the footers it
+    read: :data:`~gpuframe.io.planning.metadata.PLANNED_METADATA`). Kept by the object's
+    identity, the object with it, so that the identity stays its own."""
+    with _layouts_lock:
+        kept = _LAYOUTS.get(id(metadata))
+        if kept is not None and kept[0] is metadata:
+            _LAYOUTS.move_to_end(id(metadata))
+            return kept[1]
+    layout = FooterLayout(metadata)
+    with _layouts_lock:
+        _LAYOUTS[id(metadata)] = (metadata, layout)
+        while len(_LAYOUTS) > _LAYOUTS_KEPT:
+            _LAYOUTS.popitem(last=False)
+    return layout
+
+
 def column_indices(metadata: pq.FileMetaData, names: Sequence[str]) -> list[int]:
     """Leaf column indices (in the footer) of the top-level columns ``names``."""
-    wanted = set(names)
-    return [i for i in range(metadata.num_columns)
-            if metadata.schema.column(i).path.split(".", 1)[0] in wanted]
+    return footer_layout(metadata).indices(names)
 
 
 def chunk_range(chunk: pq.ColumnChunkMetaData) -> tuple[int, int]:

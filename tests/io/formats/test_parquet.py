@@ -94,3 +94,24 @@ def test_http_large_footer_takes_a_second_request(tmp_path, http_server):
     assert plan.units_total == 2 and len(plan.schema) == 400
     assert len(http_server.log) == 2
     assert http_server.bytes_served() == footer + 8
+
+
+def test_a_footer_s_layout_says_what_pyarrow_says_and_is_made_once(tmp_path):
+    table = pa.table({"id": pa.array(range(5000), pa.int64()),
+                      "point": pa.array([{"x": i, "y": -i} for i in range(5000)]),
+                      "name": pa.array([f"n{i % 7}" for i in range(5000)])})
+    path = tmp_path / "layout.parquet"
+    pq.write_table(table, path, row_group_size=700)
+    metadata = pq.ParquetFile(path).metadata
+    layout = parquet.footer_layout(metadata)
+    assert parquet.footer_layout(metadata) is layout
+    assert layout.indices(["point"]) == [1, 2] and layout.indices(["name", "id"]) == [0, 3]
+    units = parquet.ParquetFormat().units(metadata, ["id", "point"], ["name"])
+    for group, unit in enumerate(units):
+        chunks = metadata.row_group(group)
+        assert unit.rows == chunks.num_rows
+        assert unit.bytes == sum(chunks.column(i).total_compressed_size for i in (0, 1, 2))
+        assert unit.result_bytes == chunks.column(3).total_compressed_size
+        stats = chunks.column(0).statistics
+        assert layout.statistics(group, "id") == (stats.min, stats.max, stats.null_count)
+        assert layout.statistics(group, "point") is None  # nested: no one chunk says
