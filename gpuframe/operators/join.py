@@ -59,6 +59,7 @@ from ..units import byte_text
 from .join_schema import KeysNotUniqueError, KeyTypes, conform
 from .lowering import Lowering, lower
 from .skew import SideProfile, SkewSplitter, can_split, plan_skew, profile_sides
+from .steps import Chain, apply_steps
 
 SIDES = ("left", "right")
 
@@ -82,6 +83,8 @@ class LocalJoin:
     backend: str
     indicator: str | None = None
     unique: tuple[bool, bool] = (False, False)
+    steps: tuple[Any, ...] = ()
+    """A per-partition chain above the join, run on each joined part (:mod:`~.steps`)."""
 
     def __call__(self, left: list[Any], right: list[Any]) -> Any:
         frames = get_backend(self.backend)
@@ -92,7 +95,7 @@ class LocalJoin:
         check_unique(sides[0], sides[1], self.left_keys, self.right_keys, self.unique)
         joined = frames.join(sides[0], sides[1], self.how, list(self.left_keys),
                              list(self.right_keys), self.suffixes, self.indicator)
-        return conform(joined, self.meta, frames)
+        return apply_steps(conform(joined, self.meta, frames), self.steps)
 
 
 def check_unique(left: Any, right: Any, left_keys: Sequence[str], right_keys: Sequence[str],
@@ -132,6 +135,22 @@ def _concat_or_empty(parts: list[Any], schema: pd.DataFrame, frames: Any) -> Any
 
 @lower.register
 def _(node: Join, lowering: Lowering) -> Partitions:
+    return lower_join(node, lowering)
+
+
+def lower_join(node: Join, lowering: Lowering, chain: Chain | None = None) -> Partitions:
+    """``node``'s join; with ``chain`` (per-partition nodes above it that nothing else reads),
+    the chain's output, its steps applied in the join's own tasks."""
+    if chain is None:
+        return _join(node, lowering, lowering.number(node), ())
+    chain.fused(lowering, node)
+    joined = _join(node, lowering, lowering.number(chain.top), chain.steps)
+    return Partitions(joined.futures, joined.owners, chain.top.meta,
+                      chain.placed(joined).partitioning)
+
+
+def _join(node: Join, lowering: Lowering, number: int, steps: tuple[Any, ...]) -> Partitions:
+    """The join's tasks, their output reported as plan node ``number``'s, after ``steps``."""
     job = lowering.job
     inputs = {"left": lowering.input(node.left), "right": lowering.input(node.right)}
     keys = {"left": list(node.left_keys), "right": list(node.right_keys)}
@@ -140,20 +159,20 @@ def _(node: Join, lowering: Lowering) -> Partitions:
                                                                     casts["right"]))
     hash_types = tuple(str(schemas[0][k].dtype) for k in node.left_keys)
     local = LocalJoin(node.how, node.left_keys, node.right_keys, node.suffixes, node.types,
-                      schemas, node.meta, job.backend, node.indicator, node.unique)
+                      schemas, node.meta, job.backend, node.indicator, node.unique, steps)
     placed = {side: _placement_serving(inputs[side], keys[side], hash_types) for side in SIDES}
     left_placed, right_placed = placed["left"], placed["right"]
     if left_placed is not None and right_placed is not None \
             and _same_buckets(left_placed, right_placed):
         lowering.note(node, f"none: both sides already {left_placed.describe()}")
-        return _colocated(node, lowering, local, inputs, left_placed)
+        return _colocated(node, lowering, number, local, inputs, left_placed)
     for side, other in (("left", "right"), ("right", "left")):
         hashed = placed[side]
         if hashed is not None:
             lowering.note(node, f"shuffle {other} side only: {side} side already "
                                 f"{hashed.describe()}")
             splitter = HashSplitter(tuple(keys[other]), hashed.n, casts[other])
-            return _into_buckets(node, lowering, local, inputs, side, splitter,
+            return _into_buckets(node, lowering, number, local, inputs, side, splitter,
                                  Given(hashed.owners), hash_types)
 
     opts = node.options
@@ -162,7 +181,7 @@ def _(node: Join, lowering: Lowering) -> Partitions:
     if unsampled is not None:
         lowering.note(node, f"broadcast {unsampled} side (at most "
                             f"{rows_at_most(getattr(node, unsampled))} rows, unsampled)")
-        return _broadcast(node, lowering, local, inputs, unsampled)
+        return _broadcast(node, lowering, number, local, inputs, unsampled)
     # validate= checks each side's keys where all of their rows meet: a side split by heavy
     # keys has them spread over several tasks. sort=True keeps pandas' order of a key's rows
     # by joining them in one task, in input order.
@@ -174,12 +193,12 @@ def _(node: Join, lowering: Lowering) -> Partitions:
         small = "right" if sizes["right"] <= sizes["left"] else "left"
         lowering.note(node, f"cross: broadcast {small} side ({byte_text(sizes[small])} "
                             "sampled)")
-        return _broadcast(node, lowering, local, inputs, small)
+        return _broadcast(node, lowering, number, local, inputs, small)
     for small, big in (("right", "left"), ("left", "right")):
         if node.may_copy(small) and opts.broadcasts(sizes[small], sizes[big], len(workers)):
             lowering.note(node, f"broadcast {small} side ({byte_text(sizes[small])} sampled, "
                                 f"{big} {byte_text(sizes[big])})")
-            return _broadcast(node, lowering, local, inputs, small)
+            return _broadcast(node, lowering, number, local, inputs, small)
 
     skew = plan_skew(profiles["left"], profiles["right"], node.how, keys["left"],
                      keys["right"], len(workers), opts.skew_threshold or 0.0) if split else None
@@ -199,7 +218,7 @@ def _(node: Join, lowering: Lowering) -> Partitions:
     stage = job.stage("join")
     futures = [stage.submit(join_parts, local, buckets["left"].parts[b],
                             buckets["right"].parts[b], index=(b,), owner=owner,
-                            node=lowering.number(node))
+                            node=number)
                for b, owner in enumerate(owners)]
     placement = None if skew else _output_placement(node, hash_types, n, owners)
     return Partitions(futures, owners, node.meta, placement)
@@ -216,20 +235,20 @@ def _same_buckets(a: HashPartitioning, b: HashPartitioning) -> bool:
     return a.n == b.n and a.owners == b.owners
 
 
-def _colocated(node: Join, lowering: Lowering, local: LocalJoin, inputs: dict[str, Partitions],
-               placed: HashPartitioning) -> Partitions:
+def _colocated(node: Join, lowering: Lowering, number: int, local: LocalJoin,
+               inputs: dict[str, Partitions], placed: HashPartitioning) -> Partitions:
     """Both sides hashed alike: partition ``b`` of each joined where both lie."""
     stage = lowering.job.stage("join")
     left, right = inputs["left"], inputs["right"]
     futures = [stage.submit(join_parts, local, [lf], [rf], index=(b,), owner=owner,
-                            node=lowering.number(node))
+                            node=number)
                for b, (lf, rf, owner) in enumerate(zip(left.futures, right.futures,
                                                        left.owners))]
     placement = _output_placement(node, placed.hash_types, placed.n, placed.owners)
     return Partitions(futures, list(left.owners), node.meta, placement)
 
 
-def _into_buckets(node: Join, lowering: Lowering, local: LocalJoin,
+def _into_buckets(node: Join, lowering: Lowering, number: int, local: LocalJoin,
                   inputs: dict[str, Partitions], placed_side: str, splitter: Splitter,
                   placed_owners: Given, hash_types: tuple[str, ...]) -> Partitions:
     """One side hashed already: the other sent into its buckets, and each bucket joined with
@@ -243,13 +262,13 @@ def _into_buckets(node: Join, lowering: Lowering, local: LocalJoin,
     for b, (part, owner) in enumerate(zip(inputs[placed_side].futures, owners)):
         sides = {placed_side: [part], other: buckets.parts[b]}
         futures.append(stage.submit(join_parts, local, sides["left"], sides["right"],
-                                    index=(b,), owner=owner, node=lowering.number(node)))
+                                    index=(b,), owner=owner, node=number))
     placement = _output_placement(node, hash_types, len(owners), owners)
     return Partitions(futures, owners, node.meta, placement)
 
 
-def _broadcast(node: Join, lowering: Lowering, local: LocalJoin, inputs: dict[str, Partitions],
-               small: str) -> Partitions:
+def _broadcast(node: Join, lowering: Lowering, number: int, local: LocalJoin,
+               inputs: dict[str, Partitions], small: str) -> Partitions:
     """The ``small`` side gathered on one worker (and copied from there to every worker that
     joins with it); each partition of the other side joined with it where it lies."""
     job = lowering.job
@@ -262,7 +281,7 @@ def _broadcast(node: Join, lowering: Lowering, local: LocalJoin, inputs: dict[st
     for i, (part, owner) in enumerate(zip(inputs[big].futures, inputs[big].owners)):
         sides = {big: [part], small: [whole]}
         futures.append(stage.submit(join_parts, local, sides["left"], sides["right"],
-                                    index=(i,), owner=owner, node=lowering.number(node)))
+                                    index=(i,), owner=owner, node=number))
     placed = inputs[big].partitioning
     placement = None
     if placed is not None:

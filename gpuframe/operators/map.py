@@ -2,9 +2,9 @@
 
 A chain of them that no other node reads in between (:func:`~.steps.chain_below`) runs as one
 task per partition: one pass over the data and one name on the task stream
-(``gpuframe-filter-assign-...``). Over a read, the chain runs in the read's own tasks
-(:func:`~.scan.lower_scan`); an aggregate above a chain runs it in its own tasks instead of
-asking for this one (:mod:`~.groupby`).
+(``gpuframe-filter-assign-...``). Over a read or a join, the chain runs in that operator's own
+tasks (:func:`~.scan.lower_scan`, :func:`~.join.lower_join`); an aggregate above a chain runs it
+in its own tasks instead of asking for this one (:mod:`~.groupby`).
 
 Placement survives what does not touch the keys
 (:func:`~gpuframe.plan.nodes.placement_after`).
@@ -12,8 +12,9 @@ Placement survives what does not touch the keys
 
 from __future__ import annotations
 
-from ..plan.nodes import Node, Scan
+from ..plan.nodes import Join, Node, Scan
 from ..runtime.runner import Partitions
+from .join import lower_join
 from .lowering import Lowering, lower
 from .scan import lower_scan
 from .steps import NARROW, apply_steps, chain_below
@@ -21,10 +22,13 @@ from .steps import NARROW, apply_steps, chain_below
 
 def lower_chain(node: Node, lowering: Lowering) -> Partitions:
     """``node`` and the per-partition nodes below it that nothing else reads, as one task per
-    partition (the read's task, where they are over a read)."""
+    partition: the task of the read or join below them, where they are over one."""
     chain = chain_below(node, lowering)
-    if isinstance(chain.base, Scan) and not lowering.shared(chain.base):
-        return lower_scan(chain.base, lowering, chain)
+    if not lowering.shared(chain.base):
+        if isinstance(chain.base, Scan):
+            return lower_scan(chain.base, lowering, chain)
+        if isinstance(chain.base, Join):
+            return lower_join(chain.base, lowering, chain)
     number = lowering.number(node)
     chain.fused(lowering, node)
     inputs = lowering.input(chain.base)

@@ -1,0 +1,98 @@
+"""Per-partition chains run in the tasks of the operator below or above them, on a real
+two-worker cluster, against pandas on the same data."""
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+from dask.utils import key_split
+from distributed import get_task_stream
+
+import gpuframe
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(5)
+    n = 4000
+    return pd.DataFrame({"k": rng.integers(0, 50, n), "x": rng.random(n),
+                         "s": pd.array(rng.choice(["a", "b", "c"], n), dtype="str")})
+
+
+def stages_and_result(frame) -> tuple[set[str], pd.DataFrame]:
+    with get_task_stream() as stream:
+        result = frame.to_pandas().reset_index(drop=True)
+    return {key_split(task["key"]).removeprefix("gpuframe-") for task in stream.data}, result
+
+
+def notes(frame) -> str:
+    text = io.StringIO()
+    frame.explain(file=text)
+    return text.getvalue()
+
+
+def test_a_chain_over_a_read_runs_in_the_read_tasks(engine, data, tmp_path):
+    path = tmp_path / "table"
+    path.mkdir()
+    for i in range(3):
+        data.iloc[i::3].to_parquet(path / f"part-{i}.parquet", index=False)
+    table = gpuframe.read_parquet(str(path))
+    frame = table[table.x > 0.25]
+    frame = frame.assign(y=frame.x * 2 + frame.k)[["k", "y"]]
+    stages, result = stages_and_result(frame)
+    expected = pd.concat([data.iloc[i::3] for i in range(3)], ignore_index=True)
+    expected = expected[expected.x > 0.25]
+    expected = expected.assign(y=expected.x * 2 + expected.k)[["k", "y"]]
+    pd.testing.assert_frame_equal(result, expected.reset_index(drop=True))
+    assert stages == {"read-parquet", "gather"}, stages
+    # the filter went into the read itself (a pushed filter); the rest into its tasks
+    assert "assign-select fused into its tasks" in notes(frame)
+
+
+def test_a_chain_over_a_join_runs_in_the_join_tasks(engine, data):
+    left = gpuframe.from_pandas(data, npartitions=4)
+    right = gpuframe.from_pandas(data.drop_duplicates("k").rename(columns={"x": "z"}),
+                                 npartitions=2)
+    joined = gpuframe.merge(left, right[["k", "z"]], on="k", broadcast_bytes=0)
+    frame = joined.assign(w=joined.x - joined.z)
+    frame = frame[frame.w > 0][["k", "w"]]
+    stages, result = stages_and_result(frame)
+    expected = data.merge(data.drop_duplicates("k").rename(columns={"x": "z"})[["k", "z"]],
+                          on="k")
+    expected = expected.assign(w=expected.x - expected.z)
+    expected = expected[expected.w > 0][["k", "w"]]
+    pd.testing.assert_frame_equal(result.sort_values(["k", "w"], ignore_index=True),
+                                  expected.sort_values(["k", "w"], ignore_index=True))
+    assert not stages & {"assign", "filter", "select", "assign-filter-select"}, stages
+    assert "join" in stages
+    assert "fused into the task of" in notes(frame)
+
+
+def test_a_chain_under_an_aggregate_runs_in_its_partial_tasks(engine, data):
+    frame = gpuframe.from_pandas(data, npartitions=4)
+    kept = frame[frame.s != "b"]
+    kept = kept.assign(y=kept.x * kept.k)
+    result_frame = kept.groupby("s", as_index=False).agg(total=("y", "sum"), n=("k", "size"))
+    stages, result = stages_and_result(result_frame)
+    kept_data = data[data.s != "b"]
+    expected = kept_data.assign(y=kept_data.x * kept_data.k).groupby(
+        "s", as_index=False).agg(total=("y", "sum"), n=("k", "size"))
+    pd.testing.assert_frame_equal(result.sort_values("s", ignore_index=True), expected,
+                                  check_dtype=False)
+    assert "filter-assign-partial" in stages and "filter-assign" not in stages, stages
+
+
+def test_a_chain_two_nodes_read_runs_once_for_both(engine, data):
+    frame = gpuframe.from_pandas(data, npartitions=4)
+    kept = frame[frame.x > 0.5]
+    counts = kept.groupby("k", as_index=False).agg(n=("x", "size"))
+    both = gpuframe.merge(kept, counts, on="k")
+    stages, result = stages_and_result(both)
+    kept_data = data[data.x > 0.5]
+    expected = kept_data.merge(kept_data.groupby("k", as_index=False).agg(n=("x", "size")),
+                               on="k")
+    pd.testing.assert_frame_equal(result.sort_values(["k", "x"], ignore_index=True),
+                                  expected.sort_values(["k", "x"], ignore_index=True),
+                                  check_dtype=False)
+    assert "filter" in stages, stages  # its own tasks, read by the aggregate and the join
