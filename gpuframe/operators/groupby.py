@@ -307,9 +307,9 @@ def _(node: GroupBy, lowering: Lowering) -> Partitions:
     opts = node.options
     strategy = "tree" if whole else opts.strategy
     seen = ""
-    bound = tree_bound(node) if strategy == "auto" else None
-    if bound is not None:
-        strategy, seen = "tree", f" (at most {bound:,} input rows, uncounted)"
+    rows = tree_bound(node) if strategy == "auto" else None
+    if rows is not None:
+        strategy, seen = "tree", f" (at most {rows:,} input rows, uncounted)"
     elif strategy == "auto" and partials:
         count = job.stage("count-partial")
         rows = sum(job.gather([count.submit(component_rows, f, index=(i,), owner=o)
@@ -319,7 +319,10 @@ def _(node: GroupBy, lowering: Lowering) -> Partitions:
     if strategy == "tree" or not partials:
         lowering.note(node, f"tree: {len(partials)} partials combined {opts.tree_fanin} at a "
                             f"time{seen}")
-        return _tree(lowering, node, partial, partials, list(inputs.owners))
+        tree = _tree(lowering, node, partial, partials, list(inputs.owners))
+        # Each group takes one row, and each group has a partial row.
+        tree.rows_at_most = 1 if whole else rows
+        return tree
     n = len(job.workers) * opts.partitions_per_worker
     lowering.note(node, f"shuffle: partials hashed into {n} buckets{seen}")
     return _shuffle(lowering, node, partial, partials, list(inputs.owners), n,

@@ -52,7 +52,7 @@ from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, Splitter, cast_keys
 from ..plan.bounds import rows_at_most
-from ..plan.explain import unsampled_broadcast
+from ..plan.explain import row_width, unsampled_broadcast
 from ..plan.nodes import Join
 from ..runtime.runner import Partitions
 from ..units import byte_text
@@ -182,6 +182,11 @@ def _join(node: Join, lowering: Lowering, number: int, steps: tuple[Any, ...]) -
         lowering.note(node, f"broadcast {unsampled} side (at most "
                             f"{rows_at_most(getattr(node, unsampled))} rows, unsampled)")
         return _broadcast(node, lowering, number, local, inputs, unsampled)
+    counted = _counted_broadcast(node, inputs)
+    if counted is not None:
+        lowering.note(node, f"broadcast {counted} side (at most "
+                            f"{inputs[counted].rows_at_most} rows, counted as it ran)")
+        return _broadcast(node, lowering, number, local, inputs, counted)
     # validate= checks each side's keys where all of their rows meet: a side split by heavy
     # keys has them spread over several tasks. sort=True keeps pandas' order of a key's rows
     # by joining them in one task, in input order.
@@ -222,6 +227,18 @@ def _join(node: Join, lowering: Lowering, number: int, steps: tuple[Any, ...]) -
                for b, owner in enumerate(owners)]
     placement = None if skew else _output_placement(node, hash_types, n, owners)
     return Partitions(futures, owners, node.meta, placement)
+
+
+def _counted_broadcast(node: Join, inputs: dict[str, Partitions]) -> str | None:
+    """The side the join copies to every worker without sampling because its rows were
+    bounded as it ran (:attr:`Partitions.rows_at_most`), as :func:`unsampled_broadcast` does
+    with the plan's bounds; None where neither side's is small enough."""
+    opts = node.options
+    bounded = [(bound, side) for side in ("right", "left")
+               if (bound := inputs[side].rows_at_most) is not None and node.may_copy(side)
+               and bound <= opts.broadcast_rows
+               and bound * row_width(inputs[side].meta) <= opts.broadcast_bytes]
+    return min(bounded, key=lambda found: found[0])[1] if bounded else None
 
 
 def _placement_serving(parts: Partitions, keys: list[str], hash_types: tuple[str, ...]

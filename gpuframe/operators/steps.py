@@ -160,11 +160,16 @@ class Chain:
 
     def placed(self, inputs: Partitions) -> Partitions:
         """``inputs`` (the base's output) as the chain's output will be: the same futures and
-        owners, the chain's schema and placement; its rows not yet filtered or made."""
+        owners, the chain's schema, placement and bound on rows; its rows not yet filtered or
+        made."""
         placed = inputs.partitioning
         for node in self.nodes:
             placed = placement_after(node, placed)
-        return Partitions(inputs.futures, inputs.owners, self.top.meta, placed)
+        # Only map_partitions may make rows; the others keep or drop them.
+        bound = None if any(isinstance(n, MapPartitions) for n in self.nodes) \
+            else inputs.rows_at_most
+        return Partitions(inputs.futures, inputs.owners, self.top.meta, placed,
+                          rows_at_most=bound)
 
     def fused(self, lowering: Lowering, into: Node) -> None:
         """Note on each node that its step ran in the task of plan node ``into``."""

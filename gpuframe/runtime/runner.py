@@ -69,6 +69,10 @@ class Partitions:
     """Rows per partition, once counted."""
     ordering: RangeOrdering | None = None
     """How rows are ordered across the partitions (None: nothing known)."""
+    rows_at_most: int | None = None
+    """A bound on all partitions' rows learnt as they ran (a tree aggregate's counted
+    partials), where the plan's own bounds know none: a join may then copy them to every
+    worker without sampling them (None: nothing learnt)."""
 
     def __post_init__(self) -> None:
         if len(self.futures) != len(self.owners):

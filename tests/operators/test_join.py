@@ -229,6 +229,36 @@ def test_a_side_the_plan_bounds_to_few_rows_is_broadcast_unsampled(engine, tmp_p
             check_dtype=False)
 
 
+def test_a_side_counted_small_as_it_ran_is_broadcast_unsampled(engine, tmp_path):
+    """An aggregate whose partials were counted few (a tree) is copied without sampling
+    either side, though the plan bounds its rows only by its input's; a filter above it keeps
+    the bound, and a bound above broadcast_rows samples as before."""
+    rng = np.random.default_rng(4)
+    data = pd.DataFrame({"k": rng.integers(0, 300, 30_000), "a": rng.random(30_000)})
+    for i in range(3):
+        data.iloc[i::3].to_parquet(tmp_path / f"part-{i}.parquet")
+    data = pd.concat([data.iloc[i::3] for i in range(3)], ignore_index=True)
+    big = gpuframe.read_parquet(str(tmp_path), partition_bytes=1)
+    assert big.npartitions == 3
+    # tree_max_rows past the plan's bound (30,000 rows), so the partials are counted
+    means = big.groupby("k", tree_max_rows=40_000).agg(mean_a=("a", "mean"))
+    means = means[means.mean_a > 0.3]
+    expected = data.merge(data.groupby("k", as_index=False).agg(mean_a=("a", "mean"))
+                          .query("mean_a > 0.3"), on="k")
+    for rows, sampled in ((1_000, False), (100, True)):
+        with get_task_stream(client=engine.client) as stream:
+            joined = big.merge(means, on="k", broadcast_rows=rows)
+            result = joined.to_pandas()
+        stages = {key_split(entry["key"]) for entry in stream.data}
+        assert any("sample" in stage for stage in stages) == sampled, stages
+        pd.testing.assert_frame_equal(
+            result.sort_values(list(result.columns)).reset_index(drop=True),
+            expected.sort_values(list(expected.columns)).reset_index(drop=True))
+    text = io.StringIO()
+    big.merge(means, on="k").persist().explain(file=text)
+    assert "counted as it ran" in text.getvalue()
+
+
 INTEGERS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
             "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64"]
 
