@@ -75,13 +75,17 @@ no fixed order; rows of equal keys come in the order they arrive)."""
 class Memo(dict[tuple[int, frozenset[str]], Node]):
     """Rewritten nodes by (original node, columns asked of it): a node that several parents read
     (a self-join's input) is rewritten once per ask. ``shared``: the moving nodes that several
-    parents read, rewritten once alone, with every column and no condition of any parent's, so
+    parents read, rewritten once alone, with no condition of any parent's and the columns all of
+    them ask for (``columns``: found by :func:`prune_columns`; every column where not given), so
     that they run once and every parent sees the same rows (sums compared with their own
     maximum must be the same sums). Reads and per-partition nodes give the same rows each run,
     and are rewritten per parent, each reading only what it needs."""
 
-    def __init__(self, root: Node) -> None:
+    def __init__(self, root: Node, columns: dict[int, set[str]] | None = None) -> None:
         super().__init__()
+        self.columns = columns or {}
+        self.asked: dict[int, set[str]] = {}
+        """The columns the parents of each shared node asked of it in this rewrite."""
         nodes = _nodes(root)
         parents: dict[int, int] = {}
         for node in nodes:
@@ -231,15 +235,38 @@ def _(node: Scan, conditions: list[Expr], memo: Memo) -> Node:
 
 # --- projection pushdown -----------------------------------------------------------------------
 
+PRUNE_PASSES = 4
+"""Rewrites :func:`prune_columns` tries before it keeps every column of the shared nodes."""
+
+
 def prune_columns(node: Node, wanted: Sequence[str]) -> Node:
     """``node`` computing as few columns as it can while still giving those in ``wanted``
-    (exactly those, in ``node``'s order, where a reader or a join decides)."""
+    (exactly those, in ``node``'s order, where a reader or a join decides).
+
+    A shared moving node computes the columns its parents ask for, together. What they ask
+    depends on what the shared nodes above them compute, so the plan is rewritten again, each
+    shared node given what its parents asked in the rewrite before (a first rewrite keeps all
+    of their columns), until the asks no longer change: then each computes exactly what its
+    parents ask. Otherwise each keeps every column, which reads columns no one needs (a
+    table's comments under a self-joined subquery)."""
+    columns: dict[int, set[str]] = {}
+    for _ in range(PRUNE_PASSES):
+        memo = Memo(node, columns)
+        pruned = _pruned(node, set(wanted), memo)
+        if not memo.shared or memo.asked == columns:
+            return pruned
+        columns = memo.asked
     return _pruned(node, set(wanted), Memo(node))
 
 
 def _pruned(node: Node, wanted: set[str], memo: Memo) -> Node:
-    if id(node) in memo.shared and wanted != set(node.columns):
-        return _exactly(_pruned(node, set(node.columns), memo), wanted)
+    if id(node) in memo.shared:
+        memo.asked.setdefault(id(node), set()).update(wanted)
+        columns = memo.columns.get(id(node), set(node.columns))
+        key = (id(node), frozenset(columns))
+        if key not in memo:
+            memo[key] = _prune(node, columns, memo)
+        return _exactly(memo[key], wanted)
     key = (id(node), frozenset(wanted))
     if key not in memo:
         memo[key] = _prune(node, wanted, memo)

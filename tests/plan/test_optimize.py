@@ -210,3 +210,22 @@ def test_a_read_two_parents_read_is_still_pruned_per_parent():
     right = Select(orders, ("k", "note"))
     optimized = optimize(join(left, right))
     assert sorted(s.columns for s in scans(optimized)) == [["k", "amount"], ["k", "note"]]
+
+
+def test_a_shared_join_computes_the_columns_its_parents_ask_for_together():
+    """q2's shape: a join that an aggregate and a join above both read runs once, with the
+    columns either asks for and no others: its reads skip the notes no one reads."""
+    from gpuframe.plan.aggregate import Aggregation, GroupBy
+
+    offers = join(scan(**ORDERS), scan(**CUSTOMERS))
+    cheapest = GroupBy(Select(offers, ("k", "amount")), ("k",),
+                       (Aggregation("least", "amount", "min"),))
+    best = join(offers, cheapest)
+    plan = Select(Filter(best, col("amount") == col("least")), ("name", "day"))
+    optimized = optimize(plan)
+    assert optimized.columns == ["name", "day"]
+    joins = {id(n): n for n in nodes(optimized) if isinstance(n, Join)
+             and not isinstance(n.right, GroupBy)}
+    assert len(joins) == 1  # the shared one, rewritten once
+    reads = {id(s): s.columns for s in scans(optimized)}  # the shared join's, once
+    assert sorted(reads.values()) == [["k", "amount", "day"], ["k", "name"]]
