@@ -115,3 +115,10 @@ def test_a_footer_s_layout_says_what_pyarrow_says_and_is_made_once(tmp_path):
         stats = chunks.column(0).statistics
         assert layout.statistics(group, "id") == (stats.min, stats.max, stats.null_count)
         assert layout.statistics(group, "point") is None  # nested: no one chunk says
+        assert [layout.starts[group, i] for i in range(4)] == [
+            parquet.chunk_range(chunks.column(i))[0] for i in range(4)]
+    spans = [parquet.chunk_range(metadata.row_group(g).column(i)) for g in (0, 2, 5)
+             for i in (1, 2, 3)]
+    assert column_chunk_ranges(metadata, [5, 0, 2], ["name", "point"]) == [
+        (start, end - start) for start, end in parquet.coalesce(spans)]
+    assert column_chunk_ranges(metadata, [], ["id"]) == []
