@@ -144,9 +144,7 @@ def lower_join(node: Join, lowering: Lowering, chain: Chain | None = None) -> Pa
     if chain is None:
         return _join(node, lowering, lowering.number(node), ())
     chain.fused(lowering, node)
-    joined = _join(node, lowering, lowering.number(chain.top), chain.steps)
-    return Partitions(joined.futures, joined.owners, chain.top.meta,
-                      chain.placed(joined).partitioning)
+    return chain.placed(_join(node, lowering, lowering.number(chain.top), chain.steps))
 
 
 def _join(node: Join, lowering: Lowering, number: int, steps: tuple[Any, ...]) -> Partitions:

@@ -33,9 +33,7 @@ def lower_chain(node: Node, lowering: Lowering) -> Partitions:
     chain.fused(lowering, node)
     inputs = lowering.input(chain.base)
     futures = lowering.job.stage(chain.name).map(apply_steps, inputs, chain.steps, node=number)
-    placed = chain.placed(inputs)
-    return Partitions(futures, list(inputs.owners), node.meta, placed.partitioning,
-                      rows_at_most=placed.rows_at_most)
+    return chain.placed(inputs, futures)
 
 
 for _kind in NARROW:

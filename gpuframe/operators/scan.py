@@ -111,8 +111,7 @@ def _read(node: Scan, lowering: Lowering, plan: ReadPlan, chain: Chain | None) -
     if chain is None:
         return parts
     chain.fused(lowering, node)
-    return Partitions(parts.futures, parts.owners, top.meta,
-                      chain.placed(parts).partitioning)
+    return chain.placed(parts)
 
 
 def read_planned(job: Job, plan: ReadPlan, meta: pd.DataFrame | None = None,

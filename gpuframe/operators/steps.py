@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from distributed import Future
 
 from ..plan.expr import Expr, evaluate_mask
 from ..plan.nodes import (
@@ -158,18 +159,18 @@ class Chain:
     def name(self) -> str:
         return "-".join(dict.fromkeys(STAGE_NAMES[type(n)] for n in self.nodes))
 
-    def placed(self, inputs: Partitions) -> Partitions:
-        """``inputs`` (the base's output) as the chain's output will be: the same futures and
-        owners, the chain's schema, placement and bound on rows; its rows not yet filtered or
-        made."""
+    def placed(self, inputs: Partitions, futures: list[Future] | None = None) -> Partitions:
+        """The chain's output over ``inputs`` (the base's output): ``futures``, or by default
+        ``inputs``' own (their tasks ran the steps, or a reader of them will), on ``inputs``'
+        owners, with the chain's schema, placement and bound on rows."""
         placed = inputs.partitioning
         for node in self.nodes:
             placed = placement_after(node, placed)
         # Only map_partitions may make rows; the others keep or drop them.
         bound = None if any(isinstance(n, MapPartitions) for n in self.nodes) \
             else inputs.rows_at_most
-        return Partitions(inputs.futures, inputs.owners, self.top.meta, placed,
-                          rows_at_most=bound)
+        return Partitions(inputs.futures if futures is None else futures, inputs.owners,
+                          self.top.meta, placed, rows_at_most=bound)
 
     def fused(self, lowering: Lowering, into: Node) -> None:
         """Note on each node that its step ran in the task of plan node ``into``."""
