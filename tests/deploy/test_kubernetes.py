@@ -1,16 +1,25 @@
 """deploy/kubernetes/daskcluster.yaml against the dask-kubernetes operator's own DaskCluster
 definition (its CRD's OpenAPI schema, read from the installed package's files, offline): the
-schema validates it, and no field of it is one the API server would prune as unknown."""
+schema validates it, and no field of it is one the API server would prune as unknown; and its
+containers' commands, run here as the operator would run its pods, make a cluster that
+gpuframe.connect joins."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pandas as pd
 import pytest
 import yaml
+from stand_ins import DASK, REAL_DASK, install
+
+import gpuframe
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "deploy" / "kubernetes" / "daskcluster.yaml"
@@ -83,3 +92,46 @@ def test_the_check_catches_a_misplaced_field(schema):
     document["spec"]["worker"]["replicas"] = "two"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(document, schema)
+
+
+@pytest.mark.timeout(120)
+def test_the_pods_commands_make_a_cluster_that_connect_joins(tmp_path):
+    """The scheduler's and each worker replica's args run as processes here, with the values
+    the operator substitutes (``$(DASK_SCHEDULER_ADDRESS)``, ``$(DASK_WORKER_NAME)``) and the
+    containers' environment and a folder of the test for each volume; `dask cuda worker` is a
+    plain worker (tests/deploy/stand_ins.py), and the scheduler, which a pod opens on every
+    interface, listens on loopback only."""
+    spec = manifest()["spec"]
+    (scheduler,) = spec["scheduler"]["spec"]["containers"]
+    (worker,) = spec["worker"]["spec"]["containers"]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    stand_ins = install(tmp_path / "bin", {"dask": DASK})
+    env = {**os.environ, "PATH": f"{stand_ins}:{os.environ['PATH']}",
+           "REAL_DASK": REAL_DASK, "SCHEDULER_PORT": str(port), "SCHEDULER_HOST": "127.0.0.1"}
+    pods = [subprocess.Popen(scheduler["args"], env=env)]
+    try:
+        for replica in range(spec["worker"]["replicas"]):
+            given = {"$(DASK_SCHEDULER_ADDRESS)": address,
+                     "$(DASK_WORKER_NAME)": f"gpuframe-worker-{replica}"}
+            mounts = {mount["mountPath"]: str(tmp_path / f"{mount['name']}-{replica}")
+                      for mount in worker.get("volumeMounts", [])}
+            args = [mounts.get(arg, given.get(arg, arg)) for arg in worker["args"]]
+            pods.append(subprocess.Popen(args, env={
+                **env, **{item["name"]: item["value"] for item in worker.get("env", [])}}))
+        with gpuframe.connect(address, timeout=60) as engine:
+            engine.client.wait_for_workers(spec["worker"]["replicas"], timeout=60)
+            left = pd.DataFrame({"k": range(1000), "a": range(1000)})
+            right = pd.DataFrame({"k": range(0, 2000, 2), "b": range(1000)})
+            got = gpuframe.merge(gpuframe.from_pandas(left, npartitions=4),
+                                 gpuframe.from_pandas(right, npartitions=4), on="k",
+                                 broadcast_bytes=0).to_pandas()
+    finally:
+        for pod in pods:
+            pod.terminate()
+        for pod in pods:
+            pod.wait(timeout=30)
+    pd.testing.assert_frame_equal(got.sort_values("k", ignore_index=True),
+                                  left.merge(right, on="k"))

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from stand_ins import DASK, REAL_DASK, install
 
 ROOT = Path(__file__).resolve().parents[2]
 SBATCH = ROOT / "deploy" / "slurm" / "gpuframe.sbatch"
@@ -20,17 +21,7 @@ STAND_INS = {
     "scontrol": 'echo localhost\n',
     "srun": 'while [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"\n',
     # No GPU here: dask-cuda's worker becomes two plain workers; the scheduler takes any port.
-    "dask": '''if [ "$1 $2" = "cuda worker" ]; then
-  shift 2; args=()
-  while [ $# -gt 0 ]; do
-    case "$1" in --rmm-pool-size|--device-memory-limit|--pre-import) shift 2 ;;
-      *) args+=("$1"); shift ;; esac
-  done
-  exec "$REAL_DASK" worker "${args[@]}" --nworkers 2 --nthreads 1 --no-dashboard
-fi
-[ "$1" = scheduler ] && set -- "$@" --port 0
-exec "$REAL_DASK" "$@"
-''',
+    "dask": DASK,
 }
 
 USER_SCRIPT = '''
@@ -54,17 +45,12 @@ engine.client.close()
 
 @pytest.mark.timeout(180)
 def test_the_sbatch_script_runs_a_job_on_the_cluster_it_starts(tmp_path):
-    stand_ins = tmp_path / "bin"
-    stand_ins.mkdir()
-    for name, body in STAND_INS.items():
-        path = stand_ins / name
-        path.write_text("#!/usr/bin/env bash\n" + body)
-        path.chmod(0o755)
+    stand_ins = install(tmp_path / "bin", STAND_INS)
     script = tmp_path / "query.py"
     script.write_text(USER_SCRIPT)
     env = {**os.environ,
            "PATH": f"{stand_ins}:{Path(sys.executable).parent}:{os.environ['PATH']}",
-           "REAL_DASK": str(Path(sys.executable).with_name("dask")),
+           "REAL_DASK": REAL_DASK, "WORKERS_PER_NODE": "2",
            "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "localhost",
            "SLURM_JOB_NUM_NODES": "1", "GPUFRAME_SHARED_DIR": str(tmp_path / "shared"),
            "GPUFRAME_DEPLOY": str(ROOT / "deploy"), "GPUFRAME_PROTOCOL": "tcp",
