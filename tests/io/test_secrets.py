@@ -1,15 +1,24 @@
 """A URL's password never shows where other eyes look: reprs of a read's plan and tasks, the
-read events the scheduler keeps, and the client's read report (a planted secret grepped for)."""
+read events the scheduler keeps, the client's read report, tasks' run_specs, errors, logs at
+DEBUG, task keys, events, dashboard pages and performance reports (planted secrets grepped
+for)."""
 
 from __future__ import annotations
 
+import logging
 import pickle
+import traceback
+from urllib.parse import quote
 
 import pandas as pd
+import pytest
+import requests
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.utils import key_split
 
+import gpuframe
 from gpuframe.diagnostics.stages import READ_EVENT_TOPIC
+from gpuframe.errors import GpuframeError
 from gpuframe.io.planning.metadata import PLANNED_METADATA
 from gpuframe.io.planning.plan import plan_fragments
 from gpuframe.io.tasks import fragment_tasks
@@ -113,3 +122,74 @@ def test_secrets_are_redacted_and_restored_whole():
     assert nothing.redact(plain) is plain
     assert nothing.redact("/data/a.parquet") == "/data/a.parquet"
     assert nothing.seal(None) is None  # nothing to keep: nothing scattered
+
+
+def _records_kept(dask_worker=None) -> None:
+    """Every log record of this process, at DEBUG, kept in a list (on a worker too)."""
+    keeper = _RecordKeeper()
+    root = logging.getLogger()
+    keeper.old_level = root.level
+    root.setLevel(logging.DEBUG)
+    root.addHandler(keeper)
+
+
+def _records_taken(dask_worker=None) -> list[str]:
+    """The records :func:`_records_kept` kept, formatted; logging as it was before."""
+    root = logging.getLogger()
+    (keeper,) = [h for h in root.handlers if isinstance(h, _RecordKeeper)]
+    root.removeHandler(keeper)
+    root.setLevel(keeper.old_level)
+    return keeper.lines
+
+
+class _RecordKeeper(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.old_level = logging.WARNING
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+def test_no_secret_in_errors_debug_logs_keys_events_dashboard_or_report(
+        engine, http_server, s3_server, tmp_path):
+    """A URL's password, a header's value and an S3 secret, planted in reads that succeed and
+    in one that fails, then looked for everywhere else eyes can look: the error and its
+    traceback, every log line at DEBUG on the client and the workers, the scheduler's task keys
+    and events, the dashboard's pages (each kept task's own page included), and the
+    performance report of the block."""
+    token = "t0ken-of-the-header"
+    secrets = [SECRET, token, s3_server.secret]
+    client = engine.client
+    _records_kept()
+    client.run(_records_kept)
+    PLANNED_METADATA.clear()
+    try:
+        with gpuframe.report(tmp_path / "report.html"):
+            over_http = read_parquet(_url(http_server),
+                                     http_headers={"Authorization": f"Bearer {token}"}).persist()
+            over_s3 = read_parquet(s3_server.url(PART),
+                                   **s3_server.options(probe_min_bytes=0)).persist()
+            with pytest.raises(GpuframeError) as failed:
+                read_parquet(_url(http_server).replace(PART, "no/such.parquet"),
+                             http_headers={"Authorization": f"Bearer {token}"}).to_pandas()
+        assert len(over_http.to_pandas()) == len(over_s3.to_pandas()) > 0
+        dashboard = client.dashboard_link.rsplit("/", 1)[0]
+        keys = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.tasks))
+        pages = ["info/main/workers.html", "info/main/exceptions.html", "info/main/logs.html",
+                 "gpuframe", *(f"info/task/{quote(str(key), safe='')}.html" for key in keys)]
+        shown = {page: requests.get(f"{dashboard}/{page}", timeout=30).text for page in pages}
+        events = client.run_on_scheduler(  # repr there: not every event pickles
+            lambda dask_scheduler: repr(dask_scheduler.get_events()))
+    finally:
+        worker_lines = client.run(_records_taken)
+        client_lines = _records_taken()
+    error = "".join(traceback.format_exception(failed.value))
+    places = {"error": error, "client log": "\n".join(client_lines),
+              "worker logs": repr(worker_lines), "task keys": repr(keys),
+              "events": events, "report": (tmp_path / "report.html").read_text(), **shown}
+    assert len(keys) > 2 and len(client_lines) > 10 and all(worker_lines.values())
+    assert "no/such.parquet" in error
+    assert {place for place, text in places.items()
+            if any(secret in text for secret in secrets)} == set()
