@@ -1,7 +1,8 @@
-"""A scale model of the hash-shuffle join: the dask-cuda shape on 8 GPUs (one DGX) and on 16-64
-GPUs over InfiniBand, for gpuframe's exchange today (a task per bucket: the scheduler on the
-control path of every bucket), for dask's task-graph shuffle, and for an exchange with the
-scheduler off the data path (one long-lived task per worker per stage: issue #28).
+"""A scale model of the hash-shuffle join: the dask-cuda shape on 2 GPUs (to check against a
+measurement), 8 GPUs (one DGX) and 16-64 GPUs over InfiniBand, for gpuframe's direct exchange
+(one send task per worker a stage: the scheduler off the data path), for its task exchange (a
+Dask key per bucket: the scheduler on the control path of every bucket) and for dask's
+task-graph shuffle.
 
 What it takes:
 - measured here: the scheduler's cost per task, in the exchange's own pattern (a split task per
@@ -64,9 +65,15 @@ def measure_scheduler(workers: int, partitions: int, repeats: int, processes: bo
         return best / tasks
 
 
-def exchange_tasks(gpus: int) -> int:
-    """gpuframe's shuffle join today, one partition per GPU a side: per side a sample, a split
-    and a bucket per (partition, bucket); a join task per bucket."""
+def direct_exchange_tasks(gpus: int) -> int:
+    """gpuframe's shuffle join with its direct exchange, one partition per GPU a side: per side
+    a sample and a send task per worker; a join task per bucket."""
+    return 2 * (gpus + gpus) + gpus
+
+
+def task_exchange_tasks(gpus: int) -> int:
+    """The same with the task exchange: per side a sample, a split and a bucket per (partition,
+    bucket); a join task per bucket."""
     return 2 * (2 * gpus + gpus * gpus) + gpus
 
 
@@ -86,9 +93,9 @@ def predict(gpus: int, args: argparse.Namespace, per_task: float) -> dict[str, f
                    per_gpu * off_host / args.ib_gb_s if hosts > 1 else 0.0)
     work = per_gpu * args.work_s_per_gb + args.fixed_s
     rows = {}
-    for name, tasks in (("gpuframe today", exchange_tasks(gpus)),
-                        ("task-graph shuffle", task_graph_tasks(gpus)),
-                        ("scheduler off the data path", 3 * gpus)):
+    for name, tasks in (("direct exchange", direct_exchange_tasks(gpus)),
+                        ("task exchange", task_exchange_tasks(gpus)),
+                        ("task-graph shuffle", task_graph_tasks(gpus))):
         seconds = work + transfer + tasks * per_task
         rows[name] = seconds
     rows["GB per GPU"] = per_gpu
@@ -98,6 +105,7 @@ def predict(gpus: int, args: argparse.Namespace, per_task: float) -> dict[str, f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gpus", default="2,8,16,32,64", help="GPU counts to predict")
     parser.add_argument("--workers", type=int, default=16, help="workers for the measurement")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", action="store_true",
@@ -125,18 +133,18 @@ def main() -> None:
               f" best of {args.repeats}, this machine)")
     print(f"\n{args.rows_per_gpu:,} rows a GPU a side, {args.bytes_per_row} B a row; link "
           f"{args.link_gib_s} GiB/s, InfiniBand {args.ib_gb_s} GB/s a GPU\n")
-    print("| GPUs | hosts | tasks today | gpuframe today s | GB/s/GPU | task-graph s | GB/s/GPU "
-          "| scheduler off s | GB/s/GPU | rapidsmpf GB/s/GPU |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for gpus in (8, 16, 32, 64):
+    print("| GPUs | hosts | tasks, direct | direct s | GB/s/GPU | tasks, task exchange "
+          "| task exchange s | GB/s/GPU | task-graph s | GB/s/GPU | rapidsmpf GB/s/GPU |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for gpus in map(int, args.gpus.split(",")):
         rows = predict(gpus, args, per_task)
         per_gpu = rows["GB per GPU"]
-        cells = [f"{rows[name]:.2f} | {per_gpu / rows[name]:.1f}"
-                 for name in ("gpuframe today", "task-graph shuffle",
-                              "scheduler off the data path")]
+        direct, tasks, graph = (f"{rows[name]:.3f} | {per_gpu / rows[name]:.1f}" for name in
+                                ("direct exchange", "task exchange", "task-graph shuffle"))
         published = RAPIDSMPF.get(gpus)
-        print(f"| {gpus} | {max(1, gpus // GPUS_PER_HOST)} | {exchange_tasks(gpus)} | "
-              + " | ".join(cells) + f" | {published if published else ''} |")
+        print(f"| {gpus} | {max(1, gpus // GPUS_PER_HOST)} | {direct_exchange_tasks(gpus)} | "
+              f"{direct} | {task_exchange_tasks(gpus)} | {tasks} | {graph} | "
+              f"{published if published else ''} |")
 
 
 if __name__ == "__main__":
