@@ -2,8 +2,8 @@
 # On a 2-GPU device machine with the stack staged and gpuframe built (benchmarks/device_checks.sh
 # first): the benchmarks behind the issues' GPU goals, one group per argument, so that each group
 # fits one device call. Output goes to stdout and, when $OUT is set, to $OUT/<group>.log.
-#   bash benchmarks/device_benchmarks.sh partition join-ucx join-tcp ingest ingest-remote \
-#     ingest-selective
+#   bash benchmarks/device_benchmarks.sh partition join-ucx join-tcp ingest ingest-formats \
+#     ingest-remote ingest-selective
 # (ingest: ENGINES=raw,gpuframe,pyarrow,dask,dask_cudf adds the CPU readers, minutes more)
 set -uo pipefail
 export PYTHONPATH=/tmp/gpustack/site PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 UCX_WARN_UNUSED_ENV_VARS=n
@@ -29,6 +29,12 @@ for group in "$@"; do
         run python3 benchmarks/ingest.py --device gpu --protocol ucx --bytes "$((2 * gpus))GiB" \
           --files "$((16 * gpus))" --types int,string --run-lengths 1 --cardinalities 0 \
           --compressions snappy --repeats 3 --dir /tmp/ingest --engines "${ENGINES:-raw,gpuframe,dask_cudf}" ;;
+      ingest-formats)  # issue #29: ORC and CSV (cuDF's own readers, through dask_cudf, beside)
+        gpus=$(nvidia-smi -L | wc -l)
+        run python3 benchmarks/ingest.py --device gpu --protocol ucx --bytes "$((2 * gpus))GiB" \
+          --files "$((16 * gpus))" --formats orc,csv --types int,string --run-lengths 1 \
+          --cardinalities 0 --compressions snappy --repeats 3 --dir /tmp/ingest \
+          --engines "${ENGINES:-raw,gpuframe,dask_cudf}" ;;
       ingest-remote)  # issue #3: HTTP and S3 servers on loopback, untuned against fixed settings
         stores=http
         if python3 -c "import boto3, moto" 2>/dev/null; then stores=http,s3

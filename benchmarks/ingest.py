@@ -1,15 +1,17 @@
-"""Ingest throughput: gpuframe.read_parquet against its limit and the usual readers, cold and warm.
+"""Ingest throughput: gpuframe's readers against their limit and the usual readers, cold and warm.
 
-The data-property matrix of cuDF's Parquet reader benchmarks: a dataset per combination of
-column type (int, float, string, timestamp, decimal, list), run length (1, 32), cardinality
-(unlimited, 1000) and compression (snappy, none), each --bytes of Parquet in --files files of
---columns columns. Each dataset is read by, in the same run and on the same cluster:
+The data-property matrix of cuDF's reader benchmarks: a dataset per combination of format
+(--formats: parquet, orc, csv), column type (int, float, string, timestamp, decimal, list; CSV
+takes the first four), run length (1, 32), cardinality (unlimited, 1000) and compression
+(snappy, none; CSV is written uncompressed), each about --bytes in --files files of --columns
+columns. Each dataset is read by, in the same run and on the same cluster:
 
   raw         threads reading the files' bytes (os.pread, --raw-threads): the storage's limit
-  gpuframe    gpuframe.read_parquet onto the workers (untuned: Little's-law concurrency)
-  pyarrow     pyarrow.parquet.read_table in this process (its own threads)
-  dask        dask.dataframe.read_parquet(...).persist() on the same workers
-  dask_cudf   dask_cudf.read_parquet(...).persist() (with --device gpu)
+  gpuframe    gpuframe.read_parquet / read_orc / read_csv onto the workers (untuned:
+              Little's-law concurrency)
+  pyarrow     pyarrow's reader of the format in this process (its own threads)
+  dask        dask.dataframe.read_<format>(...).persist() on the same workers
+  dask_cudf   dask_cudf.read_<format>(...).persist() (with --device gpu): cuDF's own readers
 
 Cold runs drop the page cache first: ``echo 1 > /proc/sys/vm/drop_caches`` where permitted
 (root, not in a read-only /proc), else ``posix_fadvise(POSIX_FADV_DONTNEED)`` on every file
@@ -18,7 +20,7 @@ the bytes of the files on disk. Prints one Markdown table per dataset, with each
 relative to gpuframe's and gpuframe's share of the raw read.
 
   python benchmarks/ingest.py --device cpu --bytes 256MiB --types int,string
-  python benchmarks/ingest.py --device gpu --bytes 4GiB --dir /raid/ingest
+  python benchmarks/ingest.py --device gpu --bytes 4GiB --dir /raid/ingest --formats parquet,orc
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import product
 from pathlib import Path
@@ -36,10 +39,39 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.csv
+import pyarrow.orc
 import pyarrow.parquet as pq
 
 TYPES = ("int", "float", "string", "timestamp", "decimal", "list")
+CSV_TYPES = ("int", "float", "string", "timestamp")  # what a CSV file holds as text
 UNLIMITED = 0
+
+
+def write_file(path: Path, fmt: str, schema: pa.Schema, compression: str,
+               tables: Iterator[pa.Table]) -> None:
+    """``tables`` (of ``schema``) as one file of ``fmt``."""
+    if fmt == "parquet":
+        with pq.ParquetWriter(path, schema, compression=compression) as writer:
+            for table in tables:
+                writer.write_table(table, row_group_size=1_000_000)
+    elif fmt == "orc":
+        orc_compression = "uncompressed" if compression == "none" else compression
+        with pa.orc.ORCWriter(path, compression=orc_compression) as writer:
+            for table in tables:
+                writer.write(table)
+    else:
+        with pa.csv.CSVWriter(path, schema) as writer:
+            for table in tables:
+                writer.write_table(table)
+
+
+def file_bytes_per_row(fmt: str, table: pa.Table, compression: str) -> float:
+    """The bytes a row of ``table`` takes in a file of ``fmt``."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"probe.{fmt}"
+        write_file(path, fmt, table.schema, compression, iter([table]))
+        return path.stat().st_size / len(table)
 
 
 def parse_bytes(text: str) -> int:
@@ -86,30 +118,25 @@ def make_table(kind: str, rows: int, columns: int, run_length: int, cardinality:
                      for i in range(columns)})
 
 
-def write_dataset(folder: Path, kind: str, run_length: int, cardinality: int, compression: str,
-                  nbytes: int, files: int, columns: int) -> list[Path]:
+def write_dataset(folder: Path, fmt: str, kind: str, run_length: int, cardinality: int,
+                  compression: str, nbytes: int, files: int, columns: int) -> list[Path]:
     """The dataset's files, written once and reused while its spec is the same."""
-    spec = {"kind": kind, "run": run_length, "cardinality": cardinality,
+    spec = {"format": fmt, "kind": kind, "run": run_length, "cardinality": cardinality,
             "compression": compression, "bytes": nbytes, "files": files, "columns": columns}
     marker = folder / "_spec.json"
     if marker.exists() and json.loads(marker.read_text()) == spec:
-        return sorted(folder.glob("*.parquet"))
+        return sorted(folder.glob(f"*.{fmt}"))
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    probe_rows = 200_000
-    probe = pa.BufferOutputStream()
-    pq.write_table(make_table(kind, probe_rows, columns, run_length, cardinality, 0), probe,
-                   compression=compression)
-    rows_per_file = max(1, int(nbytes / files / (probe.getvalue().size / probe_rows)))
+    probe = make_table(kind, 200_000, columns, run_length, cardinality, 0)
+    rows_per_file = max(1, int(nbytes / files / file_bytes_per_row(fmt, probe, compression)))
     paths = []
     for i in range(files):
-        path = folder / f"part-{i:04d}.parquet"
-        with pq.ParquetWriter(path, make_table(kind, 1, columns, 1, 0, 0).schema,
-                              compression=compression) as writer:
-            for start in range(0, rows_per_file, 4_000_000):
-                rows = min(4_000_000, rows_per_file - start)
-                writer.write_table(make_table(kind, rows, columns, run_length, cardinality,
-                                              1 + i * 1000 + start), row_group_size=1_000_000)
+        path = folder / f"part-{i:04d}.{fmt}"
+        tables = (make_table(kind, min(4_000_000, rows_per_file - start), columns, run_length,
+                             cardinality, 1 + i * 1000 + start)
+                  for start in range(0, rows_per_file, 4_000_000))
+        write_file(path, fmt, probe.schema, compression, tables)
         paths.append(path)
     marker.write_text(json.dumps(spec))
     return paths
@@ -158,6 +185,7 @@ def main() -> None:
                         help="Parquet bytes per dataset (e.g. 4GiB)")
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--columns", type=int, default=4)
+    parser.add_argument("--formats", default="parquet", help="parquet, orc, csv")
     parser.add_argument("--types", default=",".join(TYPES))
     parser.add_argument("--run-lengths", default="1,32")
     parser.add_argument("--cardinalities", default="0,1000", help="0: unlimited")
@@ -188,23 +216,31 @@ def main() -> None:
             could find them still in memory; cancel waits until they are gone."""
             engine.client.cancel(collection)
 
-        def run_gpuframe(folder):
-            frame = gpuframe.read_parquet(str(folder), engine=engine).persist()
+        def run_gpuframe(folder, fmt):
+            frame = getattr(gpuframe, f"read_{fmt}")(str(folder), engine=engine).persist()
             del frame
 
-        def run_pyarrow(folder):
-            pq.read_table(str(folder))
+        def run_pyarrow(folder, fmt):
+            if fmt == "parquet":
+                pq.read_table(str(folder))
+            else:
+                read = pa.orc.read_table if fmt == "orc" else pa.csv.read_csv
+                for path in sorted(folder.glob(f"*.{fmt}")):
+                    read(str(path))
 
-        def run_dask(folder):
+        def dask_source(folder, fmt):
+            return str(folder) if fmt == "parquet" else str(folder / f"*.{fmt}")
+
+        def run_dask(folder, fmt):
             with dask.config.set({"dataframe.backend": "pandas"}):
-                collection = dd.read_parquet(str(folder)).persist()
+                collection = getattr(dd, f"read_{fmt}")(dask_source(folder, fmt)).persist()
             wait(collection)
             release(collection)
 
-        def run_dask_cudf(folder):
+        def run_dask_cudf(folder, fmt):
             import dask_cudf
 
-            collection = dask_cudf.read_parquet(str(folder)).persist()
+            collection = getattr(dask_cudf, f"read_{fmt}")(dask_source(folder, fmt)).persist()
             wait(collection)
             release(collection)
 
@@ -214,16 +250,23 @@ def main() -> None:
               f"{engine.protocol}; {args.bytes / 2**20:.0f} MiB per dataset in {args.files} "
               f"files of {args.columns} columns; median of {args.repeats} after a warm-up; "
               f"raw: {args.raw_threads} threads\n")
-        matrix = product(args.types.split(","), [int(r) for r in args.run_lengths.split(",")],
+        matrix = product(args.formats.split(","), args.types.split(","),
+                         [int(r) for r in args.run_lengths.split(",")],
                          [int(c) for c in args.cardinalities.split(",")],
                          args.compressions.split(","))
-        for kind, run_length, cardinality, compression in matrix:
-            name = (f"{kind}-run{run_length}-"
+        done = set()
+        for fmt, kind, run_length, cardinality, compression in matrix:
+            if fmt == "csv":
+                compression = "none"
+            name = (f"{fmt}-{kind}-run{run_length}-"
                     f"{'unlimited' if cardinality == UNLIMITED else cardinality}-{compression}")
-            paths = write_dataset(root / name, kind, run_length, cardinality, compression,
+            if name in done or (fmt == "csv" and kind not in CSV_TYPES):
+                continue
+            done.add(name)
+            paths = write_dataset(root / name, fmt, kind, run_length, cardinality, compression,
                                   args.bytes, args.files, args.columns)
             nbytes = sum(p.stat().st_size for p in paths)
-            plan = plan_fragments(str(root / name), workers=engine.workers,
+            plan = plan_fragments(str(root / name), format=fmt, workers=engine.workers,
                                   worker_memory=worker_memory(engine, engine.workers),
                                   on_device=engine.backend.on_device)
             rows = []
@@ -242,7 +285,7 @@ def main() -> None:
                             if engine_name == "raw":
                                 raw_read(paths, args.raw_threads)
                             else:
-                                runners[engine_name](root / name)
+                                runners[engine_name](root / name, fmt)
                         except Exception as exc:  # a baseline that cannot run is reported
                             print(f"{engine_name} failed on {name}: {exc!r}")
                             times = []
