@@ -31,7 +31,7 @@ for group in "$@"; do
           --compressions snappy --repeats 3 --dir /tmp/ingest --engines "${ENGINES:-raw,gpuframe,dask_cudf}" ;;
       ingest-formats)  # issue #29: ORC and CSV (cuDF's own readers, through dask_cudf, beside)
         gpus=$(nvidia-smi -L | wc -l)
-        run python3 benchmarks/ingest.py --device gpu --protocol ucx --bytes "$((2 * gpus))GiB" \
+        run python3 benchmarks/ingest.py --device gpu --protocol ucx --bytes "${gpus}GiB" \
           --files "$((16 * gpus))" --formats orc,csv --types int,string --run-lengths 1 \
           --cardinalities 0 --compressions snappy --repeats 3 --dir /tmp/ingest \
           --engines "${ENGINES:-raw,gpuframe,dask_cudf}" ;;
