@@ -6,7 +6,7 @@
 #     ingest-remote ingest-selective
 # (ingest: ENGINES=raw,gpuframe,pyarrow,dask,dask_cudf adds the CPU readers, minutes more)
 set -uo pipefail
-export PYTHONPATH=/tmp/gpustack/site PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 UCX_WARN_UNUSED_ENV_VARS=n
+export PYTHONPATH=${PYTHONPATH:-/tmp/gpustack/site} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 UCX_WARN_UNUSED_ENV_VARS=n
 rows=${ROWS_PER_GPU:-200000000}
 run() { echo "\$ $*"; "$@"; }
 for group in "$@"; do

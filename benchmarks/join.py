@@ -7,6 +7,9 @@ Shapes (--shapes, one or several):
   zipf       the seed's sizes, left keys Zipf-distributed (--zipf-a; a=1.5 puts ~38% of the left
              rows on one key), the right's keys distinct: how evenly the output lands matters.
 
+Keys (--key-types, one or several): int64; string, the same values as 12-character strings;
+two, the same values as two columns (int64 and int32) whose pairs are as distinct.
+
 For each protocol in --protocols (clusters started one after the other) and each shape, both
 engines join the same persisted inputs on the same cluster: gpuframe's hash-shuffle join
 (broadcast_bytes=0) and its merge with default options (which may broadcast), then
@@ -52,8 +55,21 @@ GIB = 2**30
 STATISTICS = {"median": np.median, "min": np.min}
 
 
+KEY_COLUMNS = {"int64": ["key"], "string": ["key"], "two": ["key", "key_low"]}
+
+
+def keyed(frame, key_type: str):
+    """``frame`` (cuDF or pandas) with its int64 ``key`` as ``key_type``'s columns."""
+    if key_type == "string":
+        frame["key"] = frame["key"].astype(str).str.zfill(12)
+    elif key_type == "two":
+        frame["key_low"] = (frame["key"] % 65536).astype("int32")
+        frame["key"] = frame["key"] // 65536
+    return frame
+
+
 def generate_chunk(i: int, rows: int, chunks: int, side: str, shape: str, frac_match: float,
-                   keys: int, backend: str, zipf_a: float = 1.5):
+                   keys: int, backend: str, zipf_a: float = 1.5, key_type: str = "int64"):
     """One partition of one side; built on the worker that will hold it."""
     rng = np.random.default_rng(1000 * i + (side == "right"))
     if shape == "seed":
@@ -75,21 +91,22 @@ def generate_chunk(i: int, rows: int, chunks: int, side: str, shape: str, frac_m
     frame = pd.DataFrame({"key": key, f"payload_{side}": rng.permutation(rows).astype("int64")})
     from gpuframe.backend import get_backend
 
-    return get_backend(backend).from_pandas(frame)
+    return keyed(get_backend(backend).from_pandas(frame), key_type)
 
 
-def make_side(engine, side: str, shape: str, args: argparse.Namespace):
+def make_side(engine, side: str, shape: str, key_type: str, args: argparse.Namespace):
     import dask.dataframe as dd
 
     chunks = len(engine.workers)
     rows = args.rows_per_worker
     if shape in ("seed", "zipf") and side == "right":
         rows = max(1, rows // 100)
-    meta = generate_chunk(0, 2, 1, side, shape, 1.0, 2, engine.backend.name)
+    meta = generate_chunk(0, 2, 1, side, shape, 1.0, 2, engine.backend.name,
+                          key_type=key_type)
     collection = dd.from_map(
         generate_chunk, range(chunks), rows=rows, chunks=chunks, side=side, shape=shape,
         frac_match=args.frac_match, keys=args.keys, backend=engine.backend.name,
-        zipf_a=args.zipf_a, meta=meta, enforce_metadata=False,
+        zipf_a=args.zipf_a, key_type=key_type, meta=meta, enforce_metadata=False,
     )
     return collection.persist()
 
@@ -170,12 +187,16 @@ def run_protocol(protocol: str, args: argparse.Namespace, results: list, links: 
         cluster_options["devices"] = args.devices
     with gpuframe.start_cluster(**cluster_options) as engine:
         for shape in args.shapes.split(","):
-            run_shape(engine, protocol, shape, args, results, links, balance, stages)
+            for key_type in args.key_types.split(","):
+                run_shape(engine, protocol, shape, key_type, args, results, links, balance,
+                          stages)
 
 
-def run_shape(engine: Engine, protocol: str, shape: str, args: argparse.Namespace,
-              results: list, links: list, balance: dict, stages: list) -> None:
-    """Both engines' joins of one shape; its inputs are released when this returns."""
+def run_shape(engine: Engine, protocol: str, shape: str, key_type: str,
+              args: argparse.Namespace, results: list, links: list, balance: dict,
+              stages: list) -> None:
+    """Both engines' joins of one shape and key type; its inputs are released when this
+    returns."""
     import dask
     from distributed import wait
 
@@ -183,18 +204,21 @@ def run_shape(engine: Engine, protocol: str, shape: str, args: argparse.Namespac
     from gpuframe.diagnostics.jobs import mark, metrics_since
 
     names = {w: f"w{i}" for i, w in enumerate(engine.workers)}
-    left_ddf = make_side(engine, "left", shape, args)
-    right_ddf = make_side(engine, "right", shape, args)
+    on = KEY_COLUMNS[key_type]
+    left_ddf = make_side(engine, "left", shape, key_type, args)
+    right_ddf = make_side(engine, "right", shape, key_type, args)
     left = gpuframe.from_dask(left_ddf).persist()
     right = gpuframe.from_dask(right_ddf).persist()
     nbytes = left.nbytes() + right.nbytes()
-    lengths = gpuframe.merge(left, right, on="key", broadcast_bytes=0).partition_lengths()
+    lengths = gpuframe.merge(left, right, on=on, broadcast_bytes=0).partition_lengths()
     rows = sum(lengths)
+    if key_type != "int64":
+        shape = f"{shape}, {key_type} keys"
     where = (protocol, shape, nbytes, rows)
     balance[(protocol, shape)] = max(lengths) / max(rows / len(lengths), 1)
 
     def ours(**options):
-        result = gpuframe.merge(left, right, on="key", **options).persist()
+        result = gpuframe.merge(left, right, on=on, **options).persist()
         del result
 
     exchanges = args.exchanges.split(",")
@@ -223,7 +247,7 @@ def run_shape(engine: Engine, protocol: str, shape: str, args: argparse.Namespac
     for method in filter(None, args.baselines.split(",")):
         def baseline(method=method):
             with dask.config.set({"dataframe.shuffle.method": method}):
-                joined = left_ddf.merge(right_ddf, on="key").persist()
+                joined = left_ddf.merge(right_ddf, on=on).persist()
                 wait(joined)
                 # Every repeat builds the same keys: released with a plain del, the
                 # next repeat could find them still in memory and time nothing
@@ -252,6 +276,8 @@ def main() -> None:
                         help="comma-separated: dask-cuda, seed, zipf")
     parser.add_argument("--zipf-a", type=float, default=1.5, help="Zipf exponent (zipf shape)")
     parser.add_argument("--shape", dest="shapes", help="alias of --shapes")
+    parser.add_argument("--key-types", default="int64", help="comma-separated: "
+                        + ", ".join(KEY_COLUMNS))
     parser.add_argument("--frac-match", type=float, default=0.3)
     parser.add_argument("--keys", type=int, default=5_000_000, help="distinct keys (seed shape)")
     parser.add_argument("--repeats", type=int, default=3)
