@@ -99,6 +99,11 @@ class RangeNotSupportedError(RemoteError):
     """An HTTP server ignored a Range request; reading it would download whole files."""
 
 
+class SecretsMissingError(GpuframeError, RuntimeError):
+    """A task's credentials did not reach the worker that runs it
+    (:mod:`~gpuframe.io.storage.sealed`)."""
+
+
 class PageReadUnsupportedError(DatasetError, ValueError):
     """A Parquet column chunk cannot be read page by page (nested or encrypted column, no page
     index, pages that do not map to rows); whole row groups can still be read."""

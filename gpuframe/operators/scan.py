@@ -203,17 +203,17 @@ def metadata_on_workers(job: Job, paths: Sequence[str], storage: StorageOptions,
     return results  # type: ignore[return-value]  # every file's slot is filled
 
 
-def probe_sealed(path: str, storage: StorageOptions, secrets: Secrets | None) -> StoreProbe:
+def probe_sealed(path: str, storage: StorageOptions, sealed: str | None) -> StoreProbe:
     """The measuring task: :func:`~gpuframe.io.tuning.probe.probe_store` of the path and
-    options ``secrets`` restores."""
-    return probe_store(unsealed(path, secrets), unsealed(storage, secrets))
+    options the secrets ``sealed`` names restore."""
+    return probe_store(unsealed(path, sealed), unsealed(storage, sealed))
 
 
 def read_metadata_sealed(paths: list[str], storage: StorageOptions, fmt: FileFormat,
-                         partition_bytes: int, secrets: Secrets | None) -> list[MetadataResult]:
+                         partition_bytes: int, sealed: str | None) -> list[MetadataResult]:
     """The planning task: :func:`~gpuframe.io.planning.metadata.read_metadata_each` of the
-    paths and options ``secrets`` restores."""
-    return read_metadata_each(unsealed(paths, secrets), unsealed(storage, secrets), fmt,
+    paths and options the secrets ``sealed`` names restore."""
+    return read_metadata_each(unsealed(paths, sealed), unsealed(storage, sealed), fmt,
                               partition_bytes)
 
 

@@ -92,6 +92,7 @@ def test_no_task_holds_a_secret_in_its_run_spec(engine, http_server, s3_server):
                                 storage=s3_server.options())
         back = read_parquet(s3_server.url("sealed/out"), **s3_server.options()).to_pandas()
         holding, stages = engine.client.run_on_scheduler(_watched)
+        gathered = _every_key_gathered(engine)
     finally:
         engine.client.unregister_scheduler_plugin("run-spec-watch")
     expected = pd.read_parquet(http_server.root / PART)
@@ -99,6 +100,35 @@ def test_no_task_holds_a_secret_in_its_run_spec(engine, http_server, s3_server):
     assert {"gpuframe-plan-metadata", "gpuframe-plan-measure", "gpuframe-read-parquet",
             "gpuframe-write"} <= stages, stages
     assert holding == []
+    assert len(gathered) > 2 and [key for key, data in gathered.items()
+                                  if any(secret.encode() in data for secret in
+                                         (SECRET, token, s3_server.secret))] == []
+
+
+def _every_key_gathered(engine) -> dict[str, bytes]:
+    """What another client of the scheduler could gather: every key the workers hold, with its
+    data pickled (read where it lies, as gathering each key would give it)."""
+    def held(dask_worker) -> dict[str, bytes]:
+        return {str(key): pickle.dumps(value) for key, value in dask_worker.data.items()}
+
+    return {key: data for kept in engine.client.run(held).values()
+            for key, data in kept.items()}
+
+
+def test_sealed_secrets_reach_every_worker_by_one_token(engine):
+    from gpuframe.io.errors import SecretsMissingError
+    from gpuframe.io.storage.sealed import Secrets, unsealed
+
+    url = f"http://reader:{SECRET}@host/{PART}"
+    secrets = Secrets()
+    hidden = secrets.redact(url)
+    token = secrets.seal(engine.client)
+    again = Secrets()
+    again.redact(url)
+    assert again.seal(engine.client) == token  # the same secrets: the same plugin
+    assert set(engine.client.run(unsealed, hidden, token).values()) == {url}
+    with pytest.raises(SecretsMissingError, match="did not reach"):
+        unsealed(hidden, "no-such-token")
 
 
 def test_secrets_are_redacted_and_restored_whole():
@@ -114,14 +144,13 @@ def test_secrets_are_redacted_and_restored_whole():
     shown = pickle.dumps((hidden_url, hidden_options))
     assert all(secret not in shown for secret in (SECRET.encode(), b"Bearer x", b"s3ss10n-t0k3n"))
     assert hidden_options.key == "k" and hidden_options.endpoint == options.endpoint
-    assert unsealed([hidden_url], secrets) == [url]
-    assert unsealed(hidden_options, secrets) == options
+    assert secrets.restore(hidden_url) == url and secrets.restore(hidden_options) == options
     assert unsealed(hidden_options, None) is hidden_options
     plain = storage_options(endpoint="http://127.0.0.1:9", key="k")
     nothing = Secrets()
     assert nothing.redact(plain) is plain
     assert nothing.redact("/data/a.parquet") == "/data/a.parquet"
-    assert nothing.seal(None) is None  # nothing to keep: nothing scattered
+    assert nothing.seal(None) is None  # nothing to keep: no plugin
 
 
 def _records_kept(dask_worker=None) -> None:

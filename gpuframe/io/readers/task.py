@@ -15,7 +15,7 @@ import pyarrow as pa
 from distributed import get_worker
 
 from ...backend import get_backend
-from ..storage.sealed import Secrets, unsealed
+from ..storage.sealed import unsealed
 from ..tasks import FragmentTask
 from .arrow import ArrowReader
 from .base import KeptStats, Reader
@@ -39,14 +39,14 @@ _kept_stats_lock = threading.Lock()
 
 
 def read_group(key: str, tasks: Sequence[FragmentTask], backend: str,
-               keep_stats: bool = False, secrets: Secrets | None = None
+               keep_stats: bool = False, sealed: str | None = None
                ) -> pd.DataFrame | cudf.DataFrame:
     """The read task ``key``: ``tasks``' fragments (one read group: a worker's, packed up to the
     partition budget) as one partition of ``backend``; reports one Dask event for them, and
     keeps their :class:`~.base.ReadStats` for the client's report where it wants one
-    (:func:`take_kept_stats`). ``secrets``: what the tasks' options and URLs were redacted of
-    (:mod:`~gpuframe.io.storage.sealed`)."""
-    frame, stats = READERS[backend]().read(key, unsealed(list(tasks), secrets))
+    (:func:`take_kept_stats`). ``sealed``: the token of what the tasks' options and URLs were
+    redacted of (:mod:`~gpuframe.io.storage.sealed`)."""
+    frame, stats = READERS[backend]().read(key, unsealed(list(tasks), sealed))
     if keep_stats:
         with _kept_stats_lock:
             _kept_stats[key] = stats.as_dict()

@@ -4,23 +4,29 @@ A task's arguments are its ``run_spec``, which the scheduler keeps while the tas
 and which any client of the scheduler, the dashboard's task pages and a dump of the cluster's
 state can read. So the arguments of read, planning and write tasks carry their storage options
 and URLs *redacted* (secret, session token and header values as ``***``, a URL's password as
-``***``), and the real ones travel in a :class:`Secrets` that the client scatters to the
-workers (:meth:`Secrets.seal`): the scheduler learns its key, never its contents, and a task
-that takes it restores its arguments where it runs (:func:`unsealed`).
+``***``), and the real ones travel in a :class:`Secrets` that a worker plugin carries to every
+worker (:meth:`Secrets.seal`), joining ones included: not as data under a key, which any client
+that sees the key could gather. Tasks take the plugin's token, and restore their arguments where
+they run (:func:`unsealed`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import pickle
+import secrets as tokens
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import without_passwords
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from ..errors import SecretsMissingError, without_passwords
 from .base import StorageOptions
 
 if TYPE_CHECKING:
-    from distributed import Client, Future
+    from distributed import Client, Worker
 
 REDACTED = "***"
 SECRET_FIELDS = tuple(f.name for f in dataclasses.fields(StorageOptions) if not f.repr)
@@ -52,12 +58,19 @@ class Secrets:
             return hidden_url
         return _fields_mapped(value, self.redact)
 
-    def seal(self, client: Client) -> Future | None:
-        """These secrets on every worker of ``client``'s cluster, scattered: tasks take the
-        future, and the scheduler holds only its key. None where there are none to keep."""
+    def seal(self, client: Client) -> str | None:
+        """These secrets on every worker of ``client``'s cluster, now and joining later, by a
+        worker plugin; the token tasks take to find them (the same secrets, the same token and
+        one plugin). None where there are none to keep."""
         if not self.options and not self.urls:
             return None
-        return client.scatter(self, broadcast=True, hash=False)
+        content = pickle.dumps(self)
+        sealed = _SEALED.setdefault(client, {})
+        if content not in sealed:
+            token = tokens.token_hex(16)
+            client.register_plugin(KeptSecrets(token, self), name=f"gpuframe-secrets-{token}")
+            sealed[content] = token
+        return sealed[content]
 
     def restore(self, value: Any) -> Any:
         """``value`` with the secrets :meth:`redact` took from it."""
@@ -81,11 +94,35 @@ def _fields_mapped(value: Any, change: Callable[[Any], Any]) -> Any:
         if isinstance(getattr(value, f.name), (str, StorageOptions))})
 
 
-def unsealed(value: Any, secrets: Secrets | None) -> Any:
+class KeptSecrets(WorkerPlugin):
+    """Carries one :class:`Secrets` to every worker, under its token."""
+
+    def __init__(self, token: str, secrets: Secrets) -> None:
+        self.token = token
+        self.secrets = secrets
+
+    def setup(self, worker: Worker) -> None:
+        _KEPT[self.token] = self.secrets
+
+    def teardown(self, worker: Worker) -> None:
+        _KEPT.pop(self.token, None)
+
+
+_SEALED: weakref.WeakKeyDictionary[Client, dict[bytes, str]] = weakref.WeakKeyDictionary()
+"""Per client, the token of each set of secrets already sealed on its cluster."""
+_KEPT: dict[str, Secrets] = {}
+"""On a worker: the secrets its plugins carried, by token."""
+
+
+def unsealed(value: Any, token: str | None) -> Any:
     """On a worker: ``value`` (or each item of a list of them) as it was before it was
-    redacted."""
-    if secrets is None:
+    redacted; ``token``: what :meth:`Secrets.seal` gave for its secrets."""
+    if token is None:
         return value
+    secrets = _KEPT.get(token)
+    if secrets is None:
+        raise SecretsMissingError("the credentials of this task did not reach its worker (its "
+                                  f"plugin gpuframe-secrets-{token} is not installed there)")
     if isinstance(value, list):
         return [secrets.restore(item) for item in value]
     return secrets.restore(value)

@@ -30,7 +30,7 @@ from ...errors import OptionError
 from ..planning.sources import HIVE_NULL
 from ..storage import open_store
 from ..storage.base import StorageOptions
-from ..storage.sealed import Secrets, unsealed
+from ..storage.sealed import unsealed
 
 COMPRESSIONS = ("snappy", "zstd", "gzip", "brotli", "lz4", "none")
 """The codecs a write may use; 'none' (or None) writes uncompressed pages."""
@@ -76,11 +76,11 @@ class WrittenFile(NamedTuple):
 
 
 def write_partition(partition: Any, backend: str, write: ParquetWrite, index: int,
-                    secrets: Secrets | None = None) -> list[WrittenFile]:
+                    sealed: str | None = None) -> list[WrittenFile]:
     """On a worker: partition ``index`` written under ``write.staged``; the files written (none
-    for a partition without rows). ``secrets``: what ``write``'s options were redacted of
-    (:mod:`~gpuframe.io.storage.sealed`)."""
-    write = unsealed(write, secrets)
+    for a partition without rows). ``sealed``: the token of what ``write``'s options were
+    redacted of (:mod:`~gpuframe.io.storage.sealed`)."""
+    write = unsealed(write, sealed)
     table = conformed(get_backend(backend).to_arrow(partition), write.schema)
     store = open_store(write.staged, write.storage)
     name = f"part-{index:0{write.digits}d}.parquet"
