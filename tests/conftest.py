@@ -1,11 +1,15 @@
-"""Fixtures shared by the whole suite: one real CPU cluster on loopback per session, and the
-`gpu` marker's skip rule."""
+"""Fixtures shared by the whole suite: one real CPU cluster on loopback per session, the `gpu`
+marker's skip rule, reads of a planned dataset, and (tests/served_datasets.py) real files and
+servers to read."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from gpuframe.cluster.hardware import has_module, list_gpus
+
+pytest_plugins = ["served_datasets"]
 
 HAS_GPU = bool(list_gpus()) and has_module("cudf") and has_module("dask_cuda")
 
@@ -57,3 +61,39 @@ def gpu_engine():
     with gpuframe.start_cluster(backend="cudf", protocol="tcp",
                                 dashboard_address="127.0.0.1:0") as engine:
         yield engine
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Categorical hive columns (as pandas reads them) as their categories' dtype; fresh index."""
+    frame = frame.reset_index(drop=True)
+    for name, dtype in frame.dtypes.items():
+        if isinstance(dtype, pd.CategoricalDtype):
+            frame[name] = frame[name].astype(dtype.categories.dtype)
+    return frame
+
+
+@pytest.fixture(name="check_same")
+def _check_same():
+    """Assert that a read's frame holds pandas' rows of the same files."""
+    def check_same(ours, expected: pd.DataFrame) -> None:
+        pd.testing.assert_frame_equal(_plain(ours.to_pandas()), _plain(expected))
+
+    return check_same
+
+
+@pytest.fixture
+def read_plan():
+    """``read_plan(plan, engine)``: a frame of exactly ``plan``'s read (no planning again), to
+    read files changed after they were planned."""
+    from gpuframe.frame import DistributedFrame
+    from gpuframe.operators.scan import read_planned
+    from gpuframe.plan.nodes import Persisted
+    from gpuframe.runtime.runner import Job
+
+    def read(plan, engine):
+        with Job(engine, "read") as job:
+            parts, _ = read_planned(job, plan)
+            job.wait(parts.futures)
+        return DistributedFrame(engine, Persisted(parts))
+
+    return read
