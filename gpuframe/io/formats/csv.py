@@ -5,6 +5,7 @@ statistics, so filters apply to rows only.
 from __future__ import annotations
 
 import codecs
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,6 +27,8 @@ CSV_SAMPLE = 2**20
 """Bytes of a CSV file's head whose rows give the column types."""
 CSV_PROBE = 64 * 2**10
 """Bytes read at a split point to find the next line's start (more if the line is longer)."""
+_ARROW_ROW = re.compile(r"Row #(\d+)")
+"""How Arrow's CSV errors name a row: counted from 1 at the start of the bytes it parsed."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,8 @@ class CsvFormat(FileFormat[CsvMetadata]):
             sample = csv.read_csv(pa.BufferReader(complete), self._read_options(None),
                                   self._parse_options(), self._convert_options(self.types))
         except pa.ArrowException as exc:
-            raise CorruptFileError(f"{path} cannot be read as CSV: {exc}{self._hint}") from exc
+            raise CorruptFileError(f"{path} cannot be read as CSV: "
+                                   f"{self._failure(exc, complete, 0)}{self._hint}") from exc
         if b"\x00" in complete:
             raise CorruptFileError(f"{path} is not a CSV file (it holds NUL bytes)")
         if self.encoding == "utf-8":
@@ -145,12 +149,16 @@ class CsvFormat(FileFormat[CsvMetadata]):
             return csv.read_csv(pa.BufferReader(data), self._read_options(task.metadata.names),
                                 self._parse_options(), convert)
         except pa.ArrowException as exc:
+            # A fragment's ranges are consecutive units: its bytes are the file's from ``first``.
             first, last = ranges[0][0], ranges[-1][0] + ranges[-1][1]
             encoding = (" or the file's encoding (encoding=)" if "UTF8" in str(exc)
                         and self.encoding == "utf-8" else "")
-            raise CorruptFileError(
-                f"{task.path} bytes {first}-{last}: {exc} (the types were inferred from the "
-                f"file's first MiB; give them with schema={encoding}){self._hint}") from exc
+            sampled = (f" (the types were inferred from the file's first MiB; give them with "
+                       f"schema={encoding})" if "conversion error" in str(exc) or encoding
+                       else "")
+            raise CorruptFileError(f"{task.path} bytes {first}-{last}: "
+                                   f"{self._failure(exc, data, first)}{sampled}{self._hint}"
+                                   ) from exc
 
     def read_cudf(self, tasks: Sequence[FileUnits[CsvMetadata]],
                   copies: Sequence[rmm.DeviceBuffer] | None = None
@@ -187,6 +195,35 @@ class CsvFormat(FileFormat[CsvMetadata]):
     def _parse_options(self) -> csv.ParseOptions:
         return csv.ParseOptions(delimiter=self.delimiter,
                                 newlines_in_values=self.newlines_in_values)
+
+    def _failure(self, exc: pa.ArrowException, data: bytes, start: int) -> str:
+        """Arrow's error for ``data``, the file's bytes from byte ``start``, with the row it
+        names told by the byte of the file where the row starts (and, where ``data`` starts
+        the file, by its line): Arrow counts rows from the start of the bytes it parsed, which
+        for a byte range is not the file's."""
+        text = str(exc)
+        found = _ARROW_ROW.search(text)
+        offset = None if found is None else self._row_offset(data, int(found.group(1)))
+        if found is None or offset is None:
+            return text
+        where = f"the row at byte {start + offset}"
+        if start == 0 and not self.newlines_in_values:
+            where += f" (line {found.group(1)})"
+        return text[:found.start()] + where + text[found.end():]
+
+    def _row_offset(self, data: bytes, row: int) -> int | None:
+        """Where the ``row``-th record of ``data`` (counted from 1) starts; None past its end.
+        With ``newlines_in_values``, a newline inside quotes does not end a record."""
+        position, quoted = 0, False
+        while row > 1:
+            newline = data.find(b"\n", position)
+            if newline < 0:
+                return None
+            quoted ^= data.count(b'"', position, newline) % 2 == 1
+            position = newline + 1
+            if not (self.newlines_in_values and quoted):
+                row -= 1
+        return position
 
     @property
     def _hint(self) -> str:
