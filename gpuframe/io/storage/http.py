@@ -23,6 +23,7 @@ from urllib3.exceptions import (
     IncompleteRead,
     MaxRetryError,
     NewConnectionError,
+    ResponseError,
 )
 from urllib3.exceptions import TimeoutError as NoAnswer
 
@@ -151,13 +152,17 @@ class HttpSource(Source):
 
     def _get(self, headers: Mapping[str, str], method: str = "GET") -> urllib3.BaseHTTPResponse:
         """The answer, its body not yet read; a failure to connect, or a timeout, is an
-        :class:`UnreachableError` (urllib3 wraps what ended its one try in ``MaxRetryError``)."""
+        :class:`UnreachableError` (urllib3 wraps what ended its one try in ``MaxRetryError``),
+        more than :data:`HTTP_REDIRECTS` redirects a :class:`RemoteError`."""
         try:
             response = self._pool.urlopen(method, self._url, headers={**self._headers, **headers},
                                           timeout=self._timeout, retries=self._retries,
                                           preload_content=False)
         except (HTTPError, OSError) as exc:
             cause = exc.reason if isinstance(exc, MaxRetryError) else exc
+            if isinstance(cause, ResponseError):  # the only retries allowed are redirects
+                raise RemoteError(f"{method} {self.path} was redirected more than "
+                                  f"{HTTP_REDIRECTS} times (a redirect loop?): {cause}") from exc
             if isinstance(cause, NoAnswer) and not isinstance(cause, NewConnectionError):
                 raise UnreachableError(f"{self.path}: no answer in {self._timeout} s") from exc
             raise UnreachableError(f"cannot reach {self.path}: {cause}") from exc

@@ -102,8 +102,8 @@ def s3_error(exc: OSError, url: str, storage: StorageOptions
     if any(mark in lowered for mark in ("couldn't connect", "curlcode: 7", "connection refused",
                                         "network_connection", "unable to connect",
                                         "timeout", "timed out")):
-        return UnreachableError(f"cannot reach the S3 endpoint{where or ' (AWS)'} for {url}: "
-                                f"{text}")
+        return UnreachableError(f"cannot reach the S3 endpoint {storage.endpoint or '(AWS)'} "
+                                f"for {url}: {text}")
     return RemoteError(f"S3 request for {url}{where} failed: {text}")
 
 
