@@ -169,7 +169,8 @@ class _RangeHandler(BaseHTTPRequestHandler):
     Last-Modified ('/novalidator/...': neither; '/unstable-etag/...': another ETag in every
     answer, as the servers of some web farms); '/norange/...' ignores Range, '/forbidden/...'
     is 403, '/status-500/...' is 500, '/redirect/...' is 302 to the file's own path,
-    '/redirect-loop/...' is 302 to itself,
+    '/redirect-loop/...' is 302 to itself, '/wrongrange/...' answers a Range with as many bytes
+    from the file's start (and a Content-Range that says so),
     '/brokenoff/...' sends half the body it announced and closes the connection,
     '/shaped-<ms>ms-<MB>MBps/...' waits <ms> before answering and sends at <MB> MB/s,
     '/drip-<B>Bps/...' sends at <B> bytes/s (a server that never stops nor finishes),
@@ -209,7 +210,7 @@ class _RangeHandler(BaseHTTPRequestHandler):
         honour_range = not path.startswith("/norange/")
         self._broken_off = path.startswith("/brokenoff/")
         prefixes = ("norange|forbidden|brokenoff|bearer|novalidator|unstable-etag|status-500|"
-                    "redirect|redirect-loop")
+                    "redirect|redirect-loop|wrongrange")
         target = self.state.root / re.sub(rf"^/({prefixes})/", "/", path).lstrip("/")
         if path.startswith("/forbidden/"):
             return self._reply(403, b"forbidden", body)
@@ -246,6 +247,8 @@ class _RangeHandler(BaseHTTPRequestHandler):
             start, end = int(first), min(size - 1, int(last) if last else size - 1)
         if start >= size or start > end:
             return self._reply(416, b"", body, {"Content-Range": f"bytes */{size}"})
+        if path.startswith("/wrongrange/"):
+            start, end = 0, end - start
         return self._reply(206, data[start:end + 1], body,
                            {"Content-Range": f"bytes {start}-{end}/{size}",
                             "Accept-Ranges": "bytes", **validators})
