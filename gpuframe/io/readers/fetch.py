@@ -17,7 +17,7 @@ from ..storage.base import scheme_of
 from ..storage.ranges import read_ranges, read_ranges_into
 from ..tuning.model import fit_to_ranges
 from .device import CopyJob
-from .failures import naming_failures
+from .failures import check_planned_size, naming_failures
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -42,6 +42,8 @@ class FileFetcher:
         self.sharing = sharing
         self.local = scheme_of(task.path) == "file"
         self.source = open_source(task.path, task.storage, task.version)
+        if self.local:
+            check_planned_size(task, self.source)
         self._local_bytes = 0
         self._local_requests = 0
         self.units_read = 0
