@@ -475,10 +475,24 @@ CASES = [
     Case("csv-columns-late", "local", "a row past the first MiB has 4 fields",
          one_file("csv", csv_with("1,2,3,4\n", LATE + 5, LATE + 10)), CorruptFileError,
          ("{file} bytes 6-", "the row at byte 1533441: Expected 3 columns, got 4: 1,2,3,4")),
-    Case("csv-unterminated-quote", "local", "a quote opened on row 12 never closes",
+    Case("csv-unterminated-quote", "local", "row 12 opens a quote in its middle column, never "
+         "closed",
          one_file("csv", csv_with('1,"2,3\n', 10)), CorruptFileError,
          ("{file} cannot be read as CSV", "the row at byte 121 (line 12): Expected 3 columns, "
           'got 2: 1,"2,3', "newlines_in_values=True")),
+    Case("csv-quote-open-at-end", "local", "the last row opens a quote never closed",
+         one_file("csv", csv_with('1,2,"name\n', ROWS - 1)), CorruptFileError,
+         ("{file}: the row at byte 32324 (line 2001) opens a quote that is not closed by byte "
+          "32334",)),
+    Case("csv-quote-swallows-rows", "local", "newlines_in_values=True, row 12 opens a quote "
+         "never closed (the rows after it would be one value)",
+         one_file("csv", csv_with('1,2,"name\n', 10), options={"newlines_in_values": True}),
+         CorruptFileError, ("{file}: the row at byte 121 opens a quote that is not closed",)),
+    Case("csv-quote-open-early", "local", "newlines_in_values=True, a 1.5 MB file whose row 7 "
+         "opens a quote never closed (each later newline is inside it)",
+         one_file("csv", csv_with('1,2,"name\n', 5, LATE), options={"newlines_in_values": True}),
+         CorruptFileError, ("{file} bytes 6-1533339: the row at byte 61 opens a quote that is "
+                            "not closed",)),
     Case("csv-not-utf8", "local", "Latin-1 bytes read as UTF-8",
          one_file("csv", "a,b,c\n1,café,2\n".encode("latin-1")), CorruptFileError,
          ("{file}: byte 11", "is not UTF-8", "encoding=")),
