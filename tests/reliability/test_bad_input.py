@@ -600,7 +600,7 @@ CASES = [
     Case("s3-empty", "s3", "a zero-byte object", one_file("parquet", b"", "s3"),
          CorruptFileError, ("{file} is empty",)),
     Case("s3-no-bucket", "s3", "no such bucket", s3_bucket_missing, SourceNotFoundError,
-         ("{file}",)),
+         ("no such bucket 'no-such-bucket': {file}",)),
     Case("s3-no-key", "s3", "no such key", nowhere("s3"), SourceNotFoundError,
          ("no such object or prefix: {file}",)),
     Case("s3-no-data-files", "s3", "a prefix with no data files", no_data_files("s3"),

@@ -210,6 +210,9 @@ def list_s3(url: str, storage: StorageOptions) -> list[str]:
         if info.type == fs.FileType.File:
             return [url]
         if info.type == fs.FileType.NotFound:
+            bucket = base.split("/", 1)[0]
+            if bucket != base and filesystem.get_file_info(bucket).type == fs.FileType.NotFound:
+                raise SourceNotFoundError(f"no such bucket {bucket!r}: {url}")
             raise SourceNotFoundError(f"no such object or prefix: {url}")
         found = filesystem.get_file_info(fs.FileSelector(base, recursive=True))
     except SourceNotFoundError:

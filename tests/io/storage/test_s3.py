@@ -144,5 +144,7 @@ def test_s3_listing(s3_server):
     assert list_s3(s3_server.url("flat"), options) == [
         s3_server.url("flat/_SUCCESS"), s3_server.url("flat/part-0.parquet"),
         s3_server.url("flat/part-1.parquet")]
-    with pytest.raises(SourceNotFoundError, match="s3://data/nowhere"):
+    with pytest.raises(SourceNotFoundError, match="no such object or prefix: s3://data/nowhere"):
         list_s3(s3_server.url("nowhere"), options)
+    with pytest.raises(SourceNotFoundError, match="no such bucket 'nothere': s3://nothere/a"):
+        list_s3("s3://nothere/a", options)
