@@ -4,6 +4,13 @@ servers to read."""
 
 from __future__ import annotations
 
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 
@@ -97,3 +104,40 @@ def read_plan():
         return DistributedFrame(engine, Persisted(parts))
 
     return read
+
+
+_PLAN_AND_SAY = """
+import json, sys
+from gpuframe.io.planning.plan import plan_fragments
+try:
+    plan_fragments(sys.argv[1], format=sys.argv[2])
+except Exception as exc:
+    print(json.dumps([type(exc).__module__, type(exc).__qualname__, str(exc)]))
+"""
+
+
+@pytest.fixture
+def plan_bound_by_permissions():
+    """``plan(source, format)``: ``plan_fragments`` run in a process that file permissions bind,
+    its error raised again here. Tests run as root, whom permissions do not stop: as root the
+    process runs without the capabilities that override them (``setpriv``), or the test is
+    skipped where they cannot be dropped."""
+    command = [sys.executable, "-c", _PLAN_AND_SAY]
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv, permissions cannot be enforced")
+        command = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *command]
+
+    def plan(source: str, format: str) -> None:
+        done = subprocess.run([*command, source, format], capture_output=True, text=True,
+                              timeout=60)
+        if done.returncode != 0 and done.stderr.startswith("setpriv:"):
+            pytest.skip(f"setpriv cannot drop capabilities here: {done.stderr.strip()}")
+        assert done.returncode == 0, done.stderr
+        if done.stdout.strip():
+            module, name, message = json.loads(done.stdout)
+            raise getattr(importlib.import_module(module), name)(message)
+
+    return plan
+
