@@ -69,6 +69,8 @@ class Read:
     """Done to the files between planning and reading."""
     expected: pd.DataFrame | None = None
     """The rows a read that succeeds must give."""
+    bound_by_permissions: bool = False
+    """Planned alone, in a process that file permissions bind (tests run as root)."""
 
 
 @dataclass
@@ -250,6 +252,20 @@ def in_folders(*files: str) -> Callable[[Stage], Read]:
     return make
 
 
+def hidden_by_permissions(locked: str, read: str) -> Callable[[Stage], Read]:
+    """TABLE as Parquet in a/ and b/, ``locked`` (a file or folder) made unreadable to all, and
+    ``read`` ('' the stage's folder) read where permissions bind."""
+    def make(stage: Stage) -> Read:
+        for name in ("a/part.parquet", "b/part.parquet"):
+            (stage.folder / name).parent.mkdir()
+            stage.write(name, TABLE, "parquet")
+        (stage.folder / locked).chmod(0)
+        source = str(stage.folder / read)
+        return Read("parquet", source, {"file": source, "locked": str(stage.folder / locked)},
+                    bound_by_permissions=True)
+    return make
+
+
 def dangling_link(stage: Stage) -> Read:
     link = stage.folder / "file.parquet"
     link.symlink_to(stage.folder / "gone.parquet")
@@ -423,6 +439,15 @@ CASES = [
     Case("parquet-hive-key-is-column", "local", "a hive key that is also a column of the files",
          in_folders("id=1/a.parquet"), SchemaMismatchError,
          ("hive key 'id' is also a column of {file}",)),
+    Case("parquet-unreadable", "local", "a file no one may read (mode 000)",
+         hidden_by_permissions("a/part.parquet", "a/part.parquet"), AccessDeniedError,
+         ("cannot open {file}: permission denied",)),
+    Case("parquet-folder-unsearchable", "local", "a folder above the file no one may search",
+         hidden_by_permissions("a", "a/part.parquet"), AccessDeniedError,
+         ("cannot reach {file}: permission denied to a folder above it",)),
+    Case("parquet-subfolder-unlistable", "local", "a folder of the dataset no one may list",
+         hidden_by_permissions("b", ""), AccessDeniedError,
+         ("cannot list {locked}, a folder of the dataset: permission denied",)),
     Case("parquet-fifo", "local", "a FIFO among the files", fifo, NotARegularFileError,
          ("{file} is not a regular file (a FIFO)",)),
     Case("parquet-deleted", "local", "file deleted between planning and reading",
@@ -647,9 +672,12 @@ def stage(request, http_server, https_server, s3_server, s3_client, closed_port)
     return Stage(folder, http_server, https_server, s3_server, s3_client, closed_port)
 
 
-def run(read: Read, engine, read_plan) -> pd.DataFrame:
+def run(read: Read, engine, read_plan, request) -> pd.DataFrame:
     """The read's rows: through the format's reader, or, where the files change after planning,
-    the plan made before the change."""
+    the plan made before the change; where permissions must bind, its plan's error alone."""
+    if read.bound_by_permissions:
+        request.getfixturevalue("plan_bound_by_permissions")(read.source, read.format)
+        raise AssertionError(f"{read.source} was planned where permissions hide it")
     if read.change is None:
         frame = READERS[read.format](read.source, storage=read.storage, engine=engine,
                                      **read.options)
@@ -663,18 +691,18 @@ def run(read: Read, engine, read_plan) -> pd.DataFrame:
 @pytest.mark.parametrize("case", [
     pytest.param(case, id=case.id, marks=pytest.mark.timeout(case.within + SETUP_SECONDS))
     for case in CASES])
-def test_bad_input(case, stage, engine, read_plan):
+def test_bad_input(case, stage, engine, read_plan, request):
     """The case's outcome within its bound; a read that hangs is stopped by the test's
     timeout."""
     read = case.make(stage)
     started = time.monotonic()
     if case.error is None:
-        got = run(read, engine, read_plan)
+        got = run(read, engine, read_plan, request)
         elapsed = time.monotonic() - started
         pd.testing.assert_frame_equal(got, read.expected, check_dtype=False)
     else:
         with pytest.raises(case.error) as caught:
-            run(read, engine, read_plan)
+            run(read, engine, read_plan, request)
         elapsed = time.monotonic() - started
         assert isinstance(caught.value, GpuframeError)
         for words in case.words:
