@@ -131,9 +131,9 @@ def encoded(table: pa.Table, kind: str, **options: object) -> bytes:
     quarter of its rows; Parquet written with ``options``."""
     sink = pa.BufferOutputStream()
     if kind == "parquet":
-        pq.write_table(table, sink, row_group_size=table.num_rows // 4, **options)
+        pq.write_table(table, sink, row_group_size=max(1, table.num_rows // 4), **options)
     elif kind == "orc":
-        orc.write_table(table, sink, stripe_size=4096, batch_size=table.num_rows // 4)
+        orc.write_table(table, sink, stripe_size=4096, batch_size=max(1, table.num_rows // 4))
     else:
         pacsv.write_csv(table, sink)
     return sink.getvalue().to_pybytes()
@@ -167,6 +167,7 @@ def orc_tail_garbled(data: bytes) -> bytes:
     return data[:-60] + b"\xfe" * 60
 
 
+CSV_SMALL = "a,b,c\n1,2,x\n3,4,y\n"
 LATE = 80_000
 """Rows past which a CSV file is more than the 1 MiB sample that planning parses."""
 
@@ -283,15 +284,20 @@ def nowhere(where: str, name: str = "missing.parquet", **storage: object
     """A read of a file that is not there: ``where`` local, http, s3, a glob, or a closed port
     ('{port}' in an option's text, as in the words, is its number)."""
     def make(stage: Stage) -> Read:
+        source: str | list[str]
         if where == "glob":
             source = str(stage.folder / "*.parquet")
+        elif where == "list":
+            source = []
+        elif where == "ftp":
+            source = f"ftp://127.0.0.1/{name}"
         elif where == "closed":
             source = f"http://127.0.0.1:{stage.closed_port}/{name}"
         else:
             source = stage.at(where, name)
         overrides = {key: value.format(port=stage.closed_port) if isinstance(value, str)
                      else value for key, value in storage.items()}
-        return Read("parquet", source, {"file": source, "port": str(stage.closed_port)},
+        return Read("parquet", source, {"file": str(source), "port": str(stage.closed_port)},
                     stage.storage(where, **overrides))
     return make
 
@@ -421,10 +427,16 @@ CASES = [
          ("{file} and {other} order their columns differently",)),
     Case("parquet-all-null", "local", "a column all-null in one file, string in the other",
          two_files("parquet", NULL_NAMES, TABLE, succeeds=True), None),
+    Case("parquet-no-rows", "local", "a file of no rows (no row groups)",
+         correct("parquet", TABLE.slice(0, 0)), None),
     Case("parquet-no-data-files", "local", "a directory with no data files",
          no_data_files("local"), SourceNotFoundError, ("no data files in directory {file}",)),
     Case("parquet-missing", "local", "no such file", nowhere("local"), SourceNotFoundError,
          ("no such file: {file}",)),
+    Case("parquet-empty-list", "local", "an empty list of files", nowhere("list"),
+         OptionError, ("source= is an empty list",)),
+    Case("parquet-ftp", "local", "a URL of a scheme no store serves (ftp://)", nowhere("ftp"),
+         OptionError, ("unsupported URL scheme 'ftp'",)),
     Case("parquet-glob-empty", "local", "a glob that matches nothing", nowhere("glob"),
          SourceNotFoundError, ("no file matches {file}",)),
     Case("parquet-dangling-link", "local", "a symbolic link to no file among the files",
@@ -490,6 +502,8 @@ CASES = [
     # CSV, local
     Case("csv-empty", "local", "a zero-byte file", one_file("csv", b""), CorruptFileError,
          ("{file} is empty",)),
+    Case("csv-bom-crlf", "local", "a UTF-8 byte order mark and CRLF line ends",
+         correct("csv", b"\xef\xbb\xbf" + CSV_SMALL.replace("\n", "\r\n").encode()), None),
     Case("csv-header-only", "local", "a header and no rows", correct("csv", "a,b,c\n"), None),
     Case("csv-binary", "local", "binary bytes (an ORC file)", one_file("csv", ORC_BYTES),
          CorruptFileError, ("{file}",)),
