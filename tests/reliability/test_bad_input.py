@@ -281,8 +281,9 @@ def fifo(stage: Stage) -> Read:
 
 def nowhere(where: str, name: str = "missing.parquet", **storage: object
             ) -> Callable[[Stage], Read]:
-    """A read of a file that is not there: ``where`` local, http, s3, a glob, or a closed port
-    ('{port}' in an option's text, as in the words, is its number)."""
+    """A read of what is not there: a file ``where`` (local, http, s3), a glob's match, a list's
+    files, an ftp:// server, or a closed port's ('{port}' in an option's text, as in the words,
+    is its number)."""
     def make(stage: Stage) -> Read:
         source: str | list[str]
         if where == "glob":
@@ -398,10 +399,11 @@ CASES = [
          ("{file} is truncated",)),
     Case("parquet-cut-footer", "local", "cut inside its footer",
          one_file("parquet", PARQUET[:-100]), TruncatedFileError, ("{file} is truncated",)),
-    Case("parquet-cut-half", "local", "cut in half (truncated page)",
+    Case("parquet-cut-half", "local", "cut in half (its footer gone)",
          one_file("parquet", PARQUET[:len(PARQUET) // 2]), TruncatedFileError,
          ("{file} is truncated",)),
-    Case("parquet-cut-chunk", "local", "100 bytes of the last column chunk missing, footer whole",
+    Case("parquet-cut-chunk", "local", "a truncated page: the last column chunk 100 bytes "
+         "short, footer whole",
          one_file("parquet", last_chunk_cut(PARQUET)), TruncatedFileError,
          ("{file} is truncated or corrupt", "row group 3", "past the data's end")),
     Case("parquet-footer-length", "local", "footer length larger than the file",
