@@ -100,7 +100,7 @@ class CsvFormat(FileFormat[CsvMetadata]):
         except pa.ArrowException as exc:
             raise CorruptFileError(f"{path} cannot be read as CSV: "
                                    f"{self._failure(exc, complete, 0)}{self._hint}") from exc
-        self._check_quotes_close(path, complete, 0, sample, parse)
+        self._check_quotes_close(path, complete, 0, sample.num_rows, sample.num_columns, parse)
         if b"\x00" in complete:
             raise CorruptFileError(f"{path} is not a CSV file (it holds NUL bytes)")
         if self.encoding == "utf-8":
@@ -167,7 +167,8 @@ class CsvFormat(FileFormat[CsvMetadata]):
             raise CorruptFileError(f"{task.path} bytes {first}-{last}: "
                                    f"{self._failure(exc, data, first)}{sampled}{self._hint}"
                                    ) from exc
-        self._check_quotes_close(f"{task.path} bytes {first}-{last}", data, first, table, parse)
+        self._check_quotes_close(f"{task.path} bytes {first}-{last}", data, first,
+                                 table.num_rows, len(task.metadata.names), parse)
         return table
 
     def read_cudf(self, tasks: Sequence[FileUnits[CsvMetadata]],
@@ -219,24 +220,24 @@ class CsvFormat(FileFormat[CsvMetadata]):
         where = self._row_at(start + offset, start, int(found.group(1)))
         return text[:found.start()] + where + text[found.end():]
 
-    def _check_quotes_close(self, what: str, data: bytes, start: int, table: pa.Table,
+    def _check_quotes_close(self, what: str, data: bytes, start: int, rows: int, columns: int,
                             parse: Callable[[bytes], pa.Table]) -> None:
-        """Raise where a quoted field of ``data`` (the file's bytes from ``start``, parsed by
-        ``parse`` into ``table``) is still open at its end: Arrow reads the rest as that one
-        value, rows and all, where pandas fails ('EOF inside string'). Quotes come in pairs, so
-        only data with an odd count of them is parsed again, followed by a row of empty fields,
-        which a quote left open swallows (an odd count may also be a quote inside an unquoted
-        value, which Arrow keeps as it is)."""
-        if data.count(b'"') % 2 == 0 or table.num_rows == 0:
+        """Raise where a quoted field of ``data`` (the file's bytes from ``start``, of
+        ``columns`` columns, which ``parse`` made ``rows`` rows of) is still open at its end:
+        Arrow reads the rest as that one value, rows and all, where pandas fails ('EOF inside
+        string'). Quotes come in pairs, so only data with an odd count of them is parsed again,
+        followed by a row of empty fields, which a quote left open swallows (an odd count may
+        also be a quote inside an unquoted value, which Arrow keeps as it is)."""
+        if data.count(b'"') % 2 == 0 or rows == 0:
             return
-        empty_row = self.delimiter.join(['""'] * table.num_columns).encode("ascii")
+        empty_row = self.delimiter.join(['""'] * columns).encode("ascii")
         try:
-            swallowed = parse(data + b"\n" + empty_row + b"\n").num_rows == table.num_rows
+            swallowed = parse(data + b"\n" + empty_row + b"\n").num_rows == rows
         except pa.ArrowException:
             return  # the row at the end holds what cannot be told apart: leave the rows be
         if not swallowed:
             return
-        row = table.num_rows + (self.header and start == 0)
+        row = rows + (self.header and start == 0)
         offset = self._row_offset(data, row)
         where = "a row" if offset is None else self._row_at(start + offset, start, row)
         raise CorruptFileError(f"{what}: {where} opens a quote that is not closed by byte "
