@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from ..errors import DatasetError
 from ..storage import open_source
 from ..storage.base import scheme_of
 from ..storage.ranges import read_ranges, read_ranges_into
@@ -43,7 +44,11 @@ class FileFetcher:
         self.local = scheme_of(task.path) == "file"
         self.source = open_source(task.path, task.storage, task.version)
         if self.local:
-            check_planned_size(task, self.source)
+            try:
+                check_planned_size(task, self.source)
+            except DatasetError:
+                self.source.close()
+                raise
         self._local_bytes = 0
         self._local_requests = 0
         self.units_read = 0
