@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -27,8 +28,10 @@ from ..errors import (
     UnreachableError,
 )
 from ..storage import open_source
-from ..storage.base import RangeSource
 from ..tasks import FragmentTask
+
+if TYPE_CHECKING:
+    from ..storage.base import RangeSource
 
 HostRead = Callable[[FragmentTask], object]
 """Reads one task's fragment with pyarrow, on the host: no CUDA call, which a lost context
