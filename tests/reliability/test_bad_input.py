@@ -46,6 +46,8 @@ from gpuframe.io.errors import (
 from gpuframe.io.formats import format_for
 from gpuframe.io.planning.plan import plan_fragments
 
+PLANNED_IN_A_PROCESS = 15.0
+"""The bound of a case planned in a process of its own, which imports gpuframe first."""
 SETUP_SECONDS = 60
 """What a case's timeout allows beyond its bound: the first case starts the session's cluster
 and servers."""
@@ -455,13 +457,15 @@ CASES = [
          ("hive key 'id' is also a column of {file}",)),
     Case("parquet-unreadable", "local", "a file no one may read (mode 000)",
          hidden_by_permissions("a/part.parquet", "a/part.parquet"), AccessDeniedError,
-         ("cannot open {file}: permission denied",)),
+         ("cannot open {file}: permission denied",), within=PLANNED_IN_A_PROCESS),
     Case("parquet-folder-unsearchable", "local", "a folder above the file no one may search",
          hidden_by_permissions("a", "a/part.parquet"), AccessDeniedError,
-         ("cannot reach {file}: permission denied to a folder above it",)),
+         ("cannot reach {file}: permission denied to a folder above it",),
+         within=PLANNED_IN_A_PROCESS),
     Case("parquet-subfolder-unlistable", "local", "a folder of the dataset no one may list",
          hidden_by_permissions("b", ""), AccessDeniedError,
-         ("cannot list {locked}, a folder of the dataset: permission denied",)),
+         ("cannot list {locked}, a folder of the dataset: permission denied",),
+         within=PLANNED_IN_A_PROCESS),
     Case("parquet-fifo", "local", "a FIFO among the files", fifo, NotARegularFileError,
          ("{file} is not a regular file (a FIFO)",)),
     Case("parquet-deleted", "local", "file deleted between planning and reading",
