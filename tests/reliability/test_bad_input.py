@@ -512,7 +512,7 @@ CASES = [
          correct("csv", b"\xef\xbb\xbf" + CSV_SMALL.replace("\n", "\r\n").encode()), None),
     Case("csv-header-only", "local", "a header and no rows", correct("csv", "a,b,c\n"), None),
     Case("csv-binary", "local", "binary bytes (an ORC file)", one_file("csv", ORC_BYTES),
-         CorruptFileError, ("{file}",)),
+         CorruptFileError, ("{file} cannot be read as CSV",)),
     Case("csv-columns-row-12", "local", "row 12 has 4 fields, the header 3",
          one_file("csv", csv_with("1,2,3,4\n", 10)), CorruptFileError,
          ("{file} cannot be read as CSV", "the row at byte 121 (line 12): Expected 3 columns, "
