@@ -5,7 +5,8 @@ statistics, so filters apply to rows only.
 from __future__ import annotations
 
 import codecs
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,8 @@ CSV_SAMPLE = 2**20
 """Bytes of a CSV file's head whose rows give the column types."""
 CSV_PROBE = 64 * 2**10
 """Bytes read at a split point to find the next line's start (more if the line is longer)."""
+_ARROW_ROW = re.compile(r"Row #(\d+)")
+"""How Arrow's CSV errors name a row: counted from 1 at the start of the bytes it parsed."""
 
 
 @dataclass(frozen=True)
@@ -88,11 +91,16 @@ class CsvFormat(FileFormat[CsvMetadata]):
         if self.header:
             newline = self._record_end(head, last=False)
             data_start = size if newline == 0 else newline
+        def parse(data: bytes) -> pa.Table:
+            return csv.read_csv(pa.BufferReader(data), self._read_options(None),
+                                self._parse_options(), self._convert_options(self.types))
+
         try:
-            sample = csv.read_csv(pa.BufferReader(complete), self._read_options(None),
-                                  self._parse_options(), self._convert_options(self.types))
+            sample = parse(complete)
         except pa.ArrowException as exc:
-            raise CorruptFileError(f"{path} cannot be read as CSV: {exc}{self._hint}") from exc
+            raise CorruptFileError(f"{path} cannot be read as CSV: "
+                                   f"{self._failure(exc, complete, 0)}{self._hint}") from exc
+        self._check_quotes_close(path, complete, 0, sample.num_rows, sample.num_columns, parse)
         if b"\x00" in complete:
             raise CorruptFileError(f"{path} is not a CSV file (it holds NUL bytes)")
         if self.encoding == "utf-8":
@@ -141,16 +149,27 @@ class CsvFormat(FileFormat[CsvMetadata]):
         data = b"".join(fetcher.bytes(ranges))
         convert = self._convert_options(types)
         convert.include_columns = list(columns)
-        try:
+        # A fragment's ranges are consecutive units: its bytes are the file's from ``first``.
+        first, last = ranges[0][0], ranges[-1][0] + ranges[-1][1]
+
+        def parse(data: bytes) -> pa.Table:
             return csv.read_csv(pa.BufferReader(data), self._read_options(task.metadata.names),
                                 self._parse_options(), convert)
+
+        try:
+            table = parse(data)
         except pa.ArrowException as exc:
-            first, last = ranges[0][0], ranges[-1][0] + ranges[-1][1]
             encoding = (" or the file's encoding (encoding=)" if "UTF8" in str(exc)
                         and self.encoding == "utf-8" else "")
-            raise CorruptFileError(
-                f"{task.path} bytes {first}-{last}: {exc} (the types were inferred from the "
-                f"file's first MiB; give them with schema={encoding}){self._hint}") from exc
+            sampled = (f" (the types were inferred from the file's first MiB; give them with "
+                       f"schema={encoding})" if "conversion error" in str(exc) or encoding
+                       else "")
+            raise CorruptFileError(f"{task.path} bytes {first}-{last}: "
+                                   f"{self._failure(exc, data, first)}{sampled}{self._hint}"
+                                   ) from exc
+        self._check_quotes_close(f"{task.path} bytes {first}-{last}", data, first,
+                                 table.num_rows, len(task.metadata.names), parse)
+        return table
 
     def read_cudf(self, tasks: Sequence[FileUnits[CsvMetadata]],
                   copies: Sequence[rmm.DeviceBuffer] | None = None
@@ -188,6 +207,65 @@ class CsvFormat(FileFormat[CsvMetadata]):
         return csv.ParseOptions(delimiter=self.delimiter,
                                 newlines_in_values=self.newlines_in_values)
 
+    def _failure(self, exc: pa.ArrowException, data: bytes, start: int) -> str:
+        """Arrow's error for ``data``, the file's bytes from byte ``start``, with the row it
+        names told by the byte of the file where the row starts (and, where ``data`` starts
+        the file, by its line): Arrow counts rows from the start of the bytes it parsed, which
+        for a byte range is not the file's."""
+        text = str(exc)
+        found = _ARROW_ROW.search(text)
+        offset = None if found is None else self._row_offset(data, int(found.group(1)))
+        if found is None or offset is None:
+            return text
+        where = self._row_at(start + offset, start, int(found.group(1)))
+        return text[:found.start()] + where + text[found.end():]
+
+    def _check_quotes_close(self, what: str, data: bytes, start: int, rows: int, columns: int,
+                            parse: Callable[[bytes], pa.Table]) -> None:
+        """Raise where a quoted field of ``data`` (the file's bytes from ``start``, of
+        ``columns`` columns, which ``parse`` made ``rows`` rows of) is still open at its end:
+        Arrow reads the rest as that one value, rows and all, where pandas fails ('EOF inside
+        string'). Quotes come in pairs, so only data with an odd count of them is parsed again,
+        followed by a row of empty fields, which a quote left open swallows (an odd count may
+        also be a quote inside an unquoted value, which Arrow keeps as it is)."""
+        if data.count(b'"') % 2 == 0 or rows == 0:
+            return
+        empty_row = self.delimiter.join(['""'] * columns).encode("ascii")
+        try:
+            swallowed = parse(data + b"\n" + empty_row + b"\n").num_rows == rows
+        except pa.ArrowException:
+            return  # the row at the end holds what cannot be told apart: leave the rows be
+        if not swallowed:
+            return
+        row = rows + (self.header and start == 0)
+        offset = self._row_offset(data, row)
+        where = "a row" if offset is None else self._row_at(start + offset, start, row)
+        raise CorruptFileError(f"{what}: {where} opens a quote that is not closed by byte "
+                               f"{start + len(data)}; read as one value, it would hold the rest "
+                               f"of the rows{self._hint}")
+
+    def _row_at(self, offset: int, start: int, row: int) -> str:
+        """'the row at byte 123', and ' (line 5)' where ``row`` counts the file's lines from
+        its start."""
+        where = f"the row at byte {offset}"
+        if start == 0 and not self.newlines_in_values:
+            where += f" (line {row})"
+        return where
+
+    def _row_offset(self, data: bytes, row: int) -> int | None:
+        """Where the ``row``-th record of ``data`` (counted from 1) starts; None past its end.
+        With ``newlines_in_values``, a newline inside quotes does not end a record."""
+        position, quoted = 0, False
+        while row > 1:
+            newline = data.find(b"\n", position)
+            if newline < 0:
+                return None
+            quoted ^= data.count(b'"', position, newline) % 2 == 1
+            position = newline + 1
+            if not (self.newlines_in_values and quoted):
+                row -= 1
+        return position
+
     @property
     def _hint(self) -> str:
         """What a parse error adds: the option that reads quoted newlines, where it is off."""
@@ -199,15 +277,23 @@ class CsvFormat(FileFormat[CsvMetadata]):
     def _record_end(self, data: bytes, last: bool) -> int:
         """Where the first (``last``: the last) record of ``data`` that ends in it ends: after
         a newline, which with ``newlines_in_values`` must have an even count of quotes before
-        it (a doubled quote inside a field counts twice); 0 where none."""
-        if not last:
-            end = data.find(b"\n")
-            while self.newlines_in_values and end >= 0 and data.count(b'"', 0, end) % 2:
-                end = data.find(b"\n", end + 1)
+        it (a doubled quote inside a field counts twice); 0 where none. The quotes are counted
+        once, each newline tried adding or taking away those between it and the one before: a
+        quote left open makes every newline after it fail the test, and counting from the start
+        for each would take time quadratic in the lines."""
+        end = data.find(b"\n") if not last else data.rfind(b"\n")
+        if not self.newlines_in_values or end < 0:
             return end + 1
-        end = data.rfind(b"\n")
-        while self.newlines_in_values and end >= 0 and data.count(b'"', 0, end) % 2:
-            end = data.rfind(b"\n", 0, end)
+        quotes = data.count(b'"', 0, end)
+        while end >= 0 and quotes % 2:
+            if not last:
+                following = data.find(b"\n", end + 1)
+                quotes += data.count(b'"', end, following)
+                end = following
+            else:
+                previous = data.rfind(b"\n", 0, end)
+                quotes -= data.count(b'"', previous + 1, end)
+                end = previous
         return end + 1
 
     def _convert_options(self, types: Mapping[str, pa.DataType]) -> csv.ConvertOptions:

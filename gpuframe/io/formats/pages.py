@@ -388,7 +388,8 @@ def read_rows(footer: ParquetFooter, fetch: Callable[[list[tuple[int, int]]], li
                                   fetched[dictionary] if dictionary else None,
                                   [(fetched[page], int(n))
                                    for page, n in zip(pages, selection.page_rows)])
-        table = pq.ParquetFile(pa.BufferReader(file)).read(use_threads=False)
+        table = pq.ParquetFile(pa.BufferReader(file), page_checksum_verification=True
+                               ).read(use_threads=False)
         arrays[column].append(table.column(0).take(pa.array(selection.take)))
     return [pa.chunked_array([c for part in arrays[column] for c in part.chunks],
                              arrays[column][0].type) for column in columns]

@@ -70,7 +70,10 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
     def read_units(self, task: FileUnits[pq.FileMetaData], fetcher: Fetcher, units: Sequence[int],
                    columns: Sequence[str]) -> pa.Table:
         handle = fetcher.file(self.ranges(task.metadata, units, columns))
-        parquet = pq.ParquetFile(handle, metadata=task.metadata)
+        # Pages written with a CRC are checked: a corrupt uncompressed page decodes without
+        # an error, into other values.
+        parquet = pq.ParquetFile(handle, metadata=task.metadata,
+                                 page_checksum_verification=True)
         try:
             return parquet.read_row_groups(list(units), columns=list(columns),
                                            use_threads=False)

@@ -14,7 +14,12 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from ...errors import OptionError
-from ..errors import NotARegularFileError, SchemaMismatchError, SourceNotFoundError
+from ..errors import (
+    AccessDeniedError,
+    NotARegularFileError,
+    SchemaMismatchError,
+    SourceNotFoundError,
+)
 from ..statistics import HiveValue
 from ..storage.base import StorageOptions, scheme_of
 from ..storage.s3 import list_s3
@@ -61,16 +66,30 @@ def expand_source(source: DatasetSource, storage: StorageOptions
         return [(p, _glob_base(path)) for p in matches]
     if os.path.isdir(path):
         files: list[str] = []
-        for folder, dirs, names in os.walk(path):
+        for folder, dirs, names in os.walk(path, onerror=_refuse_unlisted):
             dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
             files.extend(os.path.join(folder, n) for n in sorted(names)
                          if not n.startswith(("_", ".")))
         if not files:
             raise SourceNotFoundError(f"no data files in directory {path}")
         return [(check_regular(f), path) for f in files]
-    if not os.path.exists(path):
-        raise SourceNotFoundError(f"no such file: {path}")
+    try:
+        os.stat(path)
+    except FileNotFoundError as exc:
+        raise SourceNotFoundError(f"no such file: {path}") from exc
+    except PermissionError as exc:  # os.path.exists says False
+        raise AccessDeniedError(f"cannot reach {path}: permission denied to a folder above "
+                                "it") from exc
     return [(check_regular(path), None)]
+
+
+def _refuse_unlisted(exc: OSError) -> None:
+    """A folder of a dataset that cannot be listed would leave its files out of the read."""
+    if isinstance(exc, PermissionError):
+        raise AccessDeniedError(f"cannot list {exc.filename}, a folder of the dataset: "
+                                "permission denied") from exc
+    raise SourceNotFoundError(f"cannot list {exc.filename}, a folder of the dataset: "
+                              f"{exc.strerror}") from exc
 
 
 def check_regular(path: str) -> str:

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from ..filters import rows_kept
+from ..storage import open_source
 from ..storage.base import scheme_of
 from ..tasks import FragmentTask
 from .arrow import ArrowReader, hive_column, read_fragment
 from .base import ReadStats
 from .device import CopyJob, copy_batches, fetch_device_copies
-from .failures import naming_cudf_failures
+from .failures import check_planned_size, naming_cudf_failures
 from .fetch import FileFetcher
 
 if TYPE_CHECKING:
@@ -72,6 +73,9 @@ class CudfReader:
                                                     len(tasks)),
                                  "task_size": max(first.concurrency.request_size,
                                                   KVIKIO_TASK_SIZE)})
+            for task in tasks:
+                with open_source(task.path) as source:
+                    check_planned_size(task, source)
             with naming_cudf_failures(tasks, read_fragment,
                                       lambda i: first.format.read_cudf([tasks[i]])):
                 frame, rows = first.format.read_cudf(tasks)

@@ -2,15 +2,17 @@
 corrupted since planning) become the engine's errors (:mod:`gpuframe.io.errors`) naming the file
 and unit.
 
-:func:`read_failure` looks at the file again to tell which; :func:`naming_failures` wraps the
-Arrow reader's decoding of some units; :func:`naming_cudf_failures` wraps one cuDF call over
-many files, whose errors name none, and finds the file at fault.
+:func:`read_failure` looks at the file again to tell which; :func:`check_planned_size` looks at a
+local file's size before it is read; :func:`naming_failures` wraps the Arrow reader's decoding of
+some units; :func:`naming_cudf_failures` wraps one cuDF call over many files, whose errors name
+none, and finds the file at fault.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -19,6 +21,7 @@ from ..errors import (
     AccessDeniedError,
     CorruptFileError,
     DatasetError,
+    FileChangedError,
     RemoteError,
     SourceNotFoundError,
     TruncatedFileError,
@@ -26,6 +29,9 @@ from ..errors import (
 )
 from ..storage import open_source
 from ..tasks import FragmentTask
+
+if TYPE_CHECKING:
+    from ..storage.base import RangeSource
 
 HostRead = Callable[[FragmentTask], object]
 """Reads one task's fragment with pyarrow, on the host: no CUDA call, which a lost context
@@ -44,7 +50,7 @@ def read_failure(task: FragmentTask, units: Sequence[int], exc: BaseException) -
     change after planning: a file gone is a :class:`SourceNotFoundError`, one that ends before
     the planned ranges a :class:`TruncatedFileError`, else a :class:`CorruptFileError` (with
     the size planning saw, where the format knows it and it changed)."""
-    where = f"{task.path} ({task.format.describe_units(task.metadata, units)})"
+    where = _where(task, units)
     try:
         with open_source(task.path, task.storage) as source:
             size: int | None = source.size()
@@ -52,16 +58,44 @@ def read_failure(task: FragmentTask, units: Sequence[int], exc: BaseException) -
         return SourceNotFoundError(f"{where}: the file went away after planning: {gone}")
     except DatasetError:
         size = None  # the store cannot say now; the decoding error stands
-    ranges = task.format.ranges(task.metadata, units, task.file_columns)
-    end = max((offset + length for offset, length in ranges), default=0)
-    if size is not None and size < end:
-        return TruncatedFileError(f"{where}: the file ends at byte {size}, the plan reads up "
-                                  f"to byte {end}: it was cut or rewritten after planning "
-                                  f"({type(exc).__name__}: {exc})")
+    cut = None if size is None else _cut(task, units, size, f" ({type(exc).__name__}: {exc})")
+    if cut is not None:
+        return cut
     planned = task.format.file_size(task.metadata)
     changed = (f"; it was {planned} bytes at planning, {size} now"
                if None not in (planned, size) and planned != size else "")
     return CorruptFileError(f"{where} cannot be decoded: {type(exc).__name__}: {exc}{changed}")
+
+
+def check_planned_size(task: FragmentTask, source: RangeSource) -> None:
+    """Raise where a local file is not the size planning saw (where its format's metadata says
+    it: ORC, CSV): read at the plan's offsets, a file written again would give rows cut
+    mid-line, or its own first stripes as if they were the planned ones. A
+    :class:`TruncatedFileError` where it ends before the planned ranges, else a
+    :class:`FileChangedError`. (A remote file's answers are held to its version instead.)"""
+    planned, size = task.format.file_size(task.metadata), source.size()
+    if planned is None or planned == size:
+        return
+    raise _cut(task, task.units, size, "") or FileChangedError(
+        task.path, f"{task.path} changed since it was planned (size {planned} -> {size}): "
+        "read it again")
+
+
+def _where(task: FragmentTask, units: Sequence[int]) -> str:
+    return f"{task.path} ({task.format.describe_units(task.metadata, units)})"
+
+
+def _cut(task: FragmentTask, units: Sequence[int], size: int, cause: str
+         ) -> TruncatedFileError | None:
+    """The error of a file that now ends at ``size``, before the planned ranges of ``units``;
+    None where they fit. ``cause``: what the read met, for the message."""
+    ranges = task.format.ranges(task.metadata, units, task.file_columns)
+    end = max((offset + length for offset, length in ranges), default=0)
+    if size >= end:
+        return None
+    return TruncatedFileError(f"{_where(task, units)}: the file ends at byte {size}, the plan "
+                              f"reads up to byte {end}: it was cut or rewritten after "
+                              f"planning{cause}")
 
 
 @contextlib.contextmanager

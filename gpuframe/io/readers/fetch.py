@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from ..errors import DatasetError
 from ..storage import open_source
 from ..storage.base import scheme_of
 from ..storage.ranges import read_ranges, read_ranges_into
 from ..tuning.model import fit_to_ranges
 from .device import CopyJob
-from .failures import naming_failures
+from .failures import check_planned_size, naming_failures
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -42,6 +43,12 @@ class FileFetcher:
         self.sharing = sharing
         self.local = scheme_of(task.path) == "file"
         self.source = open_source(task.path, task.storage, task.version)
+        if self.local:
+            try:
+                check_planned_size(task, self.source)
+            except DatasetError:
+                self.source.close()
+                raise
         self._local_bytes = 0
         self._local_requests = 0
         self.units_read = 0

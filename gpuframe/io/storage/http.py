@@ -8,6 +8,7 @@ to another host. A server that ignores Range is refused: gpuframe never download
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import urllib.request
@@ -23,6 +24,7 @@ from urllib3.exceptions import (
     IncompleteRead,
     MaxRetryError,
     NewConnectionError,
+    ResponseError,
 )
 from urllib3.exceptions import TimeoutError as NoAnswer
 
@@ -40,6 +42,8 @@ Received = TypeVar("Received")
 
 _http_lock = threading.Lock()
 _http_pools: dict[tuple[str | None, str, int], urllib3.PoolManager] = {}
+_SPAN = re.compile(r"bytes (\d+)-(\d+)/\d+")
+"""A 206's Content-Range: the first and last byte sent, of the file's total."""
 HTTP_REDIRECTS = 30
 """Redirects one request follows, as requests does: presigned and CDN URLs redirect."""
 
@@ -151,13 +155,17 @@ class HttpSource(Source):
 
     def _get(self, headers: Mapping[str, str], method: str = "GET") -> urllib3.BaseHTTPResponse:
         """The answer, its body not yet read; a failure to connect, or a timeout, is an
-        :class:`UnreachableError` (urllib3 wraps what ended its one try in ``MaxRetryError``)."""
+        :class:`UnreachableError` (urllib3 wraps what ended its one try in ``MaxRetryError``),
+        more than :data:`HTTP_REDIRECTS` redirects a :class:`RemoteError`."""
         try:
             response = self._pool.urlopen(method, self._url, headers={**self._headers, **headers},
                                           timeout=self._timeout, retries=self._retries,
                                           preload_content=False)
         except (HTTPError, OSError) as exc:
             cause = exc.reason if isinstance(exc, MaxRetryError) else exc
+            if isinstance(cause, ResponseError):  # the only retries allowed are redirects
+                raise RemoteError(f"{method} {self.path} was redirected more than "
+                                  f"{HTTP_REDIRECTS} times (a redirect loop?): {cause}") from exc
             if isinstance(cause, NoAnswer) and not isinstance(cause, NewConnectionError):
                 raise UnreachableError(f"{self.path}: no answer in {self._timeout} s") from exc
             raise UnreachableError(f"cannot reach {self.path}: {cause}") from exc
@@ -190,9 +198,10 @@ class HttpSource(Source):
         return self.size()
 
     def _ranged_response(self, spec: str) -> urllib3.BaseHTTPResponse:
-        """The streamed answer to a Range GET: 206, or 416 past the end (the file's size and
-        version noted from either, :meth:`Source._seen`); else an error (the connection
-        dropped rather than the whole file read)."""
+        """The streamed answer to a Range GET: 206 holding the bytes asked (:func:`_check_span`),
+        or 416 past the end (the file's size and version noted from either,
+        :meth:`Source._seen`); else an error (the connection dropped rather than the whole file
+        read)."""
         response = self._get({"Range": spec, "Accept-Encoding": "identity"})
         if response.status not in (206, 416):
             response.close()
@@ -202,10 +211,13 @@ class HttpSource(Source):
                 "whole files"
             )
         if response.status == 206 or "Content-Range" in response.headers:
-            total = _total_from(response.headers.get("Content-Range"), self.path)
+            content_range = response.headers.get("Content-Range", "")
             try:
+                total = _total_from(content_range, self.path)
+                if response.status == 206:
+                    _check_span(spec, content_range, total, self.path)
                 self._seen(_version(total, response.headers))
-            except FileChangedError:
+            except (FileChangedError, RangeNotSupportedError):
                 response.close()
                 raise
             self._size = total
@@ -313,6 +325,21 @@ def _cut(response: urllib3.BaseHTTPResponse, given_up: threading.Event) -> None:
 
 def _version(size: int, headers: Mapping[str, str]) -> RemoteVersion:
     return RemoteVersion(size, headers.get("ETag"), headers.get("Last-Modified"))
+
+
+def _check_span(spec: str, content_range: str, total: int, url: str) -> None:
+    """Raise :class:`RangeNotSupportedError` where a 206's Content-Range ('bytes 0-9/1234') is
+    not the span of ``spec`` ('bytes=10-19', 'bytes=-64'), clipped to the file's ``total``
+    bytes: a server that answers with other bytes than asked would have them read as the
+    asked ones."""
+    first, _, last = spec[len("bytes="):].partition("-")
+    start = max(0, total - int(last)) if first == "" else int(first)
+    end = total - 1 if first == "" or last == "" else min(int(last), total - 1)
+    answered = _SPAN.fullmatch(content_range.strip())
+    if answered is None or (int(answered[1]), int(answered[2])) != (start, end):
+        raise RangeNotSupportedError(f"{url}: the server answered 'Range: {spec}' with "
+                                     f"'Content-Range: {content_range}', other bytes than "
+                                     "asked")
 
 
 def _total_from(content_range: str | None, url: str) -> int:

@@ -102,8 +102,8 @@ def s3_error(exc: OSError, url: str, storage: StorageOptions
     if any(mark in lowered for mark in ("couldn't connect", "curlcode: 7", "connection refused",
                                         "network_connection", "unable to connect",
                                         "timeout", "timed out")):
-        return UnreachableError(f"cannot reach the S3 endpoint{where or ' (AWS)'} for {url}: "
-                                f"{text}")
+        return UnreachableError(f"cannot reach the S3 endpoint {storage.endpoint or '(AWS)'} "
+                                f"for {url}: {text}")
     return RemoteError(f"S3 request for {url}{where} failed: {text}")
 
 
@@ -130,56 +130,55 @@ def kvikio_s3_args(url: str, size: int, storage: StorageOptions) -> KvikioOpen |
 
 class S3Source(Source):
     """An S3 object read by ranged GETs through Arrow's S3 client (``read_at``). Its version is
-    its size and LastModified, asked by a HEAD (Arrow's ``get_file_info``). Arrow's file is
-    opened (another HEAD) at the first read, which a GPU read that KvikIO fetches never makes:
-    opening the objects one after another took a large share of such a read
-    (benchmarks/results/2026-11-25-figures-from-io-comments.md); KvikIO's reads confirm the
-    version once done instead."""
+    its size, ETag and LastModified, which Arrow's file says when it is opened (a HEAD): the
+    ETag tells apart an object put again within the second, of the same size, which
+    LastModified (whole seconds) does not. A source made without a version opens the file at
+    once; one given planning's version opens it (and checks the version) at the first read,
+    which a GPU read that KvikIO fetches never makes: opening the objects one after another took
+    a large share of such a read (benchmarks/results/2026-11-25-figures-from-io-comments.md);
+    KvikIO's reads confirm the version once done instead."""
 
     def __init__(self, url: str, storage: StorageOptions, version: RemoteVersion | None = None):
         super().__init__(url, version, storage.check_version)
         self._storage = storage
         self._file: pa.NativeFile | None = None
         self._open_lock = threading.Lock()
-        self._planned = version is not None
         if version is None:
             self._size = self._fetch_size()
 
     def _opened(self) -> pa.NativeFile:
-        """Arrow's file, opened by the first call; a planned version is first asked again (the
-        answers to Arrow's reads say nothing of it: a rewrite of the same size since planning
-        would go unseen), and the file's size checked against it."""
+        """Arrow's file, opened by the first read (or size asked) that finds none."""
         with self._open_lock:
-            if self._file is None:
-                if self._planned:
-                    self._fetch_size()
-                try:
-                    file = s3_filesystem(self._storage).open_input_file(self.path[len("s3://"):])
-                except OSError as exc:
-                    raise s3_error(exc, self.path, self._storage) from exc
-                try:
-                    self._seen(RemoteVersion(file.size()))
-                except FileChangedError:
-                    file.close()
-                    raise
-                self._file = file
-            return self._file
+            file = self._file
+        return file if file is not None else self._open()[0]
 
     def kvikio_args(self) -> KvikioOpen | None:
         return kvikio_s3_args(self.path, self.size(), self._storage)
 
     def _fetch_size(self) -> int:
-        """The object's size and LastModified (a HEAD), checked against its version."""
+        return self._open()[1]
+
+    def _open(self) -> tuple[pa.NativeFile, int]:
+        """Arrow's file of the object, opened now (a HEAD), and its size; its version is
+        checked against the one seen before (:meth:`Source._seen`). The first file opened is
+        kept for the reads, later ones closed."""
         try:
-            info = s3_filesystem(self._storage).get_file_info(self.path[len("s3://"):])
+            file = s3_filesystem(self._storage).open_input_file(self.path[len("s3://"):])
         except OSError as exc:
             raise s3_error(exc, self.path, self._storage) from exc
-        if info.size is None:  # Arrow's answer to a 404 (or to a prefix: a "directory")
-            where = f" at endpoint {self._storage.endpoint}" if self._storage.endpoint else ""
-            raise SourceNotFoundError(f"no such object: {self.path}{where}")
-        self._seen(RemoteVersion(info.size, None,
-                                 info.mtime.isoformat() if info.mtime is not None else None))
-        return info.size
+        size = file.size()
+        try:
+            self._seen(_version(size, file.metadata()))
+        except FileChangedError:
+            file.close()
+            raise
+        with self._open_lock:
+            if self._file is None:
+                self._file = file
+            kept = self._file
+        if kept is not file:
+            file.close()
+        return kept, size
 
     def _read(self, offset: int, length: int) -> bytes:
         file = self._opened()
@@ -194,6 +193,14 @@ class S3Source(Source):
 
 
 
+def _version(size: int, metadata: dict[str, bytes]) -> RemoteVersion:
+    """What an opened object's metadata (Arrow's, from its HEAD's headers) says of its
+    version."""
+    etag, modified = metadata.get("ETag"), metadata.get("Last-Modified")
+    return RemoteVersion(size, etag.decode() if etag else None,
+                         modified.decode() if modified else None)
+
+
 def list_s3(url: str, storage: StorageOptions) -> list[str]:
     """Every object under an ``s3://bucket/prefix`` (recursively), as sorted URLs."""
     filesystem = s3_filesystem(storage)
@@ -203,6 +210,9 @@ def list_s3(url: str, storage: StorageOptions) -> list[str]:
         if info.type == fs.FileType.File:
             return [url]
         if info.type == fs.FileType.NotFound:
+            bucket = base.split("/", 1)[0]
+            if bucket != base and filesystem.get_file_info(bucket).type == fs.FileType.NotFound:
+                raise SourceNotFoundError(f"no such bucket {bucket!r}: {url}")
             raise SourceNotFoundError(f"no such object or prefix: {url}")
         found = filesystem.get_file_info(fs.FileSelector(base, recursive=True))
     except SourceNotFoundError:

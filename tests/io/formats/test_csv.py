@@ -124,6 +124,49 @@ def test_csv_values_that_break_the_sampled_types_name_the_bytes(tmp_path, read_a
     assert len(got) == 300_001 and got["a"].iloc[-1] == "oops"
 
 
+@pytest.mark.parametrize("newlines_in_values", [False, True])
+def test_a_row_that_does_not_parse_is_named_by_the_byte_it_starts_at(tmp_path, read_all,
+                                                                       newlines_in_values):
+    """Arrow numbers rows from the start of the bytes it parsed, a range's own: the error names
+    the file's byte where the row starts (and its line, in the sample that starts the file);
+    a newline inside quotes does not end a row."""
+    note = '"two\nlines"' if newlines_in_values else "one line"
+    rows = [f"{i},{note}\n" for i in range(CSV_SAMPLE // 10)]
+    fmt = format_for("csv", newlines_in_values=newlines_in_values)
+    for bad, line in ((5, " \\(line 7\\)"), (len(rows) - 5, "")):
+        path = tmp_path / f"bad-{bad}.csv"
+        text = "id,note\n" + "".join(rows[:bad]) + "1,2,3\n" + "".join(rows[bad + 1:])
+        path.write_text(text)
+        offset = len("id,note\n" + "".join(rows[:bad]))
+        where = f"the row at byte {offset}{line if not newlines_in_values else ''}: "
+        with pytest.raises(CorruptFileError, match=f"{where}Expected 2 columns, got 3: 1,2,3"):
+            read_all(plan_fragments(str(path), format=fmt, partition_bytes=2**18,
+                                    storage=FIXED))
+
+
+@pytest.mark.parametrize("newlines_in_values", [False, True])
+def test_a_quote_left_open_is_an_error_not_one_value(tmp_path, read_all, newlines_in_values):
+    """Arrow reads a quoted field that never closes as one value holding the rest of the rows;
+    pandas fails ('EOF inside string'), and so does the read, naming the row, in the sample and
+    in a range past it, whatever columns it reads. A quote inside an unquoted value is a
+    character like any other."""
+    rows = [f"{i},note {i}\n" for i in range(CSV_SAMPLE // 10)]
+    fmt = format_for("csv", newlines_in_values=newlines_in_values)
+    for bad in (5, len(rows) - 5):
+        path = tmp_path / f"open-{bad}.csv"
+        path.write_text("id,note\n" + "".join(rows[:bad]) + '1,"never closed\n'
+                        + "".join(rows[bad + 1:]))
+        offset = len("id,note\n" + "".join(rows[:bad]))
+        with pytest.raises(CorruptFileError, match=f"open-{bad}.csv.*: the row at byte {offset}"
+                                                   ".* opens a quote that is not closed by byte"):
+            read_all(plan_fragments(str(path), ["id"], format=fmt, partition_bytes=2**18,
+                                    storage=FIXED))
+    path = tmp_path / "inches.csv"
+    path.write_text("id,note\n1,5'11\"\n2,6'\n")
+    got, _ = read_all(plan_fragments(str(path), format=fmt, storage=FIXED))
+    assert got["note"].tolist() == ["5'11\"", "6'"]
+
+
 def test_csv_with_newlines_in_values_reads_each_file_whole_like_pandas(tmp_path, read_all):
     # Most newlines are inside quoted fields, the last one of the sampled MiB among them.
     more = "more\n" * 40

@@ -122,3 +122,21 @@ def test_a_footer_s_layout_says_what_pyarrow_says_and_is_made_once(tmp_path):
     assert column_chunk_ranges(metadata, [5, 0, 2], ["name", "point"]) == [
         (start, end - start) for start, end in parquet.coalesce(spans)]
     assert column_chunk_ranges(metadata, [], ["id"]) == []
+
+
+@pytest.mark.parametrize("filters", [None, [("id", "<", 10)]])
+def test_pages_written_with_a_checksum_are_checked(tmp_path, read_all, filters):
+    """An uncompressed page decodes whatever its bytes hold: a corrupt one is found by its CRC,
+    in whole row groups and in the pages a selective read fetches (filters)."""
+    table = pa.table({"id": pa.array(range(4000), pa.int64()),
+                      "x": pa.array([i * 0.5 for i in range(4000)])})
+    path = tmp_path / "crc.parquet"
+    pq.write_table(table, path, compression="none", use_dictionary=False,
+                   write_page_checksum=True, write_page_index=True, data_page_size=4096)
+    start = pq.ParquetFile(path).metadata.row_group(0).column(1).data_page_offset
+    data = bytearray(path.read_bytes())
+    data[start + 100:start + 160] = bytes(60)  # values of x's first page
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match=f"{path} \\(row group 0\\) cannot be decoded: "
+                                               ".*CRC checksum verification failed"):
+        read_all(plan_fragments(str(path), filters=filters, storage=FIXED))

@@ -11,6 +11,7 @@ import pytest
 
 from gpuframe.errors import OptionError
 from gpuframe.io.errors import (
+    AccessDeniedError,
     FilterError,
     NotARegularFileError,
     SourceNotFoundError,
@@ -78,3 +79,27 @@ def test_a_fifo_in_a_dataset_is_refused_by_name(tmp_path, how):
     with pytest.raises(NotARegularFileError, match="part-1.parquet is not a regular file "
                                                    r"\(a FIFO\)"):
         expand_source(source, storage_options())
+
+
+def test_files_and_folders_that_permissions_hide_are_refused_by_name(
+        tmp_path, plan_bound_by_permissions):
+    """A folder above a file that cannot be searched is not 'no such file', and a folder of a
+    dataset that cannot be listed does not leave its files out of the read."""
+    import pandas as pd
+
+    for folder in ("open", "shut", "dataset/year=1", "dataset/year=2"):
+        (tmp_path / folder).mkdir(parents=True)
+        pd.DataFrame({"x": [1]}).to_parquet(tmp_path / folder / "part.parquet")
+    unreadable = tmp_path / "open" / "part.parquet"
+    for locked in (unreadable, tmp_path / "shut", tmp_path / "dataset" / "year=2"):
+        locked.chmod(0)
+    with pytest.raises(AccessDeniedError, match=f"cannot open {unreadable}: permission denied"):
+        plan_bound_by_permissions(str(unreadable), "parquet")
+    shut = tmp_path / "shut" / "part.parquet"
+    with pytest.raises(AccessDeniedError, match=f"cannot reach {shut}: permission denied to a "
+                                                "folder above it"):
+        plan_bound_by_permissions(str(shut), "parquet")
+    with pytest.raises(AccessDeniedError, match=f"cannot list {tmp_path}/dataset/year=2, a "
+                                                "folder of the dataset: permission denied"):
+        plan_bound_by_permissions(str(tmp_path / "dataset"), "parquet")
+

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 from pyarrow import orc
@@ -144,6 +145,25 @@ def test_cudf_reader_names_the_corrupt_file_among_those_read_in_one_call(read_pl
                           gpu_engine)
         check_same(again, pd.read_parquet(good) if kind == "parquet"
                    else orc.read_table(good).to_pandas())
+
+
+@pytest.mark.parametrize("kind", ["orc", "csv"])
+def test_a_local_file_written_again_larger_after_planning_is_changed(read_plan, engine,
+                                                                     tmp_path, kind):
+    """Its first stripes or lines may be where the plan reads: without a look at its size, the
+    read would give them as if they were the planned ones (formats whose metadata says the
+    size)."""
+    path = tmp_path / f"grown.{kind}"
+    table = pa.table({"id": np.arange(5000), "s": [f"s{i % 7}" for i in range(5000)]})
+    write = {"orc": lambda t: orc.write_table(t, path, stripe_size=4096),
+             "csv": lambda t: pacsv.write_csv(t, path)}[kind]
+    write(table)
+    plan = plan_fragments(str(path), format=kind, workers=engine.workers)
+    planned = path.stat().st_size
+    write(pa.concat_tables([table, table]))
+    with pytest.raises(FileChangedError, match=f"{path} changed since it was planned "
+                                               f"\\(size {planned} -> {path.stat().st_size}\\)"):
+        read_plan(plan, engine)
 
 
 def test_a_csv_file_cut_after_planning_fails_the_read(read_plan, engine, tmp_path):

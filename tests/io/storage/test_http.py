@@ -162,6 +162,19 @@ def test_http_errors_name_the_url(http_server, closed_port):
         open_source(slow, storage_options(timeout=0.2)).read_range(0, 10)
 
 
+def test_an_answer_of_other_bytes_than_asked_is_refused(dataset_dir, http_server):
+    """'/wrongrange/' sends bytes from the file's start, whatever the Range: its Content-Range
+    says so, and the bytes would otherwise be read as those asked."""
+    data = (dataset_dir / PART).read_bytes()
+    source = open_source(f"{http_server.url}/wrongrange/{PART}")
+    assert source.read_range(0, 10) == data[:10]
+    refused = r"answered 'Range: bytes=100-109' with 'Content-Range: bytes 0-9/\d+', other bytes"
+    with pytest.raises(RangeNotSupportedError, match=f"wrongrange/{PART}: the server {refused}"):
+        source.read_range(100, 10)
+    with pytest.raises(RangeNotSupportedError, match=refused):
+        source.read_range_into(100, memoryview(bytearray(10)))
+
+
 def test_errors_and_reprs_never_show_a_urls_password(http_server, closed_port):
     login = http_server.url.replace("http://", "http://reader:s3cr%40t@")
     source = open_source(f"{login}/nothere.parquet")
