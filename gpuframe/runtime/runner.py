@@ -219,6 +219,12 @@ class Job:
                 return
             sleep(SETTLE_POLL_SECONDS)
 
+    def held_bytes(self, futures: Sequence[Future]) -> int:
+        """Bytes the workers hold of ``futures``' results, as they reported them to the
+        scheduler when each task finished (Dask's ``sizeof``); no data moves."""
+        held = self.engine.client.nbytes(keys=[f.key for f in futures], summary=False)
+        return int(sum(held.values()))
+
     def gather(self, futures: Sequence[Future]) -> list[Any]:
         """The results of ``futures`` (small ones: samples, counts), failing as :meth:`wait`."""
         self.wait(futures)
