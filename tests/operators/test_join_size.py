@@ -8,7 +8,7 @@ from gpuframe.cluster.memory import WorkerMemory
 from gpuframe.errors import MemoryLimitError
 from gpuframe.operators.join import tasks_per_worker
 from gpuframe.operators.join_size import check_fits, estimate_output, split_hashes
-from gpuframe.operators.skew import SideProfile, SideSkew
+from gpuframe.operators.skew import SideProfile, SideSkew, plan_skew
 
 MiB = 2**20
 
@@ -100,3 +100,20 @@ def test_tasks_per_worker_keeps_each_join_task_within_its_share_of_memory():
     assert tasks_per_worker(100, 1, 25) == 4
     assert tasks_per_worker(20, 2, None) == 1
     assert tasks_per_worker(0, 2, 25) == 1
+
+
+@pytest.mark.parametrize("keys", [["k"], ["k", "s"]], ids=["one", "two"])
+def test_split_keys_are_known_by_the_hashes_of_the_sample(keys):
+    """The heavy keys the skew plan names (a text key, a null one) hash as they do in the
+    sample: a split key taken for an unsplit one would be refused for nothing."""
+    rows = 3000
+    side = pd.DataFrame({"k": ["heavy"] * (rows // 2) + [None] * (rows // 4)
+                         + [f"light{i}" for i in range(rows // 4)],
+                         "s": [1.5] * (rows // 2) + [np.nan] * (rows // 2)})
+    sampled = SideProfile([side[keys]], [rows], 16 * rows, {})
+    output = estimate_output(sampled, sampled, keys, keys, "inner")
+    skew = plan_skew(sampled, sampled, "inner", keys, keys, 2, 0.25)
+    assert skew is not None
+    split = split_hashes(skew.left, sampled.samples)
+    assert len(split) == 2 and np.isin(split, output.hashes).all()
+    assert output.largest_unsplit(split) == output.row_bytes  # a light key: one row each side
