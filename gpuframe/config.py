@@ -122,10 +122,12 @@ class JoinOptions:
     partitions_per_worker: int | None = _option(
         None, _count,
         "join tasks (output partitions) per worker; None: as many as keep one task's buckets "
-        "within join_memory_fraction of a worker's memory limit",
+        "and its output (estimated from the key sample, many-to-many fan-out included) within "
+        "join_memory_fraction of a worker's memory limit",
     )
     join_memory_fraction: float = _option(
-        0.25, float, "the share of a worker's memory limit one join task's buckets may take",
+        0.25, float,
+        "the share of a worker's memory limit one join task's buckets and output may take",
     )
 
     def broadcasts(self, small: float, large: float, n_workers: int) -> bool:

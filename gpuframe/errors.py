@@ -52,3 +52,8 @@ class UnknownColumnError(GpuframeError, KeyError):
 
 class ExpressionError(GpuframeError, TypeError):
     """A column expression is built or used in a way that cannot be evaluated."""
+
+
+class MemoryLimitError(GpuframeError, MemoryError):
+    """Work that cannot fit the memory it would run in, refused before it starts: the message
+    gives the estimated size and the limits it was held against."""

@@ -22,10 +22,11 @@ from distributed import Future
 from . import groupby as grouping
 from . import ordering, writers
 from .backend import get_backend
+from .cluster import memory
 from .cluster.engine import Engine, current_engine
 from .config import JoinOptions, resolve
 from .diagnostics.jobs import operator_stats
-from .errors import JoinError, OptionError, UnknownColumnError
+from .errors import JoinError, MemoryLimitError, OptionError, UnknownColumnError
 from .execute import Execution, run_plan
 from .plan.explain import Actual, explain
 from .plan.expr import Col, Expr, as_expr
@@ -45,6 +46,7 @@ from .plan.nodes import (
 from .plan.optimize import optimize
 from .plan.topk import head_of
 from .runtime.runner import Job, Partitions
+from .units import byte_text
 
 if TYPE_CHECKING:
     from .exchange.placement import Partitioning
@@ -283,14 +285,17 @@ class DistributedFrame:
     def to_pandas(self) -> pd.DataFrame:
         """Every partition, converted to pandas on its worker and concatenated in order, with
         a RangeIndex as pandas gives a merge's result. A merge with ``sort=True`` is sorted
-        here, on the client: its partitions are hashed on the keys, not ranged."""
+        here, on the client: its partitions are hashed on the keys, not ranged. A frame the
+        client has no memory for raises :class:`~gpuframe.errors.MemoryLimitError` before
+        anything is gathered."""
         with self._action("to_pandas") as job:
             parts = self._run(job)
             if not parts.futures:
                 return self.meta.copy()
-            stage = job.stage("gather")
-            gathered = pd.concat(job.gather(stage.map(_as_pandas, parts, job.backend,
-                                                      strict=False)), ignore_index=True)
+            converted = job.stage("gather").map(_as_pandas, parts, job.backend, strict=False)
+            job.wait(converted)
+            _check_fits_here(job.held_bytes(converted), len(converted))
+            gathered = pd.concat(job.gather(converted), ignore_index=True)
         if isinstance(self._plan, Join) and self._plan.sort:
             return sorted_by_keys(gathered, self._plan)
         return gathered
@@ -333,6 +338,25 @@ class DistributedFrame:
                  else "lazy")
         return (f"<gpuframe DistributedFrame {state} backend={self.engine.backend.name} "
                 f"[{columns}]>")
+
+
+GATHER_COPIES = 2
+"""The bytes ``to_pandas()`` holds at its peak, in multiples of the frame's: the gathered
+partitions, and their concatenation."""
+
+
+def _check_fits_here(nbytes: int, npartitions: int) -> None:
+    """Raise :class:`MemoryLimitError` where gathering ``nbytes`` of partitions into one frame
+    needs more memory than this process has available."""
+    needed = GATHER_COPIES * nbytes
+    available = memory.available_here()
+    if needed > available:
+        raise MemoryLimitError(
+            f"to_pandas(): the frame's {npartitions} partitions hold {byte_text(nbytes)} on the "
+            f"workers; gathering and concatenating them here needs about {byte_text(needed)}, "
+            f"and this process has {byte_text(available)} of memory available. Reduce the "
+            "frame first (filter, select, aggregate), take head(), or write it with "
+            "write_parquet()")
 
 
 def _as_pandas(partition: Any, backend: str) -> pd.DataFrame:

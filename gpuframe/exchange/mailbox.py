@@ -17,7 +17,10 @@ that every partition's piece came with the rows its receipt counts.
 Nothing is left behind: when a send task's receipt is released (every consumer has run, or the
 job was cancelled or failed), its worker tells every peer to drop what the exchange still holds,
 and a worker keeps the ids of dropped exchanges for a while, so pieces that a cancelled sender
-delivers late are discarded.
+delivers late are discarded. A worker that still has a consumer of the exchange to run drops it
+only once none is left: the sender's copy of a receipt is also released when Dask's active memory
+manager removes it as a spare replica, while a peer's consumers, slowed by memory pressure, still
+wait on their own copies.
 
 Each delivery logs :data:`~gpuframe.diagnostics.stages.SEND_EVENT_TOPIC` with its bytes and
 interval, which the engine's metrics count as a transfer between the two workers.
@@ -55,6 +58,8 @@ PIECE_PREFIX = "gpuframe-piece-"
 """Names a received piece in the worker's data store; no task has such a key."""
 DROPPED_REMEMBERED = 4096
 """Ids of dropped exchanges a worker remembers, to discard their late pieces."""
+FINISHED = ("memory", "error", "released", "forgotten", "cancelled")
+"""A worker's task states in which a task will not read its inputs again."""
 IN_FLIGHT_PARTITIONS = 2
 """Partitions whose pieces a send task may have in flight at once: the next partition is cut
 while the last one's pieces travel, and no more, so a worker holds at most about two
@@ -130,6 +135,8 @@ class MailboxPlugin(WorkerPlugin):
     def __init__(self) -> None:
         self.worker: Worker | None = None
         self._senders: dict[str, tuple[str, tuple[str, ...]]] = {}  # key -> exchange, peers
+        self._deferred: set[str] = set()
+        """Exchanges asked to be dropped while a consumer here still waits on them."""
 
     def setup(self, worker: Worker) -> None:
         self.worker = worker
@@ -142,17 +149,34 @@ class MailboxPlugin(WorkerPlugin):
         return self.mailbox.put(exchange, source, {b: arrived(f) for b, f in pieces.items()})
 
     def _drop(self, exchange: str) -> None:
-        self.mailbox.drop(exchange)
+        if self._consumed_here(exchange):
+            self._deferred.add(exchange)
+        else:
+            self.mailbox.drop(exchange)
+
+    def _consumed_here(self, exchange: str) -> bool:
+        """Whether a task of this worker yet to finish depends on a send task of ``exchange``
+        (whose keys are the exchange's id and the sender's)."""
+        if self.worker is None:
+            return False
+        prefix = f"{exchange}-"
+        return any(task.state not in FINISHED
+                   and any(str(d.key).startswith(prefix) for d in task.dependencies)
+                   for task in self.worker.state.tasks.values())
 
     def sending(self, key: str, exchange: str, peers: Sequence[str]) -> None:
         """Task ``key`` sends for ``exchange`` to ``peers``: drop it there when ``key`` goes."""
         self._senders[key] = (exchange, tuple(peers))
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        if self._deferred and finish in FINISHED:
+            for exchange in [x for x in self._deferred if not self._consumed_here(x)]:
+                self._deferred.discard(exchange)
+                self.mailbox.drop(exchange)
         if finish not in ("released", "forgotten") or key not in self._senders:
             return
         exchange, peers = self._senders.pop(key)
-        self.mailbox.drop(exchange)
+        self._drop(exchange)
         worker = self.worker
         if worker is None:
             return

@@ -28,8 +28,12 @@ Memory: partitions, buckets and results are ordinary Dask keys, so the workers' 
 them out of memory like any other data (to disk past distributed's ``memory_limit`` targets on
 the CPU; device to host past dask-cuda's ``device_memory_limit`` on GPUs). One join task's buckets
 and output must fit at once, and Dask refuses a task whose inputs exceed its worker's memory
-limit, so each worker gets as many join tasks as keep one task's buckets within
-``join_memory_fraction`` of the smallest worker limit (``partitions_per_worker`` overrides).
+limit, so each worker gets as many join tasks as keep one task's buckets and output within
+``join_memory_fraction`` of the smallest worker limit (``partitions_per_worker`` overrides). The
+output is estimated from the key sample, many-to-many fan-out included
+(:mod:`~gpuframe.operators.join_size`), which also keeps a side from being broadcast where each
+task's output would outgrow that share, and refuses up front, with
+:class:`~gpuframe.errors.MemoryLimitError`, a join that surely cannot complete.
 
 Overlap: a destination fetches each bucket as soon as its source's partition task finishes, so
 transfers overlap the partitioning of later partitions. The local join starts once all of its
@@ -45,8 +49,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from distributed import Future
 
 from ..backend import get_backend
+from ..cluster.memory import WorkerMemory
 from ..exchange.exchange import Given, exchange
 from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous, HashPartitioning
@@ -54,14 +60,18 @@ from ..exchange.splitters import HashSplitter, Splitter, cast_keys
 from ..plan.bounds import rows_at_most
 from ..plan.explain import row_width, unsampled_broadcast
 from ..plan.nodes import Join
-from ..runtime.runner import Partitions
+from ..runtime.runner import Job, Partitions
 from ..units import byte_text
 from .join_schema import KeysNotUniqueError, KeyTypes, conform
+from .join_size import check_fits, estimate_output, split_hashes
 from .lowering import Lowering, lower
 from .skew import SideProfile, SkewSplitter, can_split, plan_skew, profile_sides
 from .steps import Chain, apply_steps
 
 SIDES = ("left", "right")
+OUTPUT_COPIES = 2
+"""The bytes a join task holds at its peak, in multiples of its output's: the output, and about
+as many again in the row indexers and columns the merge builds on the way."""
 
 
 @dataclass(frozen=True)
@@ -176,37 +186,50 @@ def _join(node: Join, lowering: Lowering, number: int, steps: tuple[Any, ...]) -
     opts = node.options
     workers = job.workers
     unsampled = unsampled_broadcast(node)
-    if unsampled is not None:
-        lowering.note(node, f"broadcast {unsampled} side (at most "
-                            f"{rows_at_most(getattr(node, unsampled))} rows, unsampled)")
-        return _broadcast(node, lowering, number, local, inputs, unsampled)
-    counted = _counted_broadcast(node, inputs)
-    if counted is not None:
-        lowering.note(node, f"broadcast {counted} side (at most "
-                            f"{inputs[counted].rows_at_most} rows, counted as it ran)")
-        return _broadcast(node, lowering, number, local, inputs, counted)
+    counted = None if unsampled is not None else _counted_broadcast(node, inputs)
+    copied = unsampled or counted
+    if copied is not None:
+        whole = _gathered(job, inputs[copied], local, copied)
+        # A cross join has no keys: every row of the copied side joins every row, as asked.
+        if node.how == "cross" or not _repeats_keys(job, whole, keys[copied]):
+            lowering.note(node, f"broadcast {copied} side (at most "
+                                + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
+                                   if unsampled else
+                                   f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
+            return _broadcast(node, lowering, number, local, inputs, copied, whole)
     # validate= checks each side's keys where all of their rows meet: a side split by heavy
     # keys has them spread over several tasks. sort=True keeps pandas' order of a key's rows
     # by joining them in one task, in input order.
     split = can_split(node.how, opts.skew_threshold, len(workers)) and not any(node.unique) \
         and not node.sort
-    profiles = profile_sides(job, inputs, keys, casts, opts.skew_sample_rows if split else 0)
+    profiles = profile_sides(job, inputs, keys, casts, opts.skew_sample_rows)
     sizes = {side: profiles[side].nbytes for side in SIDES}
     if node.how == "cross":
         small = "right" if sizes["right"] <= sizes["left"] else "left"
         lowering.note(node, f"cross: broadcast {small} side ({byte_text(sizes[small])} "
                             "sampled)")
         return _broadcast(node, lowering, number, local, inputs, small)
+    output = estimate_output(profiles["left"], profiles["right"], keys["left"], keys["right"],
+                             node.how)
+    task_bytes = _task_bytes(profiles, opts.join_memory_fraction)
+    made = OUTPUT_COPIES * output.nbytes
     for small, big in (("right", "left"), ("left", "right")):
-        if node.may_copy(small) and opts.broadcasts(sizes[small], sizes[big], len(workers)):
+        if node.may_copy(small) and opts.broadcasts(sizes[small], sizes[big], len(workers)) \
+                and (task_bytes is None or made <= task_bytes * len(inputs[big])):
             lowering.note(node, f"broadcast {small} side ({byte_text(sizes[small])} sampled, "
                                 f"{big} {byte_text(sizes[big])})")
             return _broadcast(node, lowering, number, local, inputs, small)
 
+    key_bytes = None if task_bytes is None else task_bytes / OUTPUT_COPIES
     skew = plan_skew(profiles["left"], profiles["right"], node.how, keys["left"],
-                     keys["right"], len(workers), opts.skew_threshold or 0.0) if split else None
+                     keys["right"], len(workers), opts.skew_threshold or 0.0,
+                     output.most_rows_of_a_key(key_bytes)) if split else None
+    check_fits(output, _workers_memory(profiles, workers),
+               split_hashes(skew.left if skew else None, profiles["left"].samples),
+               f"the {node.how} join on {', '.join(keys['left'])} = "
+               f"{', '.join(keys['right'])}")
     per_worker = opts.partitions_per_worker or tasks_per_worker(
-        profiles["left"], profiles["right"], len(workers), opts.join_memory_fraction)
+        profiles["left"].nbytes + profiles["right"].nbytes + made, len(workers), task_bytes)
     n = len(workers) * per_worker
     splitters: dict[str, Splitter] = {}
     for side in SIDES:
@@ -214,7 +237,8 @@ def _join(node: Join, lowering: Lowering, number: int, steps: tuple[Any, ...]) -
         side_skew = getattr(skew, side) if skew else None
         splitters[side] = SkewSplitter(by_hash, side_skew, job.backend) if side_skew else by_hash
     lowering.note(node, f"shuffle: {len(workers)} workers x {per_worker} join tasks"
-                        + (", heavy keys split" if skew else ""))
+                        + (", heavy keys split" if skew else "")
+                        + f" (output about {byte_text(output.nbytes)} estimated)")
     buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side)
                for side in SIDES}
     owners = buckets["left"].owners
@@ -283,14 +307,15 @@ def _into_buckets(node: Join, lowering: Lowering, number: int, local: LocalJoin,
 
 
 def _broadcast(node: Join, lowering: Lowering, number: int, local: LocalJoin,
-               inputs: dict[str, Partitions], small: str) -> Partitions:
-    """The ``small`` side gathered on one worker (and copied from there to every worker that
-    joins with it); each partition of the other side joined with it where it lies."""
+               inputs: dict[str, Partitions], small: str, whole: Future | None = None
+               ) -> Partitions:
+    """The ``small`` side gathered on one worker (``whole``, where it is already), and copied
+    from there to every worker that joins with it; each partition of the other side joined
+    with it where it lies."""
     job = lowering.job
     big = "left" if small == "right" else "right"
-    casts = local.types.left if small == "left" else local.types.right
-    whole = job.stage("broadcast").submit(gather_side, inputs[small].futures, casts,
-                                          job.backend, index=(0,))
+    if whole is None:
+        whole = _gathered(job, inputs[small], local, small)
     stage = job.stage("join")
     futures = []
     for i, (part, owner) in enumerate(zip(inputs[big].futures, inputs[big].owners)):
@@ -303,6 +328,27 @@ def _broadcast(node: Join, lowering: Lowering, number: int, local: LocalJoin,
         placement = _output_placement(node, placed.hash_types, placed.n, placed.owners,
                                       side=big, keys=placed.keys)
     return Partitions(futures, list(inputs[big].owners), node.meta, placement)
+
+
+def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str) -> Future:
+    """The broadcast task of ``side``: all of ``parts`` as one frame, on one worker."""
+    casts = local.types.left if side == "left" else local.types.right
+    return job.stage("broadcast").submit(gather_side, parts.futures, casts, job.backend,
+                                         index=(0,))
+
+
+def _repeats_keys(job: Job, whole: Future, keys: list[str]) -> bool:
+    """Whether the side gathered as ``whole``, copied without a sample, holds a key more than
+    once: each broadcast task's output may then be many times its partition of the other side
+    (a many-to-many fan-out), which only a sample of both sides estimates. Waits for that side
+    alone, not the other."""
+    stage = job.stage("fanout")
+    return bool(job.gather([stage.submit(repeats_keys, whole, keys, index=(0,))])[0])
+
+
+def repeats_keys(frame: Any, keys: list[str]) -> bool:
+    """On a worker: whether ``frame`` (None: no rows) holds a key tuple more than once."""
+    return frame is not None and bool(frame.duplicated(subset=keys).any())
 
 
 def gather_side(parts: list[Any], casts: dict[str, Any], backend: str) -> Any:
@@ -330,14 +376,31 @@ def _output_placement(node: Join, hash_types: Sequence[str], n: int, owners: Seq
     return HashPartitioning(tuple(out), tuple(hash_types), n, tuple(owners))  # type: ignore[arg-type]
 
 
-def tasks_per_worker(left: SideProfile, right: SideProfile, n_workers: int,
-                     fraction: float) -> int:
-    """Join tasks per worker such that one task's buckets (an even share of both sides) take at
-    most ``fraction`` of the smallest worker memory limit. Dask refuses to run a task whose
-    inputs exceed its worker's limit, spilling or not, so a join larger than the workers'
-    memory must be cut into several tasks per worker to complete by spilling."""
-    limits = [p.memory_limit for p in (left, right) if p.memory_limit]
-    if not limits:
+def tasks_per_worker(nbytes: float, n_workers: int, task_bytes: float | None) -> int:
+    """Join tasks per worker such that one task's even share of ``nbytes``, both sides' buckets
+    and the estimated output, which it holds at once, takes at most ``task_bytes``. Dask
+    refuses to run a task whose inputs exceed its worker's limit, spilling or not, and a task's
+    output is made in memory whole, so a join larger than the workers' memory, or one whose
+    keys fan out many times its inputs, must be cut into several tasks per worker to complete
+    by spilling."""
+    if task_bytes is None:
         return 1
-    share = (left.nbytes + right.nbytes) / n_workers
-    return max(1, math.ceil(share / (fraction * min(limits))))
+    return max(1, math.ceil(nbytes / n_workers / task_bytes))
+
+
+def _task_bytes(profiles: dict[str, SideProfile], fraction: float) -> float | None:
+    """The bytes one join task may hold: ``fraction`` of the smallest worker memory limit
+    (None: no worker has one)."""
+    limits = [m.limit for p in profiles.values() for m in p.memory.values() if m.limit]
+    return fraction * min(limits) if limits else None
+
+
+def _workers_memory(profiles: dict[str, SideProfile], workers: Sequence[str]
+                    ) -> list[WorkerMemory]:
+    """Each of ``workers``' memory, as the sampling tasks found it; a worker that sampled
+    nothing is taken to have the least memory of those that did."""
+    known = {a: m for p in profiles.values() for a, m in p.memory.items()}
+    if not known:
+        return []
+    least = min(known.values(), key=lambda m: (m.limit or math.inf, m.room or math.inf))
+    return [known.get(worker, least) for worker in workers]

@@ -37,6 +37,7 @@ copied side is preserved, could leave a bucket with its copied rows and none of 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ..backend import get_backend
+from ..cluster.memory import WorkerMemory, this_worker_memory
 from ..errors import JoinError
 from ..exchange.pack import hash_rows, hash_split
 from ..exchange.splitters import HashSplitter, cast_keys
@@ -95,7 +97,12 @@ class SideProfile:
     samples: list[pd.DataFrame]
     lengths: list[int]
     nbytes: int
-    memory_limit: int | None  # the smallest of the owners' (device memory's, on GPUs)
+    memory: dict[str, WorkerMemory]
+    """The memory of each worker that sampled a partition."""
+
+    @property
+    def rows(self) -> int:
+        return sum(self.lengths)
 
 
 @dataclass(frozen=True)
@@ -138,15 +145,15 @@ def profile_sides(job: Job, inputs: dict[str, Partitions], keys: dict[str, list[
                 for side, side_futures in futures.items()}
     return {side: SideProfile([p[0] for p in parts], [p[1] for p in parts],
                               sum(p[2] for p in parts),
-                              min((p[3] for p in parts if p[3]), default=None))
+                              {p[3].address: p[3] for p in parts if p[3] is not None})
             for side, parts in gathered.items()}
 
 
 def profile_partition(part: Any, keys: list[str], casts: dict[str, Any], rows: int, seed: int,
-                      backend: str) -> tuple[pd.DataFrame, int, int, int | None]:
+                      backend: str) -> tuple[pd.DataFrame, int, int, WorkerMemory | None]:
     """On the partition's owner: up to ``rows`` of its key tuples, distinct rows drawn at random
     (so a key's count in the sample is a sure lower bound of its rows in the partition), as
-    pandas; its length; its bytes; the worker's memory limit (None: none, or not on a worker)."""
+    pandas; its length; its bytes; the worker's memory (None: not on a worker)."""
     frames = get_backend(backend)
     length = len(part)
     picked = part[keys]
@@ -160,30 +167,19 @@ def profile_partition(part: Any, keys: list[str], casts: dict[str, Any], rows: i
             raise JoinError(f"key column(s) {list(casts)} cannot be joined as {casts}: "
                             f"{error} (an object key joined with an integer key must hold "
                             "integers)") from error
-    return frames.to_pandas(picked), length, frames.nbytes(part), _memory_limit()
-
-
-def _memory_limit() -> int | None:
-    """This worker's memory limit: device memory's where a GPU worker holds one (dask-cuda),
-    else host memory's."""
-    from distributed import get_worker
-
-    try:
-        worker = get_worker()
-    except ValueError:
-        return None
-    limits = [getattr(worker.data, "device_memory_limit", None),
-              getattr(worker.memory_manager, "memory_limit", None)]
-    positive = [int(limit) for limit in limits if isinstance(limit, (int, float)) and limit > 0]
-    return min(positive, default=None)
+    return frames.to_pandas(picked), length, frames.nbytes(part), this_worker_memory()
 
 
 def plan_skew(left: SideProfile, right: SideProfile, how: str, left_keys: list[str],
-              right_keys: list[str], n_workers: int, threshold: float) -> SkewPlan | None:
-    """The heavy keys to split, from both sides' samples; None where none are."""
+              right_keys: list[str], n_workers: int, threshold: float,
+              most_output: float = math.inf) -> SkewPlan | None:
+    """The heavy keys to split, from both sides' samples; None where none are. ``most_output``:
+    the rows one task can hold of one key's output (:func:`find_heavy`), where a key's may
+    be more."""
     share = threshold / n_workers
-    if all(_most_rows(profile, keys) <= share * max(_sampled_rows(profile), 1) * (1 - 1e-9)
-           for profile, keys in ((left, left_keys), (right, right_keys))):
+    if most_output == math.inf and all(
+            _most_rows(profile, keys) <= share * max(_sampled_rows(profile), 1) * (1 - 1e-9)
+            for profile, keys in ((left, left_keys), (right, right_keys))):
         # No key can be heavy: skip counting keys by value, which took pandas longer than
         # the rest of planning a join where keys are nearly unique (the usual case).
         return None
@@ -191,7 +187,7 @@ def plan_skew(left: SideProfile, right: SideProfile, how: str, left_keys: list[s
     counts_right = count_keys(right.samples, right.lengths, right_keys)
     for counts in (counts_right.rows, counts_right.in_one_partition):
         counts.index.names = counts_left.rows.index.names
-    heavy = find_heavy(counts_left, counts_right, how, n_workers, threshold)
+    heavy = find_heavy(counts_left, counts_right, how, n_workers, threshold, most_output)
     if heavy is None:
         return None
     spread_left, spread_right = heavy.spread_left, heavy.spread_right
@@ -243,7 +239,7 @@ def count_keys(samples: list[pd.DataFrame], lengths: list[int], keys: list[str])
 
 
 def find_heavy(left: KeyCounts, right: KeyCounts, how: str, n_workers: int,
-               threshold: float) -> HeavyKeys | None:
+               threshold: float, most_output: float = math.inf) -> HeavyKeys | None:
     """The keys to spread of each side, from both sides' key counts; None when none are.
 
     A key is heavy when its rows on either side exceed ``threshold`` of one worker's share of
@@ -253,7 +249,9 @@ def find_heavy(left: KeyCounts, right: KeyCounts, how: str, n_workers: int,
     holds at least one per worker. Input shares, not output estimates, decide: a sample of a few
     thousand rows per partition measures a share of ``threshold / n_workers`` well, while the
     product of two sparse samples' counts is mostly noise. The keys that dominate the output of
-    a skewed join are heavy on at least one side.
+    a skewed join are heavy on at least one side. Where one task cannot hold ``most_output``
+    rows, a key estimated to output more (a many-to-many fan-out of keys light on both sides)
+    is heavy too: erring there only splits a key that needed no splitting.
     """
     if left.rows.empty or right.rows.empty:
         index = right.rows.index if left.rows.empty else left.rows.index
@@ -265,7 +263,8 @@ def find_heavy(left: KeyCounts, right: KeyCounts, how: str, n_workers: int,
     sure = sure.reindex(rows.index).fillna(0.0)
     share = threshold / n_workers
     heavy = ((rows["left"] > share * max(rows["left"].sum(), 1))
-             | (rows["right"] > share * max(rows["right"].sum(), 1))).to_numpy()
+             | (rows["right"] > share * max(rows["right"].sum(), 1))
+             | (rows["left"] * rows["right"] > most_output)).to_numpy()
     has_null = rows.index.to_frame().isna().any(axis=1).to_numpy()
     allowed, guarded = {}, {}
     for side in ("left", "right"):

@@ -21,6 +21,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from time import sleep
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pandas as pd
@@ -34,6 +35,7 @@ from ..diagnostics.stages import (
     JOB_EVENT_TOPIC,
     OUTPUT_EVENT_TOPIC,
     STAGE_EVENT_TOPIC,
+    job_of,
     new_job,
     task_key,
 )
@@ -41,7 +43,7 @@ from ..errors import ClusterError, GpuframeError, OptionError, PartitionError, W
 from ..units import byte_text
 
 if TYPE_CHECKING:
-    from distributed import Scheduler
+    from distributed import Scheduler, Worker
 
     from ..cluster.engine import Engine
     from ..exchange.placement import Partitioning, RangeOrdering
@@ -50,6 +52,11 @@ logger = logging.getLogger("gpuframe")
 
 EXCHANGES = ("direct", "tasks")
 """How an exchange moves rows (:class:`~gpuframe.config.RuntimeOptions`' ``exchange``)."""
+
+SETTLE_SECONDS = 30.0
+"""The longest a job that lost a worker to its memory waits for the cluster to settle before it
+raises (:meth:`Job._settle`): a nanny restarts its worker within seconds."""
+SETTLE_POLL_SECONDS = 0.2
 
 MEMORY_RESTART_TOPIC = "worker-restart-memory"
 """The event a nanny logs when it restarts its worker for holding more than its memory limit
@@ -184,15 +191,39 @@ class Job:
 
     def _lost(self, worker: str, why: str, key: Key) -> NoReturn:
         """Cancel the job and raise :class:`WorkerLostError`: ``worker`` ``why``, naming the
-        stage and partitions of the job it ran (the task ``key`` where it ran none)."""
+        task ``key`` it held up and the stage and partitions of the job it ran. Where a nanny
+        restarted it for its memory, first wait for the cluster to settle (:meth:`_settle`)."""
         self.cancel()
-        mine = [info for info in self._info.values() if info.owner in worker.split(", ")]
+        gone = worker.split(", ")
+        if _memory_restart(self.engine.client.get_events(MEMORY_RESTART_TOPIC), gone):
+            self._settle()
+        mine = [info for info in self._info.values() if info.owner in gone]
         stages = sorted({info.stage for info in mine})
         parts = sorted({info.partition for info in mine if info.partition >= 0})
-        what = (f"the {', '.join(stages)} stage's partitions {parts}" if mine else
-                f"task {key}")
-        raise WorkerLostError(f"worker {worker} {why}: {what} of job {self.id} ({self.name}) "
-                              f"cannot be made")
+        held = f" and the {', '.join(stages)} stage's partitions {parts}" if mine else ""
+        raise WorkerLostError(f"worker {worker} {why}: task {key}{held} of job {self.id} "
+                              f"({self.name}) cannot be made")
+
+    def _settle(self) -> None:
+        """Wait, at most :data:`SETTLE_SECONDS`, until no worker still runs a task of this job
+        (a cancelled task runs to its end, and one that outgrows its worker's memory gets that
+        worker restarted too) and the cluster has as many workers as the job started with, so
+        that the next job starts on a whole cluster rather than on a worker about to go."""
+        deadline = time() + SETTLE_SECONDS
+        while time() < deadline:
+            try:
+                running = self.engine.client.run(runs_tasks_of, self.id)
+            except Exception:  # noqa: BLE001 (a worker going away as asked: ask again)
+                running = {"": True}
+            if not any(running.values()) and len(self.engine.workers) >= len(self.workers):
+                return
+            sleep(SETTLE_POLL_SECONDS)
+
+    def held_bytes(self, futures: Sequence[Future]) -> int:
+        """Bytes the workers hold of ``futures``' results, as they reported them to the
+        scheduler when each task finished (Dask's ``sizeof``); no data moves."""
+        held = self.engine.client.nbytes(keys=[f.key for f in futures], summary=False)
+        return int(sum(held.values()))
 
     def gather(self, futures: Sequence[Future]) -> list[Any]:
         """The results of ``futures`` (small ones: samples, counts), failing as :meth:`wait`."""
@@ -320,6 +351,12 @@ class Stage:
         return [self.submit(fn, future, *args, index=(i,), owner=owner, node=node,
                             strict=strict)
                 for i, (future, owner) in enumerate(zip(inputs.futures, inputs.owners))]
+
+
+def runs_tasks_of(job: str, dask_worker: Worker) -> bool:
+    """On a worker: whether it is running a task of ``job``."""
+    return any(job_of(task.key) == job for task in (*dask_worker.state.executing,
+                                                     *dask_worker.state.long_running))
 
 
 def stalled(dask_scheduler: Scheduler, keys: Sequence[Key], silence: float

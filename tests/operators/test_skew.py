@@ -170,7 +170,7 @@ def test_plan_skew_skips_counting_only_where_no_key_can_be_heavy():
                 sample = pd.DataFrame({"k": values, "j": rng.integers(0, 2, rows)})[keys]
                 samples.append(sample)
                 lengths.append(rows * int(rng.integers(1, 50)))
-            return SideProfile(samples, lengths, 0, None)
+            return SideProfile(samples, lengths, 0, {})
 
         left, right = side(), side()
         threshold = float(rng.choice([0.05, 0.25, 0.9, 2.0]))

@@ -1,0 +1,53 @@
+"""What a worker, and the client, can hold: memory limits and the disk a worker spills to.
+
+A join sizes its tasks by the smallest worker limit (one task's buckets and output are in
+memory at once) and refuses up front an output that every worker's memory and spill disk
+together could not hold (:mod:`gpuframe.operators.join_size`); ``to_pandas()`` refuses a frame
+larger than the client's free memory before it gathers.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+
+import psutil
+from distributed import get_worker
+
+
+@dataclass(frozen=True)
+class WorkerMemory:
+    """One worker's ``limit``, the bytes one task's data may take (device memory's limit on a
+    GPU worker, where it is the lower, else host memory's; None: no limit), and its ``room``,
+    the bytes of results it can hold in all: its memory limits plus the free disk of its spill
+    directory where it spills (None: unbounded, no host limit)."""
+
+    address: str
+    limit: int | None
+    room: int | None
+
+
+def this_worker_memory() -> WorkerMemory | None:
+    """On a worker: its memory (None outside a worker)."""
+    try:
+        worker = get_worker()
+    except ValueError:
+        return None
+    manager = worker.memory_manager
+    device = _positive(getattr(worker.data, "device_memory_limit", None))
+    host = _positive(manager.memory_limit)
+    limits = [limit for limit in (device, host) if limit]
+    if host is None:
+        return WorkerMemory(worker.address, min(limits, default=None), None)
+    spills = bool(manager.memory_target_fraction or manager.memory_spill_fraction)
+    disk = shutil.disk_usage(worker.local_directory).free if spills else 0
+    return WorkerMemory(worker.address, min(limits), sum(limits) + disk)
+
+
+def _positive(limit: object) -> int | None:
+    return int(limit) if isinstance(limit, (int, float)) and limit > 0 else None
+
+
+def available_here() -> int:
+    """Bytes this process (the client) may still take before the host runs out of memory."""
+    return int(psutil.virtual_memory().available)

@@ -1,0 +1,182 @@
+"""A join's output, estimated from the key sample before it runs, held against the workers' memory.
+
+Each sampled key tuple (by the shuffle's row hash) stands for its rows on the whole side: its
+count in a partition's sample times the partition's rows over the sample's
+(:func:`key_rows`). A key's output is the product of its rows on both sides, or its rows on a
+side the join keeps unmatched where the other has none, so a many-to-many key's fan-out is
+counted (:func:`estimate_output`). Both sides are sampled independently, so the product of two
+scaled counts is an unbiased estimate of a key's output, and the sum of them of the join's.
+
+The estimate sizes the join tasks, where erring high only costs more tasks. Refusing a join
+(:func:`check_fits`) must not err high, so it takes a lower bound of each key's rows instead:
+the sampled count less two standard deviations of that count (a draw without replacement from
+the partition's rows), which a key's true rows fall below in about one sample in forty, and
+never where a partition is sampled whole. A join is refused where
+
+- the output of one key that no task splits is surely larger than the smallest worker's memory
+  limit: one join task makes all of it at once, in memory, however many tasks there are; or
+- the whole output is surely larger than the workers can hold together, their memory limits
+  plus the free disk they spill to: the output is kept until the frame is dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..cluster.memory import WorkerMemory
+from ..errors import MemoryLimitError
+from ..exchange.pack import hash_rows
+from ..units import byte_text
+from .skew import SideProfile, SideSkew
+
+AT_MOST_ONE_SIDE = {"leftsemi": "left", "leftanti": "left", "left_anti": "left",
+                    "right_anti": "right"}
+"""Joins whose output is some of one side's rows, at most all of them: no lower bound of it
+is known from the sample, and an input already held is never refused."""
+
+LEFT_COLUMNS_ONLY = ("leftsemi", "leftanti")
+
+KEEPS_UNMATCHED = {"left": ("left",), "right": ("right",), "outer": ("left", "right")}
+"""The sides whose rows a join keeps where the other side has none of their key."""
+
+
+@dataclass(frozen=True)
+class KeyRows:
+    """One side's sampled keys, by the hash of their tuple (sorted, unique): each one's
+    estimated rows on the whole side, and a lower bound of them."""
+
+    hashes: np.ndarray
+    rows: np.ndarray
+    at_least: np.ndarray
+
+
+@dataclass(frozen=True)
+class OutputEstimate:
+    """A join's output per sampled key (by hash): estimated rows, a lower bound of them, and
+    the bytes an output row takes."""
+
+    hashes: np.ndarray
+    rows: np.ndarray
+    at_least: np.ndarray
+    row_bytes: float
+
+    @property
+    def nbytes(self) -> float:
+        return float(self.rows.sum()) * self.row_bytes
+
+    @property
+    def at_least_nbytes(self) -> float:
+        return float(self.at_least.sum()) * self.row_bytes
+
+    def most_rows_of_a_key(self, key_bytes: float | None) -> float:
+        """The output rows of one key that ``key_bytes`` hold, where some key's estimated
+        output is more (its rows must then be split over tasks); else infinity."""
+        if key_bytes is None or float(self.rows.max(initial=0.0)) * self.row_bytes <= key_bytes:
+            return math.inf
+        return key_bytes / self.row_bytes
+
+    def largest_unsplit(self, split: np.ndarray) -> float:
+        """The surely largest output, in bytes, of one key whose hash ``split`` lacks."""
+        kept = self.at_least[~np.isin(self.hashes, split)]
+        return float(kept.max(initial=0.0)) * self.row_bytes
+
+
+def key_rows(profile: SideProfile, keys: Sequence[str]) -> KeyRows:
+    """Each sampled key's rows on the side of ``profile``, estimated and at least."""
+    hashes, rows, at_least = [], [], []
+    for sample, length in zip(profile.samples, profile.lengths):
+        if not len(sample):
+            continue
+        unique, counts = np.unique(hash_rows(sample, list(keys)), return_counts=True)
+        scale = length / len(sample)
+        deviation = np.sqrt(counts * (1 - len(sample) / length))
+        hashes.append(unique)
+        rows.append(counts * scale)
+        at_least.append(np.maximum(counts - 2 * deviation, 0) * scale)
+    if not hashes:
+        empty = np.empty(0)
+        return KeyRows(np.empty(0, dtype=np.uint64), empty, empty)
+    unique, where = np.unique(np.concatenate(hashes), return_inverse=True)
+    return KeyRows(unique, np.bincount(where, np.concatenate(rows), len(unique)),
+                   np.bincount(where, np.concatenate(at_least), len(unique)))
+
+
+def estimate_output(left: SideProfile, right: SideProfile, left_keys: Sequence[str],
+                    right_keys: Sequence[str], how: str) -> OutputEstimate:
+    """The output of a join of type ``how`` of the sides ``left`` and ``right`` profile."""
+    widths = [p.nbytes / p.rows if p.rows else 0.0 for p in (left, right)]
+    row_bytes = widths[0] if how in LEFT_COLUMNS_ONLY else widths[0] + widths[1]
+    sides = key_rows(left, left_keys), key_rows(right, right_keys)
+    one_side = AT_MOST_ONE_SIDE.get(how)
+    if one_side is not None:
+        counted = sides[0] if one_side == "left" else sides[1]
+        return OutputEstimate(counted.hashes, counted.rows, np.zeros(len(counted.rows)),
+                              row_bytes)
+    hashes = np.union1d(sides[0].hashes, sides[1].hashes)
+    kept = KEEPS_UNMATCHED.get(how, ())
+    outputs = []
+    for estimate in ("rows", "at_least"):
+        left_rows, right_rows = (_aligned(side.hashes, getattr(side, estimate), hashes)
+                                 for side in sides)
+        # A row kept unmatched is one output row where the other side has none of its key.
+        outputs.append((np.maximum(left_rows, 1) if "right" in kept else left_rows)
+                       * (np.maximum(right_rows, 1) if "left" in kept else right_rows))
+    return OutputEstimate(hashes, outputs[0], outputs[1], row_bytes)
+
+
+def _aligned(hashes: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """``values`` (one per sorted ``hashes``) at each of ``wanted``, 0 where it has none."""
+    at = np.searchsorted(hashes, wanted)
+    found = at < len(hashes)
+    found[found] = hashes[at[found]] == wanted[found]
+    out = np.zeros(len(wanted))
+    out[found] = values[at[found]]
+    return out
+
+
+def split_hashes(skew: SideSkew | None, samples: Sequence[pd.DataFrame]) -> np.ndarray:
+    """The hashes of the keys whose rows a join deals over several tasks: the left side's
+    heavy keys (spread or copied: every heavy key is one or the other), typed as its key
+    ``samples``."""
+    heavy = [keys for keys in (skew.spread, skew.copied) if len(keys)] if skew else []
+    if not heavy or not samples:
+        return np.empty(0, dtype=np.uint64)
+    keys = pd.concat(heavy, ignore_index=True).astype(dict(samples[0].dtypes))
+    return np.asarray(hash_rows(keys, list(keys.columns)))
+
+
+def check_fits(output: OutputEstimate, memory: Sequence[WorkerMemory], split: np.ndarray,
+               what: str) -> None:
+    """Raise :class:`MemoryLimitError` where the join ``what`` surely cannot complete in
+    ``memory``, the workers' (see the module's docstring); ``split``: the hashes of the keys
+    whose rows the join deals over several tasks."""
+    limits = [m.limit for m in memory]
+    if not limits or any(limit is None for limit in limits):
+        return
+    smallest = min(limit for limit in limits if limit is not None)
+    largest = output.largest_unsplit(split)
+    if largest > smallest:
+        raise MemoryLimitError(
+            f"{what}: one key's output is estimated at {byte_text(largest)} or more, larger "
+            f"than the smallest worker memory limit, {byte_text(smallest)}: one join task "
+            "makes all of a key's rows at once, however many tasks there are. Heavy keys are "
+            "split over several tasks by inner, left, right and outer joins on 2 workers or "
+            "more, with skew_threshold set, without validate= or sort=True; else give the "
+            "workers more memory")
+    rooms = [m.room for m in memory]
+    if any(room is None for room in rooms):
+        return
+    room = sum(r for r in rooms if r is not None)
+    if output.at_least_nbytes > room:
+        raise MemoryLimitError(
+            f"{what}: its output is estimated at {byte_text(output.nbytes)} "
+            f"({output.rows.sum():.3g} rows; at least {byte_text(output.at_least_nbytes)}), "
+            f"more than the workers can hold, {byte_text(room)} in all: {len(memory)} workers "
+            f"with memory limits of "
+            f"{', '.join(byte_text(limit) for limit in limits if limit is not None)}, and the "
+            "free disk they spill to")

@@ -1,0 +1,112 @@
+"""Memory, end to end, on two workers of 400 MiB each: a join whose output is several times a
+worker's memory completes; one that cannot fit anywhere fails before it runs, saying why; a
+frame too large for the client is refused before it is gathered; and after each failure the
+next job runs on the same engine."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpuframe
+from gpuframe.cluster import memory
+from gpuframe.errors import MemoryLimitError
+
+WORKER_MEMORY = "400MiB"
+
+
+@pytest.fixture(scope="module")
+def small_engine():
+    engine = gpuframe.start_cluster(backend="pandas", protocol="tcp", n_workers=2,
+                                    memory_limit=WORKER_MEMORY, dashboard_address="127.0.0.1:0")
+    yield engine
+    engine.close()
+
+
+def fan_out(rows: int, keys: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"k": rng.integers(0, keys, rows), "v": rng.random(rows)})
+
+
+def joined_rows(left: pd.DataFrame, right: pd.DataFrame) -> int:
+    """An inner join's rows on ``k``, without making them."""
+    return int((left.k.value_counts() * right.k.value_counts()).fillna(0).sum())
+
+
+def assert_next_job_runs(engine) -> None:
+    left, right = fan_out(2000, 50, 7), fan_out(2000, 50, 8).rename(columns={"v": "w"})
+    got = gpuframe.from_pandas(left, engine=engine).merge(
+        gpuframe.from_pandas(right, engine=engine), on="k").to_pandas()
+    assert len(got) == joined_rows(left, right)
+    assert got.w.sum() == pytest.approx(left.merge(right, on="k").w.sum())
+
+
+@pytest.mark.timeout(120)
+def test_a_many_to_many_join_several_times_a_workers_memory_completes(small_engine):
+    left, right = fan_out(40_000, 20, 1), fan_out(40_000, 20, 2).rename(columns={"v": "w"})
+    rows = joined_rows(left, right)  # about 80 million rows, 1.8 GiB: 4.6 workers' memory
+    start = time.monotonic()
+    result = gpuframe.from_pandas(left, engine=small_engine).merge(
+        gpuframe.from_pandas(right, engine=small_engine), on="k")
+    assert len(result) == rows
+    assert time.monotonic() - start < 60
+    assert result.npartitions > 2 * len(small_engine.workers)  # split into more tasks
+    del result
+    assert_next_job_runs(small_engine)
+
+
+@pytest.mark.timeout(60)
+def test_a_join_that_cannot_fit_anywhere_fails_up_front(small_engine):
+    """A million rows of one key on each side: 10**12 output rows, beyond any disk."""
+    side = pd.DataFrame({"k": np.zeros(1_000_000, dtype="int64"), "v": np.ones(1_000_000)})
+    left = gpuframe.from_pandas(side, engine=small_engine)
+    right = gpuframe.from_pandas(side.rename(columns={"v": "w"}), engine=small_engine)
+    start = time.monotonic()
+    with pytest.raises(MemoryLimitError, match=r"the inner join on k = k: its output is "
+                                               r"estimated at [\d.]+ GiB .*, more than the "
+                                               r"workers can hold, [\d.]+ GiB in all: 2 "
+                                               r"workers with memory limits of 400\.0 MiB, "
+                                               r"400\.0 MiB"):
+        len(left.merge(right, on="k"))
+    assert time.monotonic() - start < 15
+    assert_next_job_runs(small_engine)
+
+
+@pytest.mark.timeout(60)
+def test_a_key_too_large_for_one_task_fails_up_front(small_engine):
+    """sort=True joins each key in one task: 36 million rows of one key cannot be split."""
+    side = pd.DataFrame({"k": np.zeros(6000, dtype="int64"), "v": np.arange(6000.0)})
+    left = gpuframe.from_pandas(side, engine=small_engine)
+    right = gpuframe.from_pandas(side.rename(columns={"v": "w"}), engine=small_engine)
+    start = time.monotonic()
+    with pytest.raises(MemoryLimitError, match=r"one key's output is estimated at 1\.1 GiB or "
+                                               r"more, larger than the smallest worker memory "
+                                               r"limit, 400\.0 MiB"):
+        len(left.merge(right, on="k", sort=True))
+    assert time.monotonic() - start < 15
+    assert_next_job_runs(small_engine)
+
+
+@pytest.mark.timeout(60)
+def test_to_pandas_of_a_frame_larger_than_the_client_can_hold_fails_before_gathering(
+        small_engine, monkeypatch):
+    frame = gpuframe.from_pandas(fan_out(500_000, 1000, 3), npartitions=4,
+                                 engine=small_engine).persist()
+    monkeypatch.setattr(memory, "available_here", lambda: 2**20)
+    gathered = []
+    monkeypatch.setattr(small_engine.client, "gather",
+                        lambda *args, **kwargs: gathered.append(args))
+    start = time.monotonic()
+    with pytest.raises(MemoryLimitError, match=r"to_pandas\(\): the frame's 4 partitions hold "
+                                               r"7\.\d MiB on the workers; gathering and "
+                                               r"concatenating them here needs about 15\.\d "
+                                               r"MiB, and this process has 1\.0 MiB of memory "
+                                               r"available"):
+        frame.to_pandas()
+    assert not gathered
+    assert time.monotonic() - start < 10
+    monkeypatch.undo()
+    assert len(frame.to_pandas()) == 500_000
