@@ -100,7 +100,7 @@ def test_no_task_holds_a_secret_in_its_run_spec(engine, http_server, s3_server):
     assert {"gpuframe-plan-metadata", "gpuframe-plan-measure", "gpuframe-read-parquet",
             "gpuframe-write"} <= stages, stages
     assert holding == []
-    assert len(gathered) > 2 and [key for key, data in gathered.items()
+    assert gathered and [key for key, data in gathered.items()
                                   if any(secret.encode() in data for secret in
                                          (SECRET, token, s3_server.secret))] == []
 
