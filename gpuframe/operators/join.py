@@ -57,7 +57,7 @@ from ..exchange.exchange import Given, exchange
 from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, Splitter, cast_keys
-from ..plan.bounds import rows_at_most
+from ..plan.bounds import rows_at_most, unique_on
 from ..plan.explain import row_width, unsampled_broadcast
 from ..plan.nodes import Join
 from ..runtime.runner import Job, Partitions
@@ -191,7 +191,8 @@ def _join(node: Join, lowering: Lowering, number: int, steps: tuple[Any, ...]) -
     if copied is not None:
         whole = _gathered(job, inputs[copied], local, copied)
         # A cross join has no keys: every row of the copied side joins every row, as asked.
-        if node.how == "cross" or not _repeats_keys(job, whole, keys[copied]):
+        if node.how == "cross" or unique_on(getattr(node, copied), keys[copied]) \
+                or not _repeats_keys(job, whole, keys[copied]):
             lowering.note(node, f"broadcast {copied} side (at most "
                                 + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
                                    if unsampled else

@@ -3,11 +3,13 @@
 Estimates (:mod:`.explain`) guess what filters keep; a bound never guesses: a read gives at most
 its files' rows, and filters, groupbys, distinct and semi joins only lower that. A join may
 broadcast a side so bounded without sampling it, a round trip that waits for the side to be
-computed.
+computed; and where the plan shows the side's keys unique (:func:`unique_on`), without looking
+at its keys either.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import singledispatch
 
 from .aggregate import GroupBy
@@ -78,3 +80,30 @@ def _(node: Join) -> int | None:
     if side is None:
         return None
     return rows_at_most(node.left if side == "left" else node.right)
+
+
+@singledispatch
+def unique_on(node: object, columns: Collection[str]) -> bool:
+    """Whether no two rows of ``node`` agree on all of ``columns``, known from the plan (False:
+    not known). A join that copies such a side to every worker needs no look at its keys: each
+    row of the other side meets at most one of its rows."""
+    bound = rows_at_most(node)
+    return bound is not None and bound <= 1
+
+
+@unique_on.register
+def _(node: GroupBy, columns: Collection[str]) -> bool:
+    return set(node.keys) <= set(columns)
+
+
+@unique_on.register
+def _(node: Distinct, columns: Collection[str]) -> bool:
+    return set(node.subset) <= set(columns)
+
+
+@unique_on.register(Filter)
+@unique_on.register(Select)
+@unique_on.register(Sort)
+@unique_on.register(TopK)
+def _(node: Filter | Select | Sort | TopK, columns: Collection[str]) -> bool:
+    return unique_on(node.children[0], columns)

@@ -232,7 +232,8 @@ def test_a_side_the_plan_bounds_to_few_rows_is_broadcast_unsampled(engine, tmp_p
 def test_a_side_counted_small_as_it_ran_is_broadcast_unsampled(engine, tmp_path):
     """An aggregate whose partials were counted few (a tree) is copied without sampling
     either side, though the plan bounds its rows only by its input's; a filter above it keeps
-    the bound, and a bound above broadcast_rows samples as before."""
+    the bound, and a bound above broadcast_rows samples as before. Its keys are the groupby's,
+    unique: nothing looks at them before it is copied (no fanout stage)."""
     rng = np.random.default_rng(4)
     data = pd.DataFrame({"k": rng.integers(0, 300, 30_000), "a": rng.random(30_000)})
     for i in range(3):
@@ -251,12 +252,29 @@ def test_a_side_counted_small_as_it_ran_is_broadcast_unsampled(engine, tmp_path)
             result = joined.to_pandas()
         stages = {key_split(entry["key"]) for entry in stream.data}
         assert any("sample" in stage for stage in stages) == sampled, stages
+        assert not any("fanout" in stage for stage in stages), stages
         pd.testing.assert_frame_equal(
             result.sort_values(list(result.columns)).reset_index(drop=True),
             expected.sort_values(list(expected.columns)).reset_index(drop=True))
     text = io.StringIO()
     big.merge(means, on="k").persist().explain(file=text)
     assert "counted as it ran" in text.getvalue()
+
+
+def test_a_side_copied_unsampled_whose_keys_may_repeat_is_looked_at_first(engine):
+    """A small side the plan bounds but cannot show unique on the keys is checked for
+    repeated keys (the fanout stage) before it is copied; either way the rows are pandas'."""
+    big = pd.DataFrame({"k": np.arange(3000) % 50, "a": np.arange(3000)})
+    for small in (pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}),
+                  pd.DataFrame({"k": [1, 2, 3], "b": [1, 2, 3]})):
+        with get_task_stream(client=engine.client) as stream:
+            result = gpuframe.from_pandas(big, npartitions=3).merge(
+                gpuframe.from_pandas(small), on="k").to_pandas()
+        assert any("fanout" in key_split(entry["key"]) for entry in stream.data)
+        expected = big.merge(small, on="k")
+        pd.testing.assert_frame_equal(
+            result.sort_values(list(result.columns)).reset_index(drop=True),
+            expected.sort_values(list(expected.columns)).reset_index(drop=True))
 
 
 INTEGERS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -8,8 +8,9 @@ from gpuframe.config import JoinOptions
 from gpuframe.io.formats import format_for
 from gpuframe.io.storage.base import storage_options
 from gpuframe.plan.aggregate import Aggregation, GroupBy
-from gpuframe.plan.bounds import rows_at_most
+from gpuframe.plan.bounds import rows_at_most, unique_on
 from gpuframe.plan.concat import Concat
+from gpuframe.plan.distinct import Distinct
 from gpuframe.plan.explain import unsampled_broadcast
 from gpuframe.plan.expr import col
 from gpuframe.plan.nodes import (
@@ -73,3 +74,18 @@ def test_a_join_copies_a_bounded_side_it_may_copy_unsampled():
     assert unsampled_broadcast(join(orders, SMALL, broadcast_bytes=0)) is None
     assert unsampled_broadcast(Join.of(SMALL, orders, "k", None, None, "inner", ("_x", "_y"),
                                        JoinOptions(), "pandas", validate="1:1")) is None
+
+
+def test_unique_keys_are_known_from_groupbys_and_distincts_through_narrow_steps_only():
+    orders = orders_read()
+    total = (Aggregation("t", "amount", "sum"),)
+    by_k = GroupBy(orders, ("k",), total)
+    assert unique_on(by_k, ["k"]) and unique_on(by_k, ["k", "t"])
+    assert unique_on(Select(Filter(by_k, col("t") > 1), ("k", "t")), ["k"])
+    assert unique_on(Distinct(orders, ("k",)), ["k", "amount"])
+    assert unique_on(GroupBy(orders, (), total), ["t"])  # one row
+    assert not unique_on(by_k, ["t"])  # groups may share a total
+    assert not unique_on(orders, ["k"])  # a read's keys may repeat
+    assert not unique_on(GroupBy(orders, ("k", "amount"), total), ["k"])
+    # an assignment may overwrite a key: not known
+    assert not unique_on(Assign(by_k, (("k", col("t") * 0),)), ["k"])
