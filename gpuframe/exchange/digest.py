@@ -10,8 +10,8 @@ for values that compare equal and the same in every worker process:
 - numbers by Python's ``hash``, which is defined by arithmetic modulo ``2**61 - 1`` so that
   equal numbers of any type hash alike, and is not salted per process;
 - strings and bytes by BLAKE2b: Python salts their ``hash`` per process;
-- times by their instant, dates by their day, durations by their length, tuples by their items'
-  digests, and any other value by BLAKE2b of its type and ``repr``;
+- times by their instant, dates by their day, durations by their length, tuples and frozensets
+  by their items' digests, and any other value by BLAKE2b of its type and ``repr``;
 - missing values (None, NaN, ``pd.NA``, ``NaT``), which pandas matches with each other, as null.
 
 A digest only picks the bucket: rows whose digests collide still meet pandas' own comparison in
@@ -34,7 +34,7 @@ import pyarrow as pa
 from ..errors import ColumnTypeError
 
 _MASK = 2**64 - 1
-_DATETIME, _DATE, _DURATION, _TUPLE, _MISSING_ITEM = range(5)
+_DATETIME, _DATE, _DURATION, _TUPLE, _FROZENSET, _MISSING_ITEM = range(6)
 """Tags mixed into the digests of values that are not numbers, so that a date and the number of
 its day do not share one by construction."""
 _EPOCH = datetime.datetime(1970, 1, 1)
@@ -137,9 +137,11 @@ def value_digest(value: Any) -> int | None:
         return hash((_DATE, value.toordinal())) & _MASK
     if isinstance(value, datetime.timedelta):
         return hash((_DURATION, value // _MICROSECOND)) & _MASK
-    if isinstance(value, tuple):
-        items = (value_digest(item) for item in value)
-        return hash((_TUPLE, *(_MISSING_ITEM if d is None else d for d in items))) & _MASK
+    if isinstance(value, tuple | frozenset):
+        items = [_MISSING_ITEM if d is None else d for d in map(value_digest, value)]
+        if isinstance(value, frozenset):  # its order of iteration follows the salted hash
+            return hash((_FROZENSET, *sorted(items))) & _MASK
+        return hash((_TUPLE, *items)) & _MASK
     kind = type(value)
     if kind.__hash__ is None:
         raise UnhashableKeyError(f"a key holds a {kind.__name__} ({value!r:.60}), which has no "

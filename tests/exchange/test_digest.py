@@ -36,6 +36,7 @@ EQUAL_VALUES = [
     [datetime.date(2020, 1, 2)],
     [datetime.timedelta(seconds=90), pd.Timedelta(90, "s"), np.timedelta64(90, "s")],
     [(1, "a"), (1.0, "a"), (True, "a")],
+    [frozenset({"a", "b", 1}), frozenset({1.0, "b", "a"})],
     [float("inf"), Decimal("Infinity")],
 ]
 """Groups of values that compare equal in Python, none equal to another group's."""
@@ -70,7 +71,7 @@ def test_missing_values_are_null():
 
 def test_digests_are_the_same_in_every_process():
     """Python salts the hash of strings per process; the digests of strings do not change."""
-    values = ("a", b"a", ("x", 1), 1.5, "é")
+    values = ("a", b"a", ("x", 1), 1.5, "é", frozenset("abcdefgh"))
     code = ("from gpuframe.exchange.digest import value_digest; "
             f"print(hash('a'), [value_digest(v) for v in {values!r}])")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
