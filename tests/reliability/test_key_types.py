@@ -175,22 +175,20 @@ def joined_rows(joins: list, path: str) -> tuple[dict[int, pd.DataFrame], str]:
 
 @pytest.fixture(scope="module")
 def sides(cpu_engine):
-    """Per side, every dtype's keys as a column of one frame of two partitions, run and counted
-    once: each join takes its pair's columns from these."""
+    """Per side and dtype, the frame of its keys in two partitions, run and counted once: the
+    joins take them as they are, and a broadcast needs no sample of rows counted."""
     frames = {}
-    for side, number in NUMBERS.items():
-        columns = {kind: frame(kind, side)["k"] for kind in KEYS}
-        whole = pd.DataFrame({**columns, number: np.arange(ROWS, dtype="int64")})
-        frames[side] = gpuframe.from_pandas(whole, npartitions=2, engine=cpu_engine).persist()
-        frames[side].partition_lengths()  # bounds the rows: a broadcast needs no sample
+    for side in NUMBERS:
+        for kind in KEYS:
+            frames[side, kind] = gpuframe.from_pandas(frame(kind, side), npartitions=2,
+                                                      engine=cpu_engine).persist()
+            frames[side, kind].partition_lengths()
     return frames
 
 
 def join_of(sides: dict, left: str, right: str, options: dict):
     """The join of ``left`` keys with ``right`` keys, each side taken from ``sides``."""
-    ours = {side: sides[side].select(kind, NUMBERS[side]).rename(columns={kind: "k"})
-            for side, kind in (("left", left), ("right", right))}
-    return ours["left"].merge(ours["right"], on="k", **options)
+    return sides["left", left].merge(sides["right", right], on="k", **options)
 
 
 @pytest.fixture(scope="module")
