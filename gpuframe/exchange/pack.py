@@ -29,8 +29,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pandas import ArrowDtype
 
 from ..errors import ColumnTypeError, GpuframeError, OptionError
+from .digest import digest_keys, holds_objects
 
 #: Column kinds and the alignment of every packed piece, as the native core defines them.
 FIXED, FLOATING, STRING = 0, 1, 2
@@ -216,7 +218,8 @@ def hash_rows(table: Any, on: Sequence[str], *, threads: int | None = None) -> A
         _core.hash_rows_cuda([_device_arg(*columns[k]) for k in keys], len(table), out,
                              cupy.cuda.get_current_stream().ptr)
         return out
-    table = _as_arrow(table)
+    table, on, _ = digest_keys(table, _key_list(on))
+    table = _as_arrow(table[on] if _is_pandas(table) else table)
     keys = _key_indices(table.schema.names, on)
     args = [_host_column(table.schema.field(i), table.column(i))[1] for i in keys]
     return _core.hash_rows(args, table.num_rows, _check_threads(threads))
@@ -229,9 +232,15 @@ def hash_split(frame: Any, on: Sequence[str], n: int) -> list[Any]:
     Columns that are not keys and that the packer cannot pack (decimals, lists, structs) are
     carried: the rest is packed with each row's number, by which every destination then takes
     its rows of them, in the same order. A dataset read with such columns is joined like any
-    other, not refused."""
-    keys = _key_list(on)
-    return _split(frame, keys, n, lambda packable: hash_pack(packable, keys, n))
+    other, not refused. Keys the packer cannot hash as stored (Python objects, decimals) are
+    hashed by their digests (:mod:`~gpuframe.exchange.digest`) and carried."""
+    digested, keys, digests = digest_keys(frame, _key_list(on))
+    parts = _split(digested, keys, n, lambda packable: hash_pack(packable, keys, n))
+    if not digests:
+        return parts
+    if isinstance(frame, pa.Table):
+        return [part.drop_columns(digests) for part in parts]
+    return [part.drop(columns=digests) for part in parts]
 
 
 def split_by_destinations(frame: Any, destinations: Any, n: int) -> list[Any]:
@@ -263,8 +272,11 @@ def _split(frame: Any, keys: list[Any], n: int, pack: Callable[[Any], PackedBuck
     """``frame`` split into ``n`` frames of its own library by ``pack``, which packs a table of
     the frame's rows: the frame itself, or (with columns the packer cannot pack, other than
     ``keys``) the packable columns and each row's number, by which every destination then takes
-    its rows of the carried columns. A frame of no rows is not packed: each destination gets it
-    as it is (a cuDF strings column of no rows has no offsets to pack)."""
+    its rows of the carried columns. A pandas frame's object columns other than ``keys`` are
+    carried as they are, never converted to Arrow: they may hold values of several types, which
+    Arrow refuses, and those it takes would come back as other objects (Decimals as strings, in
+    a column of strings). A frame of no rows is not packed: each destination gets it as it is (a
+    cuDF strings column of no rows has no offsets to pack)."""
     if len(frame) == 0:
         return [frame] * n
     if _is_cudf(frame):
@@ -281,22 +293,50 @@ def _split(frame: Any, keys: list[Any], n: int, pack: Callable[[Any], PackedBuck
         return [_take_carried_device(unpack(packed.destination(d)), frame, carried, row)
                 for d in range(packed.n_destinations)]
     arrow = isinstance(frame, pa.Table)
+    objects = [] if arrow else [name for name, dtype in frame.dtypes.items()
+                                if holds_objects(dtype) and name not in keys]
     # The Arrow schema's pandas metadata travels through the packing, so to_pandas gives back
     # the frame's own dtypes (nullable integers, strings, time zones).
-    table = frame if arrow else _as_arrow(frame)
+    table = frame if arrow else _as_arrow(frame.drop(columns=objects) if objects else frame)
     carried = [field.name for field in table.schema
                if field.name not in keys and not _host_packable(field.type)]
-    if not carried:
+    if not carried and not objects:
         packed = pack(table)
         parts = [unpack(packed.destination(d)) for d in range(packed.n_destinations)]
-    else:
-        row = _unused_name(table.schema.names)
-        numbered = table.drop_columns(carried).append_column(
-            row, pa.array(np.arange(table.num_rows, dtype=np.int64)))
-        packed = pack(numbered)
-        parts = [_take_carried_host(unpack(packed.destination(d)), table, carried, row)
-                 for d in range(packed.n_destinations)]
-    return parts if arrow else [part.to_pandas() for part in parts]
+        return parts if arrow else [_to_pandas(part, frame) for part in parts]
+    row = _unused_name(list(frame.columns) if not arrow else table.schema.names)
+    numbered = table.drop_columns(carried).append_column(
+        row, pa.array(np.arange(len(frame), dtype=np.int64)))
+    packed = pack(numbered)
+    parts = []
+    for d in range(packed.n_destinations):
+        part = unpack(packed.destination(d))
+        rows = part.column(row).to_numpy()
+        part = _take_carried_host(part, table, carried, row)
+        parts.append(part if arrow else _with_objects(_to_pandas(part, frame), frame, objects,
+                                                      rows))
+    return parts
+
+
+def _to_pandas(part: pa.Table, frame: Any) -> Any:
+    """A destination's rows as pandas, in the dtypes of ``frame``'s columns: its Arrow-backed
+    ones (decimals, dates) stay Arrow-backed, where the pandas metadata alone would give Python
+    objects. Strings are left to the metadata, which tells pandas' string dtypes apart."""
+    kept = {dtype.pyarrow_dtype for dtype in frame.dtypes if isinstance(dtype, ArrowDtype)
+            and not _is_string(dtype.pyarrow_dtype)}
+    if not kept:
+        return part.to_pandas()
+    return part.to_pandas(types_mapper=lambda kind: ArrowDtype(kind) if kind in kept else None)
+
+
+def _with_objects(part: Any, frame: Any, objects: list[Any], rows: np.ndarray) -> Any:
+    """A destination's rows ``part`` (pandas) with its ``rows`` of ``frame``'s object columns
+    ``objects``, in ``frame``'s column order."""
+    if not objects:
+        return part
+    for name in objects:
+        part[name] = frame[name].to_numpy()[rows]
+    return part[list(frame.columns)]
 
 
 def _unused_name(names: Sequence[Any]) -> str:

@@ -266,9 +266,9 @@ def component_rows(partial_parts: list[Any]) -> int:
     return sum(len(frame) for frame in partial_parts)
 
 
-def hash_types(meta: pd.DataFrame, keys: Sequence[str]) -> dict[str, Any]:
-    """Each key's hash type: the one a join of it with itself would hash it as."""
-    return {k: hash_type(meta[k].dtype, meta[k].dtype) for k in keys}
+def hash_types(meta: pd.DataFrame, keys: Sequence[str], backend: Backend) -> dict[str, Any]:
+    """Each key's hash type on ``backend``: the one a join of it with itself would hash it as."""
+    return {k: hash_type(meta[k].dtype, meta[k].dtype, backend) for k in keys}
 
 
 def _serving(parts: Partitions, types: dict[str, Any]) -> HashPartitioning | None:
@@ -288,7 +288,7 @@ def _(node: GroupBy, lowering: Lowering) -> Partitions:
     prefix = f"{chain.name}-" if chain is not None else ""
     if chain is not None:
         chain.fused(lowering, node)
-    types = hash_types(node.child.meta, node.keys)
+    types = hash_types(node.child.meta, node.keys, get_backend(job.backend))
     casts = {k: t for k, t in types.items() if str(t) != str(node.child.meta[k].dtype)}
     whole = not node.keys
     partial = Partial(node.keys or (WHOLE,), casts, node.aggregations, node.dropna, whole,

@@ -53,6 +53,7 @@ from distributed import Future
 
 from ..backend import get_backend
 from ..cluster.memory import WorkerMemory
+from ..exchange.digest import UnhashableKeyError, holds_objects, unhashable_type
 from ..exchange.exchange import Given, exchange
 from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous, HashPartitioning
@@ -102,6 +103,9 @@ class LocalJoin:
                  for parts, schema, casts, keys in zip(
                      (left, right), self.schemas, (self.types.left, self.types.right),
                      (self.left_keys, self.right_keys))]
+        if frames.holds_objects:
+            for side, frame, keys in zip(SIDES, sides, (self.left_keys, self.right_keys)):
+                check_hashable(frame, keys, side)
         check_unique(sides[0], sides[1], self.left_keys, self.right_keys, self.unique)
         joined = frames.join(sides[0], sides[1], self.how, list(self.left_keys),
                              list(self.right_keys), self.suffixes, self.indicator)
@@ -122,6 +126,20 @@ def check_unique(left: Any, right: Any, left_keys: Sequence[str], right_keys: Se
     where = "either left or right" if len(repeats) == 2 else repeats[0]
     raise KeysNotUniqueError(f"Merge keys are not unique in {where} dataset; not a {kind} "
                              "merge")
+
+
+def check_hashable(frame: Any, keys: Sequence[str], side: str) -> None:
+    """Raise :class:`UnhashableKeyError` naming the column where an object key of ``frame``
+    holds a value with no hash (a list): pandas joins such keys in some cases only, and which
+    rows meet in one join task depends on the path the join takes, so every path refuses
+    them."""
+    for key in keys:
+        if holds_objects(frame[key].dtype):
+            kind = unhashable_type(frame[key].to_numpy())
+            if kind is not None:
+                raise UnhashableKeyError(
+                    f"{side} key column {key!r} holds a {kind.__name__}, which has no hash and "
+                    "cannot be joined on: convert such keys to a hashable type (tuples, say)")
 
 
 def join_parts(local: LocalJoin, left: list[Any], right: list[Any]) -> Any:

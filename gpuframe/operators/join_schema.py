@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pandas.core.dtypes.cast import find_common_type
 from pandas.errors import MergeError
 
@@ -93,11 +94,11 @@ class KeyTypes:
 
 
 def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
-              right_keys: list[str], how: str, suffixes: tuple[Any, Any],
+              right_keys: list[str], how: str, suffixes: tuple[Any, Any], backend: Backend,
               empty: frozenset[str] = frozenset()) -> KeyTypes:
-    """The key casts of a join of schemas ``left`` and ``right``, of which the sides named in
-    ``empty`` ('left', 'right') have no partitions; :class:`JoinError` names the pair of columns
-    that no type holds exactly."""
+    """The key casts of a join of schemas ``left`` and ``right`` on ``backend``, of which the
+    sides named in ``empty`` ('left', 'right') have no partitions; :class:`JoinError` names the
+    pair of columns that no type holds exactly."""
     anti, how = how, BASE_HOWS.get(how, how)
     left_casts: dict[str, Any] = {}
     right_casts: dict[str, Any] = {}
@@ -105,7 +106,7 @@ def key_types(left: pd.DataFrame, right: pd.DataFrame, left_keys: list[str],
     shared = {lk for lk, rk in zip(left_keys, right_keys) if lk == rk}
     for lk, rk in zip(left_keys, right_keys):
         ltype, rtype = left[lk].dtype, right[rk].dtype
-        common = hash_type(ltype, rtype)
+        common = hash_type(ltype, rtype, backend)
         if common is None:
             raise JoinError(f"cannot join left column {lk!r} ({ltype}) with right column "
                             f"{rk!r} ({rtype}): {_why_not(ltype, rtype)}")
@@ -177,7 +178,7 @@ def join_schema(left: pd.DataFrame, right: pd.DataFrame, how: str, left_keys: li
                  tuple(suffixes), backend.name, empty, indicator)
     found = _SCHEMAS.get(signature)
     if found is None:
-        types = key_types(left, right, left_keys, right_keys, how, suffixes, empty)
+        types = key_types(left, right, left_keys, right_keys, how, suffixes, backend, empty)
         found = (types, result_meta(left, right, how, left_keys, right_keys, suffixes, types,
                                     backend, empty, indicator))
         _SCHEMAS[signature] = found
@@ -207,7 +208,7 @@ def conform(frame: Any, meta: pd.DataFrame, backend: Backend) -> Any:
     return backend.astype(frame, list(meta.dtypes))
 
 
-def hash_type(a: Any, b: Any) -> Any:
+def hash_type(a: Any, b: Any, backend: Backend) -> Any:
     """One dtype that holds every value of dtypes ``a`` and ``b`` exactly, or None.
 
     Integers take the narrowest integer type that holds both (int8 and uint8: int16), nullable
@@ -215,17 +216,25 @@ def hash_type(a: Any, b: Any) -> Any:
     pair, merges distinct keys above 2**53 (2**53 + 1 == 2**53), and int64 wraps those above
     2**63 onto negative ones, while pandas.merge compares the pair exactly, so such a join is
     refused rather than wrong. Integers with floats compare as floats, as pandas compares them.
-    Categoricals join by their values; strings of any storage, object columns too, as ``str``
-    (the packer infers an object column's Arrow type per partition, and one of nulls only has
-    none it can hash); datetimes and timedeltas at the finer unit (time-zone-aware ones in UTC,
-    unless both share a zone). An object column joined with an integer one holds integers (and
-    nulls), as pandas requires of the pair, and bools join integers as 0 and 1: both hash as a
-    nullable integer type that holds the integers' values."""
+    Categoricals join by their values; strings of any storage as ``str``; decimals in the
+    narrowest decimal128 that holds both sides' digits (:func:`_common_decimal`); datetimes and
+    timedeltas at the finer unit (time-zone-aware ones in UTC, unless both share a zone).
+
+    Where pandas compares a pair as Python objects (an object key with any key but a datetime
+    or timedelta one, a bool key with an integer one, a decimal key with a number), both sides
+    hash as objects on a ``backend`` that holds them: by value and type, as pandas compares
+    them (the exchange hashes them by digest, :mod:`~gpuframe.exchange.digest`). cuDF holds no
+    objects: there an object column holds strings, or integers (and nulls), which a join with
+    an integer key requires (:meth:`~gpuframe.backend.CudfBackend.held`); bools join integers
+    as 0 and 1, hashed as a nullable integer type that holds the integers' values."""
     a, b = _values_type(a), _values_type(b)
+    kinds = {_kind(a), _kind(b)}
+    if backend.holds_objects and _compared_as_objects(kinds):
+        return np.dtype(object)
     loose = _loose_int_pair(a, b)
     if loose is not None:
         return loose
-    kinds = {_kind(a), _kind(b)}
+    kinds = {"string" if kind == "object" else kind for kind in kinds}
     if kinds == {"string"}:
         return "str"
     if a == b:
@@ -241,6 +250,8 @@ def hash_type(a: Any, b: Any) -> Any:
     kind = kinds.pop()
     if kind == "bool":
         return "boolean" if nullable else np.dtype(bool)
+    if kind == "decimal":
+        return _common_decimal(a.pyarrow_dtype, b.pyarrow_dtype)
     if kind in ("datetime", "timedelta"):
         return np.promote_types(a, b)
     if kind == "datetimetz":
@@ -249,11 +260,35 @@ def hash_type(a: Any, b: Any) -> Any:
     return None
 
 
+MAX_DECIMAL_DIGITS = 38
+"""The most digits a decimal128 holds."""
+
+
+def _common_decimal(a: pa.Decimal128Type, b: pa.Decimal128Type) -> Any:
+    """The narrowest decimal128 that holds every value of ``a`` and ``b`` exactly: the larger
+    scale, and the more digits before the point (decimal(15,3) and decimal(15,2): decimal(16,3)),
+    so both sides' equal values have equal scaled integers; None where that takes more than
+    :data:`MAX_DECIMAL_DIGITS` digits."""
+    scale = max(a.scale, b.scale)
+    precision = max(a.precision - a.scale, b.precision - b.scale) + scale
+    if precision > MAX_DECIMAL_DIGITS:
+        return None
+    return pd.ArrowDtype(pa.decimal128(precision, scale))
+
+
+def _compared_as_objects(kinds: set[str]) -> bool:
+    """Whether pandas.merge compares keys of these kinds as Python objects, by ``==``."""
+    if "object" in kinds:
+        return not kinds & {"datetime", "datetimetz", "timedelta"}
+    return kinds in ({"bool", "int"}, {"decimal", "int"}, {"decimal", "float"},
+                     {"decimal", "bool"})
+
+
 def _loose_int_pair(a: Any, b: Any) -> Any:
-    """The hash type of an integer key joined with an object or a bool key (None for other
-    pairs, and for uint64 with an object column): the integer type (at least int64 against an
-    object column, whose integers may be any), nullable, since object and boolean keys may hold
-    nulls."""
+    """The hash type of an integer key joined with an object or a bool key on a backend that
+    holds no objects (None for other pairs, and for uint64 with an object column): the integer
+    type (at least int64 against an object column, whose integers may be any), nullable, since
+    object and boolean keys may hold nulls."""
     for own, other in ((a, b), (b, a)):
         if _kind(own) == "int" and (_is_object(other) or _kind(other) == "bool"):
             common = np.promote_types(_numpy_type(own), np.int64 if _is_object(other)
@@ -272,6 +307,9 @@ def _why_not(a: Any, b: Any) -> str:
         return ("no integer type holds every value of both (float64 would merge distinct keys "
                 "above 2**53); cast one side, e.g. to int64 where the uint64 values stay below "
                 "2**63")
+    if {_kind(a), _kind(b)} == {"decimal"}:
+        return (f"no decimal128 holds every value of both (more than {MAX_DECIMAL_DIGITS} "
+                "digits); cast one side to fewer digits before or after the point")
     return "incompatible key types"
 
 
@@ -290,6 +328,10 @@ def _nullable(dtype: np.dtype) -> Any:
 
 
 def _kind(dtype: Any) -> str:
+    if _is_object(dtype):
+        return "object"
+    if isinstance(dtype, pd.ArrowDtype) and pa.types.is_decimal(dtype.pyarrow_dtype):
+        return "decimal"
     if pd.api.types.is_bool_dtype(dtype):
         return "bool"
     if pd.api.types.is_integer_dtype(dtype):
@@ -312,15 +354,16 @@ def _coerced(own: Any, other: Any) -> Any:
     dtype ``other``: a categorical whose categories differ from the other's becomes its values'
     type, a non-categorical joined with a categorical becomes object, and so do an integer key
     joined with an object or a bool one, and a non-numeric key joined with a key of another
-    non-numeric dtype (object with str, say)."""
+    non-numeric dtype (object with str, say); a decimal joined with a decimal keeps its own."""
     if isinstance(own, pd.CategoricalDtype):
         same = isinstance(other, pd.CategoricalDtype) and own.ordered == other.ordered and \
             set(own.categories) == set(other.categories)
         return own if same else own.categories.dtype
     if isinstance(other, pd.CategoricalDtype) or _loose_int_pair(own, other) is not None:
         return np.dtype(object)
-    numeric = {_kind(own), _kind(other)} <= {"int", "float", "bool"}
-    if own == other or numeric or own.kind == other.kind == "M":
+    kinds = {_kind(own), _kind(other)}
+    if own == other or kinds <= {"int", "float", "bool"} or kinds == {"decimal"} \
+            or own.kind == other.kind == "M":
         return own
     return np.dtype(object)
 

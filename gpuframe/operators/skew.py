@@ -201,13 +201,13 @@ def plan_skew(left: SideProfile, right: SideProfile, how: str, left_keys: list[s
 
 def _most_rows(profile: SideProfile, keys: list[str]) -> float:
     """At least the estimated rows of any one key on this side: its sampled rows over all
-    partitions, counted by the key tuple's hash (a collision only adds), times the most rows
-    that one sampled row stands for."""
+    partitions, counted by the key tuple's hash (the shuffle's own, which hashes Python objects
+    by value; a collision only adds), times the most rows that one sampled row stands for."""
     sampled = [s[keys] for s in profile.samples if len(s)]
     if not sampled:
         return 0.0
-    hashes = pd.util.hash_pandas_object(pd.concat(sampled, ignore_index=True), index=False)
-    most = int(np.unique(hashes.to_numpy(), return_counts=True)[1].max())
+    hashes = hash_rows(pd.concat(sampled, ignore_index=True), keys)
+    most = int(np.unique(hashes, return_counts=True)[1].max())
     weight = max(length / len(s) for s, length in zip(profile.samples, profile.lengths)
                  if len(s))
     return most * weight

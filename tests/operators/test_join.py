@@ -7,6 +7,7 @@ from dask.utils import key_split
 from distributed import get_task_stream
 
 import gpuframe
+from gpuframe.backend import get_backend
 from gpuframe.errors import JoinError
 from gpuframe.frame import DistributedFrame
 from gpuframe.operators.join_schema import HOWS as ALL_HOWS
@@ -286,7 +287,8 @@ INTEGERS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uin
 def test_integer_keys_hash_in_a_type_that_holds_both_sides(left, right):
     """Every value of both sides fits the hash type; only uint64 with a signed type has none
     (int64 wrapped 2**63 + 5 onto -(2**63) + 5 and joined them)."""
-    common = hash_type(pd.api.types.pandas_dtype(left), pd.api.types.pandas_dtype(right))
+    common = hash_type(pd.api.types.pandas_dtype(left), pd.api.types.pandas_dtype(right),
+                       get_backend("pandas"))
     bounds = [np.iinfo(np.dtype(name.lower())) for name in (left, right)]
     if common is None:
         assert {b.kind for b in bounds} == {"i", "u"} and max(b.max for b in bounds) == 2**64 - 1
@@ -617,11 +619,12 @@ def test_cross_copies_the_smaller_side(engine, sides):
     assert_same_rows(result, expected)
 
 
-def test_an_object_key_of_other_values_than_integers_is_named_when_it_runs(engine):
-    """pandas compares such a key's values one by one; gpuframe hashes it as integers, which
-    the sample of its rows finds it does not hold."""
-    left = pd.DataFrame({"k": pd.Series(["a", 2, 3], dtype=object), "a": [1, 2, 3]})
+@pytest.mark.parametrize("options", [SHUFFLE, BROADCAST], ids=["shuffle", "broadcast"])
+def test_an_object_key_of_other_values_than_integers_joins_like_pandas(engine, options):
+    """pandas compares such a key with an integer one value by value, as Python objects: so does
+    gpuframe, where the backend holds objects."""
+    left = pd.DataFrame({"k": pd.Series(["a", 2, 3, 2.0], dtype=object), "a": [1, 2, 3, 4]})
     right = pd.DataFrame({"k": [2, 3, 4], "b": [1, 2, 3]})
-    joined = gpuframe.from_pandas(left).merge(gpuframe.from_pandas(right), on="k", **SHUFFLE)
-    with pytest.raises(JoinError, match=r"key column\(s\) \['k'\] cannot be joined as .*Int64"):
-        joined.to_pandas()
+    joined = gpuframe.from_pandas(left, npartitions=2).merge(
+        gpuframe.from_pandas(right, npartitions=2), on="k", **options)
+    assert_same_typed_rows(joined.to_pandas(), left.merge(right, on="k"), "inner")

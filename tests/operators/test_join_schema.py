@@ -10,7 +10,14 @@ import pyarrow as pa
 import pytest
 
 from gpuframe.backend import get_backend
-from gpuframe.operators.join_schema import conform, join_keys, key_types, result_meta
+from gpuframe.errors import JoinError
+from gpuframe.operators.join_schema import (
+    conform,
+    hash_type,
+    join_keys,
+    key_types,
+    result_meta,
+)
 
 PANDAS, CUDF = get_backend("pandas"), get_backend("cudf")
 
@@ -36,7 +43,7 @@ def meta_of(left: pd.DataFrame, right: pd.DataFrame, how: str, backend=PANDAS,
             suffixes=("_x", "_y"), empty=frozenset(), **on) -> pd.DataFrame:
     left_keys, right_keys = join_keys(left, right, on.get("on"), on.get("left_on"),
                                       on.get("right_on"))
-    types = key_types(left, right, left_keys, right_keys, how, suffixes, empty)
+    types = key_types(left, right, left_keys, right_keys, how, suffixes, backend, empty)
     return result_meta(left.head(0), right.head(0), how, left_keys, right_keys, suffixes, types,
                        backend, empty)
 
@@ -151,3 +158,63 @@ def test_on_the_gpu_a_key_of_integers_against_objects_or_bools_keeps_its_hash_ty
     assert meta.drop(columns="k").dtypes.equals(on_pandas.drop(columns="k").dtypes) or \
         how in ("left", "outer")  # where the bool side may be unmatched, cuDF's is nullable
     assert list(meta.columns) == list(on_pandas.columns)
+
+
+def decimal(precision: int, scale: int) -> pd.ArrowDtype:
+    return pd.ArrowDtype(pa.decimal128(precision, scale))
+
+
+@pytest.mark.parametrize("left, right, common", [
+    ((15, 3), (15, 2), (16, 3)), ((15, 2), (15, 3), (16, 3)), ((38, 10), (5, 0), (38, 10)),
+    ((10, 0), (10, 10), (20, 10)), ((12, 2), (12, 2), (12, 2)), ((38, 0), (38, 10), None),
+])
+def test_decimal_keys_hash_as_the_narrowest_decimal128_that_holds_both(left, right, common):
+    for backend in (PANDAS, CUDF):
+        found = hash_type(decimal(*left), decimal(*right), backend)
+        assert found == (None if common is None else decimal(*common))
+
+
+def test_decimal_keys_keep_their_own_type_as_pandas_gives_it():
+    """Where rows are unmatched (the rule for every partition), pandas gives objects for a key
+    that may come from either side."""
+    left = pd.DataFrame({"k": pd.Series([Decimal("1.500"), Decimal("2")], dtype=decimal(15, 3))})
+    right = pd.DataFrame({"k": pd.Series([Decimal("1.50"), Decimal("3")], dtype=decimal(15, 2)),
+                          "v": [1, 2]})
+    for how in ("inner", "left", "right", "outer"):
+        meta = meta_of(left, right, how, on="k")
+        assert list(meta.dtypes) == list(left.merge(right, on="k", how=how).dtypes), how
+
+
+def test_decimal_keys_of_no_common_decimal128_are_refused_naming_both():
+    left = pd.DataFrame({"a": pd.Series([], dtype=decimal(38, 0))})
+    right = pd.DataFrame({"b": pd.Series([], dtype=decimal(38, 10))})
+    with pytest.raises(JoinError, match=r"'a' \(decimal128\(38, 0\).*'b' .*no decimal128"):
+        meta_of(left, right, "inner", left_on="a", right_on="b")
+
+
+OBJECT = np.dtype(object)
+
+
+@pytest.mark.parametrize("other", ["int64", "uint64", "float32", "bool", "boolean", "str",
+                                   "object", pd.CategoricalDtype(["a", "b"]), "Int8"])
+def test_object_keys_hash_as_objects_where_the_backend_holds_them(other):
+    """As pandas compares them, by value and type; cuDF holds no objects: there an object key
+    holds strings or integers, and hashes as such."""
+    other = pd.api.types.pandas_dtype(other)
+    assert hash_type(OBJECT, other, PANDAS) == OBJECT
+    assert hash_type(other, OBJECT, PANDAS) == OBJECT
+    on_gpu = hash_type(OBJECT, other, CUDF)
+    assert on_gpu is None or on_gpu == "str" or pd.api.types.is_integer_dtype(on_gpu)
+
+
+@pytest.mark.parametrize("left, right", [
+    ("bool", "int8"), ("boolean", "Int64"), (decimal(10, 2), "int64"),
+    (decimal(10, 2), "float64"), (decimal(10, 2), "bool")])
+def test_pairs_that_pandas_compares_as_objects_hash_as_objects(left, right):
+    left, right = (pd.api.types.pandas_dtype(t) for t in (left, right))
+    assert hash_type(left, right, PANDAS) == hash_type(right, left, PANDAS) == OBJECT
+
+
+@pytest.mark.parametrize("other", ["datetime64[ns]", "datetime64[us, UTC]", "timedelta64[s]"])
+def test_object_keys_with_times_are_refused_as_pandas_refuses_them(other):
+    assert hash_type(OBJECT, pd.api.types.pandas_dtype(other), PANDAS) is None

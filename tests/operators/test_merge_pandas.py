@@ -251,15 +251,11 @@ CASES = [
                c=[x for x in "mnupo" for _ in range(4)]).astype("category"),
          frame(a=list("abcdefghij") * 2, b=list("twxyz") * 4,
                c=[x for x in "mnupo" for _ in range(4)]).astype("category"), "inner"),
-    *[pytest.param(*param.values, id=param.id, marks=pytest.mark.xfail(
-        strict=True, reason="keys of Python objects other than strings are hashed as their "
-        "str, and restored from it: date categories come back missing"))
-      for param in every_how(
-          "dtype_on_categorical_dates",
-          frame(date=pd.Series([date(2001, 1, 1), date(2001, 1, 2)], dtype=CATEGORY_DATES),
-                num2=[1.1, 1.3]),
-          frame(date=pd.Series([date(2001, 1, 1), date(2001, 1, 3)], dtype=CATEGORY_DATES),
-                num4=[1.3, 1.4]), ("outer", "inner"), on="date")],
+    *every_how("dtype_on_categorical_dates",
+               frame(date=pd.Series([date(2001, 1, 1), date(2001, 1, 2)], dtype=CATEGORY_DATES),
+                     num2=[1.1, 1.3]),
+               frame(date=pd.Series([date(2001, 1, 1), date(2001, 1, 3)], dtype=CATEGORY_DATES),
+                     num4=[1.3, 1.4]), ("outer", "inner"), on="date"),
     *[case(f"merging_with_bool_or_int_categorical_column_{i}",
            frame(id=[1, 2, 3, 4], cat=pd.Categorical(values, categories=categories,
                                                      ordered=ordered)),
