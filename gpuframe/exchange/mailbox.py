@@ -271,7 +271,7 @@ async def _deliver(worker: Worker, owner: str, exchange: str, source: int,
                                                  pieces=to_serialize(pieces))
     except (OSError, asyncio.TimeoutError) as exc:
         raise WorkerLostError(f"worker {owner} could not be reached from {worker.address} to "
-                              f"deliver partition {source}'s buckets: {exc!r}") from exc
+                              f"deliver partition {source}'s buckets: {exc!r}", owner) from exc
     worker.log_event(SEND_EVENT_TOPIC, {
         "job": job, "source": worker.address, "destination": owner, "start": start,
         "stop": time(), "bytes": int(sum(sizeof(p) for p in pieces.values()))})
