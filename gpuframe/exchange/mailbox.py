@@ -31,6 +31,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import MutableMapping, Sequence
 from concurrent.futures import Future as ThreadFuture
+from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -59,10 +60,17 @@ IN_FLIGHT_PARTITIONS = 2
 """Partitions whose pieces a send task may have in flight at once: the next partition is cut
 while the last one's pieces travel, and no more, so a worker holds at most about two
 partitions' copies besides its inputs."""
+RELEASE_CHECK_S = 0.25
+"""How often a send task waiting on its deliveries asks whether its job still wants it."""
 
 
 class ExchangeError(PartitionError):
     """A bucket came incomplete: a piece that a sender's receipt counts never arrived."""
+
+
+class SendReleasedError(PartitionError):
+    """A send task's job gave it up (it failed or was cancelled) while the task's pieces were
+    in flight: the task stops, and its deliveries with it."""
 
 
 class Mailbox:
@@ -220,16 +228,18 @@ def send(key: str, exchange: str, splitter: Splitter, owners: Sequence[str],
     exchange dropped everywhere when the task's receipt is released."""
     worker = get_worker()
     _plugin(worker).sending(key, exchange, sorted(set(owners)))
-    return send_from(worker, exchange, splitter, owners, sources, wrap, parts, job_of(key))
+    return send_from(worker, exchange, splitter, owners, sources, wrap, parts, job_of(key), key)
 
 
 def send_from(worker: Worker, exchange: str, splitter: Splitter, owners: Sequence[str],
               sources: Sequence[int], wrap: bool, parts: Sequence[Any],
-              job: str | None) -> Receipt:
+              job: str | None, key: str | None = None) -> Receipt:
     """Cut ``parts`` (partitions ``sources``) into ``splitter``'s buckets and deliver bucket
     ``b``'s rows to ``owners[b]``; return once every peer has them. ``wrap``: remote pieces
     travel as :class:`~gpuframe.exchange.bucket.DeviceBucket`. ``job``: whose transfers the
-    deliveries are, in the engine's metrics."""
+    deliveries are, in the engine's metrics. ``key``: the send task this runs in, which stops
+    (:class:`SendReleasedError`) once its job releases it; a delivery to a peer that died can
+    otherwise hold the worker's thread for the whole connect timeout, retrying."""
     plugin = _plugin(worker)
     rows: dict[int, list[int]] = {}
     waves: list[list[ThreadFuture]] = []
@@ -251,15 +261,29 @@ def send_from(worker: Worker, exchange: str, splitter: Splitter, owners: Sequenc
                 plugin.loop))
         waves.append(wave)
         if len(waves) >= IN_FLIGHT_PARTITIONS:
-            _finish(waves.pop(0))
+            _finish(waves.pop(0), worker, key)
     for wave in waves:
-        _finish(wave)
+        _finish(wave, worker, key)
     return Receipt(rows)
 
 
-def _finish(wave: list[ThreadFuture]) -> None:
+def _finish(wave: list[ThreadFuture], worker: Worker, key: str | None) -> None:
+    """Wait for ``wave``'s deliveries, cancelling them if task ``key`` is released."""
+    while wait(wave, timeout=RELEASE_CHECK_S).not_done:
+        if key is not None and not _wanted(worker, key):
+            for future in wave:
+                future.cancel()
+            raise SendReleasedError(f"send task {key} on {worker.address} was released by "
+                                    "its job while its pieces were in flight")
     for future in wave:
         future.result()
+
+
+def _wanted(worker: Worker, key: str) -> bool:
+    """Whether ``worker``'s task ``key`` is still wanted: the scheduler marks an executing task
+    'cancelled' when its job fails or is cancelled."""
+    task = worker.state.tasks.get(key)
+    return task is not None and task.state not in ("cancelled", "released")
 
 
 async def _deliver(worker: Worker, owner: str, exchange: str, source: int,
