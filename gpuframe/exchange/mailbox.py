@@ -14,10 +14,12 @@ pieces. Each consuming task depends on the ``W`` receipts alone, so a stage is `
 and ``W x B`` small edges, and it takes its bucket from the mailbox (:func:`arrivals`), checking
 that every partition's piece came with the rows its receipt counts.
 
-Nothing is left behind: when a send task's receipt is released (every consumer has run, or the
-job was cancelled or failed), its worker tells every peer to drop what the exchange still holds,
-and a worker keeps the ids of dropped exchanges for a while, so pieces that a cancelled sender
-delivers late are discarded.
+Nothing is left behind: when a worker releases a send task's receipt and the scheduler keeps it
+nowhere else (every consumer has run, or the job was cancelled or failed), the worker tells every
+peer to drop what the exchange still holds, and a worker keeps the ids of dropped exchanges for a
+while, so pieces that a cancelled sender delivers late are discarded. A replica released alone
+(Dask's active memory manager keeps one copy of a key) drops nothing: the consumers on other
+workers still need their pieces.
 
 Each delivery logs :data:`~gpuframe.diagnostics.stages.SEND_EVENT_TOPIC` with its bytes and
 interval, which the engine's metrics count as a transfer between the two workers.
@@ -52,6 +54,8 @@ if TYPE_CHECKING:
 PLUGIN_NAME = "gpuframe-mailbox"
 DELIVER_HANDLER = "gpuframe_deliver"
 DROP_HANDLER = "gpuframe_drop"
+SEND_PREFIX = "gpuframe-send-"
+"""Starts the keys of send tasks (:func:`send`), whose results are :class:`Receipt` objects."""
 PIECE_PREFIX = "gpuframe-piece-"
 """Names a received piece in the worker's data store; no task has such a key."""
 DROPPED_REMEMBERED = 4096
@@ -137,7 +141,7 @@ class MailboxPlugin(WorkerPlugin):
 
     def __init__(self) -> None:
         self.worker: Worker | None = None
-        self._senders: dict[str, tuple[str, tuple[str, ...]]] = {}  # key -> exchange, peers
+        self._receipts: dict[Any, Receipt] = {}  # the receipts this worker holds, by key
 
     def setup(self, worker: Worker) -> None:
         self.worker = worker
@@ -152,21 +156,31 @@ class MailboxPlugin(WorkerPlugin):
     def _drop(self, exchange: str) -> None:
         self.mailbox.drop(exchange)
 
-    def sending(self, key: str, exchange: str, peers: Sequence[str]) -> None:
-        """Task ``key`` sends for ``exchange`` to ``peers``: drop it there when ``key`` goes."""
-        self._senders[key] = (exchange, tuple(peers))
-
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
-        if finish not in ("released", "forgotten") or key not in self._senders:
-            return
-        exchange, peers = self._senders.pop(key)
-        self.mailbox.drop(exchange)
         worker = self.worker
         if worker is None:
             return
-        for peer in peers:
+        if finish == "memory" and str(key).startswith(SEND_PREFIX):
+            held = worker.data.get(key)
+            if isinstance(held, Receipt):
+                self._receipts[key] = held
+        elif finish in ("released", "forgotten") and key in self._receipts:
+            asyncio.ensure_future(self._release(worker, key, self._receipts.pop(key)))
+
+    async def _release(self, worker: Worker, key: Any, receipt: Receipt) -> None:
+        """Drop ``receipt``'s exchange here and at its peers, unless the scheduler still keeps
+        ``key`` on another worker: then only this replica went, and consumers elsewhere may
+        still need their pieces; the last holder drops the exchange."""
+        try:
+            holders = await worker.scheduler.who_has(keys=[key])
+        except Exception:  # noqa: BLE001 (a scheduler gone: nothing will consume the pieces)
+            holders = {}
+        if holders.get(key):
+            return
+        self.mailbox.drop(receipt.exchange)
+        for peer in receipt.peers:
             if peer != worker.address:
-                asyncio.ensure_future(_tell_drop(worker, peer, exchange))
+                await _tell_drop(worker, peer, receipt.exchange)
 
 
 def forget(worker: Worker, exchange: str, peers: Sequence[str]) -> None:
@@ -208,9 +222,12 @@ def _plugin(worker: Worker) -> MailboxPlugin:
 
 @dataclass(frozen=True)
 class Receipt:
-    """What one send task delivered: per source partition, rows per bucket."""
+    """What one send task delivered: per source partition, rows per bucket; and where, so that
+    any worker holding it can drop the exchange everywhere (:class:`MailboxPlugin`)."""
 
     rows: dict[int, list[int]]
+    exchange: str = ""
+    peers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -227,7 +244,6 @@ def send(key: str, exchange: str, splitter: Splitter, owners: Sequence[str],
     """The send task of one worker (its key ``key``): :func:`send_from` its worker, the
     exchange dropped everywhere when the task's receipt is released."""
     worker = get_worker()
-    _plugin(worker).sending(key, exchange, sorted(set(owners)))
     return send_from(worker, exchange, splitter, owners, sources, wrap, parts, job_of(key), key)
 
 
@@ -264,7 +280,7 @@ def send_from(worker: Worker, exchange: str, splitter: Splitter, owners: Sequenc
             _finish(waves.pop(0), worker, key)
     for wave in waves:
         _finish(wave, worker, key)
-    return Receipt(rows)
+    return Receipt(rows, exchange, tuple(sorted(set(owners))))
 
 
 def _finish(wave: list[ThreadFuture], worker: Worker, key: str | None) -> None:

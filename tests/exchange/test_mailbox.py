@@ -106,6 +106,31 @@ def test_a_missing_piece_fails_the_bucket_naming_it(engine):
         future.result()
 
 
+def test_a_receipt_copy_dropped_alone_leaves_the_pieces(engine):
+    """Dask's active memory manager drops the extra copies of a key: the sender's copy of a
+    receipt that a consumer's worker fetched may go while that worker's consumers wait, and
+    the pieces must stay until the receipt is released everywhere."""
+    sender, consumer = engine.workers[:2]
+    exchange_id = "gpuframe-send-test-0a.1"
+    key = f"{exchange_id}-0"
+    engine.client.run(lambda dask_worker: dask_worker.plugins[PLUGIN_NAME].mailbox.put(
+        exchange_id, 0, {0: "piece"}))
+    receipt = engine.client.submit(Receipt, {0: [1]}, exchange_id, (sender, consumer),
+                                   key=key, workers=[sender])
+    receipt.result()
+    engine.client.replicate([receipt])
+    engine.client.run_on_scheduler(lambda dask_scheduler: dask_scheduler
+                                   .request_remove_replicas(sender, [key], stimulus_id="test"))
+    deadline = time.monotonic() + 10
+    while engine.client.who_has([receipt])[key] != (consumer,):
+        assert time.monotonic() < deadline, engine.client.who_has([receipt])
+        time.sleep(0.05)
+    time.sleep(0.5)  # the sender's release, had it dropped the exchange, would have by now
+    assert held(engine) == {sender: {exchange_id: 1}, consumer: {exchange_id: 1}}
+    del receipt
+    assert not any(wait_until_empty(engine).values())
+
+
 @pytest.mark.parametrize("how", ["inner", "left", "outer"])
 def test_both_exchanges_give_the_same_rows(engine, frames, how, monkeypatch):
     left, right = frames
