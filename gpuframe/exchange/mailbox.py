@@ -242,9 +242,24 @@ class Claim:
 def send(key: str, exchange: str, splitter: Splitter, owners: Sequence[str],
          sources: Sequence[int], wrap: bool, *parts: Any) -> Receipt:
     """The send task of one worker (its key ``key``): :func:`send_from` its worker, the
-    exchange dropped everywhere when the task's receipt is released."""
+    exchange dropped everywhere when the task's receipt is released, or at once where the task
+    fails and leaves no receipt."""
     worker = get_worker()
-    return send_from(worker, exchange, splitter, owners, sources, wrap, parts, job_of(key), key)
+    try:
+        return send_from(worker, exchange, splitter, owners, sources, wrap, parts, job_of(key),
+                         key)
+    except BaseException:
+        _abandon(worker, exchange, owners)
+        raise
+
+
+def _abandon(worker: Worker, exchange: str, peers: Sequence[str]) -> None:
+    """Drop ``exchange`` here, and at ``peers`` without waiting for them: a peer that is gone
+    would hold the worker's thread for the connect timeout."""
+    plugin = _plugin(worker)
+    plugin.mailbox.drop(exchange)
+    for peer in sorted(set(peers) - {worker.address}):
+        asyncio.run_coroutine_threadsafe(_tell_drop(worker, peer, exchange), plugin.loop)
 
 
 def send_from(worker: Worker, exchange: str, splitter: Splitter, owners: Sequence[str],

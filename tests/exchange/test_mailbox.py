@@ -133,22 +133,25 @@ def test_a_receipt_copy_dropped_alone_leaves_the_pieces(engine):
     assert not any(wait_until_empty(engine).values())
 
 
-def test_a_send_task_given_up_mid_delivery_frees_its_worker(engine):
+def test_a_send_task_given_up_mid_delivery_frees_its_worker_and_its_pieces(engine):
     """A delivery to a peer that is gone retries its connection for Dask's connect timeout;
-    once the job gives the send task up, the worker's thread must not wait that long."""
+    once the job gives the send task up, the worker's thread must not wait that long, and the
+    bucket it kept for itself must not stay behind: no receipt will drop it."""
     worker = engine.workers[0]
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         gone = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
     exchange_id = "gpuframe-send-test-0b.1"
-    sending = engine.client.submit(send, f"{exchange_id}-0", exchange_id, HashSplitter(("k",), 1),
-                                   (gone,), [0], False, pd.DataFrame({"k": range(10)}),
+    sending = engine.client.submit(send, f"{exchange_id}-0", exchange_id, HashSplitter(("k",), 2),
+                                   (worker, gone), [0], False, pd.DataFrame({"k": range(10)}),
                                    key=f"{exchange_id}-0", workers=[worker])
     time.sleep(1)  # the delivery is retrying by now
+    assert held(engine)[worker] == {exchange_id: 1}
     sending.cancel()
     start = time.monotonic()
     assert engine.client.submit(int, 1, workers=[worker], pure=False).result(timeout=20) == 1
     assert time.monotonic() - start < 5
+    assert not any(wait_until_empty(engine).values())
 
 
 @pytest.mark.parametrize("how", ["inner", "left", "outer"])
