@@ -32,7 +32,15 @@ class PartitionError(GpuframeError, RuntimeError):
 
 class WorkerLostError(PartitionError):
     """A worker that a job needs left the cluster or stopped answering: the message names it,
-    the stage and the partitions that cannot be made."""
+    the stage and the partitions that cannot be made. ``worker`` is its address where one is
+    known, kept when the error travels from a worker's task to the client."""
+
+    def __init__(self, message: str, worker: str | None = None) -> None:
+        super().__init__(message, worker)
+        self.worker = worker
+
+    def __str__(self) -> str:  # the message alone, not the (message, worker) pair
+        return str(self.args[0])
 
 
 class JoinError(GpuframeError, ValueError):

@@ -14,13 +14,12 @@ pieces. Each consuming task depends on the ``W`` receipts alone, so a stage is `
 and ``W x B`` small edges, and it takes its bucket from the mailbox (:func:`arrivals`), checking
 that every partition's piece came with the rows its receipt counts.
 
-Nothing is left behind: when a send task's receipt is released (every consumer has run, or the
-job was cancelled or failed), its worker tells every peer to drop what the exchange still holds,
-and a worker keeps the ids of dropped exchanges for a while, so pieces that a cancelled sender
-delivers late are discarded. A worker that still has a consumer of the exchange to run drops it
-only once none is left: the sender's copy of a receipt is also released when Dask's active memory
-manager removes it as a spare replica, while a peer's consumers, slowed by memory pressure, still
-wait on their own copies.
+Nothing is left behind: when a worker releases a send task's receipt and the scheduler keeps it
+nowhere else (every consumer has run, or the job was cancelled or failed), the worker tells every
+peer to drop what the exchange still holds, and a worker keeps the ids of dropped exchanges for a
+while, so pieces that a cancelled sender delivers late are discarded. A replica released alone
+(Dask's active memory manager keeps one copy of a key) drops nothing: the consumers on other
+workers still need their pieces.
 
 Each delivery logs :data:`~gpuframe.diagnostics.stages.SEND_EVENT_TOPIC` with its bytes and
 interval, which the engine's metrics count as a transfer between the two workers.
@@ -34,6 +33,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import MutableMapping, Sequence
 from concurrent.futures import Future as ThreadFuture
+from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,20 +54,27 @@ if TYPE_CHECKING:
 PLUGIN_NAME = "gpuframe-mailbox"
 DELIVER_HANDLER = "gpuframe_deliver"
 DROP_HANDLER = "gpuframe_drop"
+SEND_PREFIX = "gpuframe-send-"
+"""Starts the keys of send tasks (:func:`send`), whose results are :class:`Receipt` objects."""
 PIECE_PREFIX = "gpuframe-piece-"
 """Names a received piece in the worker's data store; no task has such a key."""
 DROPPED_REMEMBERED = 4096
 """Ids of dropped exchanges a worker remembers, to discard their late pieces."""
-FINISHED = ("memory", "error", "released", "forgotten", "cancelled")
-"""A worker's task states in which a task will not read its inputs again."""
 IN_FLIGHT_PARTITIONS = 2
 """Partitions whose pieces a send task may have in flight at once: the next partition is cut
 while the last one's pieces travel, and no more, so a worker holds at most about two
 partitions' copies besides its inputs."""
+RELEASE_CHECK_S = 0.25
+"""How often a send task waiting on its deliveries asks whether its job still wants it."""
 
 
 class ExchangeError(PartitionError):
     """A bucket came incomplete: a piece that a sender's receipt counts never arrived."""
+
+
+class SendReleasedError(PartitionError):
+    """A send task's job gave it up (it failed or was cancelled) while the task's pieces were
+    in flight: the task stops, and its deliveries with it."""
 
 
 class Mailbox:
@@ -134,9 +141,7 @@ class MailboxPlugin(WorkerPlugin):
 
     def __init__(self) -> None:
         self.worker: Worker | None = None
-        self._senders: dict[str, tuple[str, tuple[str, ...]]] = {}  # key -> exchange, peers
-        self._deferred: set[str] = set()
-        """Exchanges asked to be dropped while a consumer here still waits on them."""
+        self._receipts: dict[Any, Receipt] = {}  # the receipts this worker holds, by key
 
     def setup(self, worker: Worker) -> None:
         self.worker = worker
@@ -149,40 +154,33 @@ class MailboxPlugin(WorkerPlugin):
         return self.mailbox.put(exchange, source, {b: arrived(f) for b, f in pieces.items()})
 
     def _drop(self, exchange: str) -> None:
-        if self._consumed_here(exchange):
-            self._deferred.add(exchange)
-        else:
-            self.mailbox.drop(exchange)
-
-    def _consumed_here(self, exchange: str) -> bool:
-        """Whether a task of this worker yet to finish depends on a send task of ``exchange``
-        (whose keys are the exchange's id and the sender's)."""
-        if self.worker is None:
-            return False
-        prefix = f"{exchange}-"
-        return any(task.state not in FINISHED
-                   and any(str(d.key).startswith(prefix) for d in task.dependencies)
-                   for task in self.worker.state.tasks.values())
-
-    def sending(self, key: str, exchange: str, peers: Sequence[str]) -> None:
-        """Task ``key`` sends for ``exchange`` to ``peers``: drop it there when ``key`` goes."""
-        self._senders[key] = (exchange, tuple(peers))
+        self.mailbox.drop(exchange)
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
-        if self._deferred and finish in FINISHED:
-            for exchange in [x for x in self._deferred if not self._consumed_here(x)]:
-                self._deferred.discard(exchange)
-                self.mailbox.drop(exchange)
-        if finish not in ("released", "forgotten") or key not in self._senders:
-            return
-        exchange, peers = self._senders.pop(key)
-        self._drop(exchange)
         worker = self.worker
         if worker is None:
             return
-        for peer in peers:
+        if finish == "memory" and str(key).startswith(SEND_PREFIX):
+            held = worker.data.get(key)
+            if isinstance(held, Receipt):
+                self._receipts[key] = held
+        elif finish in ("released", "forgotten") and key in self._receipts:
+            asyncio.ensure_future(self._release(worker, key, self._receipts.pop(key)))
+
+    async def _release(self, worker: Worker, key: Any, receipt: Receipt) -> None:
+        """Drop ``receipt``'s exchange here and at its peers, unless the scheduler still keeps
+        ``key`` on another worker: then only this replica went, and consumers elsewhere may
+        still need their pieces; the last holder drops the exchange."""
+        try:
+            holders = await worker.scheduler.who_has(keys=[key])
+        except Exception:  # noqa: BLE001 (a scheduler gone: nothing will consume the pieces)
+            holders = {}
+        if holders.get(key):
+            return
+        self.mailbox.drop(receipt.exchange)
+        for peer in receipt.peers:
             if peer != worker.address:
-                asyncio.ensure_future(_tell_drop(worker, peer, exchange))
+                await _tell_drop(worker, peer, receipt.exchange)
 
 
 def forget(worker: Worker, exchange: str, peers: Sequence[str]) -> None:
@@ -224,9 +222,12 @@ def _plugin(worker: Worker) -> MailboxPlugin:
 
 @dataclass(frozen=True)
 class Receipt:
-    """What one send task delivered: per source partition, rows per bucket."""
+    """What one send task delivered: per source partition, rows per bucket; and where, so that
+    any worker holding it can drop the exchange everywhere (:class:`MailboxPlugin`)."""
 
     rows: dict[int, list[int]]
+    exchange: str = ""
+    peers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -241,19 +242,35 @@ class Claim:
 def send(key: str, exchange: str, splitter: Splitter, owners: Sequence[str],
          sources: Sequence[int], wrap: bool, *parts: Any) -> Receipt:
     """The send task of one worker (its key ``key``): :func:`send_from` its worker, the
-    exchange dropped everywhere when the task's receipt is released."""
+    exchange dropped everywhere when the task's receipt is released, or at once where the task
+    fails and leaves no receipt."""
     worker = get_worker()
-    _plugin(worker).sending(key, exchange, sorted(set(owners)))
-    return send_from(worker, exchange, splitter, owners, sources, wrap, parts, job_of(key))
+    try:
+        return send_from(worker, exchange, splitter, owners, sources, wrap, parts, job_of(key),
+                         key)
+    except BaseException:
+        _abandon(worker, exchange, owners)
+        raise
+
+
+def _abandon(worker: Worker, exchange: str, peers: Sequence[str]) -> None:
+    """Drop ``exchange`` here, and at ``peers`` without waiting for them: a peer that is gone
+    would hold the worker's thread for the connect timeout."""
+    plugin = _plugin(worker)
+    plugin.mailbox.drop(exchange)
+    for peer in sorted(set(peers) - {worker.address}):
+        asyncio.run_coroutine_threadsafe(_tell_drop(worker, peer, exchange), plugin.loop)
 
 
 def send_from(worker: Worker, exchange: str, splitter: Splitter, owners: Sequence[str],
               sources: Sequence[int], wrap: bool, parts: Sequence[Any],
-              job: str | None) -> Receipt:
+              job: str | None, key: str | None = None) -> Receipt:
     """Cut ``parts`` (partitions ``sources``) into ``splitter``'s buckets and deliver bucket
     ``b``'s rows to ``owners[b]``; return once every peer has them. ``wrap``: remote pieces
     travel as :class:`~gpuframe.exchange.bucket.DeviceBucket`. ``job``: whose transfers the
-    deliveries are, in the engine's metrics."""
+    deliveries are, in the engine's metrics. ``key``: the send task this runs in, which stops
+    (:class:`SendReleasedError`) once its job releases it; a delivery to a peer that died can
+    otherwise hold the worker's thread for the whole connect timeout, retrying."""
     plugin = _plugin(worker)
     rows: dict[int, list[int]] = {}
     waves: list[list[ThreadFuture]] = []
@@ -275,15 +292,29 @@ def send_from(worker: Worker, exchange: str, splitter: Splitter, owners: Sequenc
                 plugin.loop))
         waves.append(wave)
         if len(waves) >= IN_FLIGHT_PARTITIONS:
-            _finish(waves.pop(0))
+            _finish(waves.pop(0), worker, key)
     for wave in waves:
-        _finish(wave)
-    return Receipt(rows)
+        _finish(wave, worker, key)
+    return Receipt(rows, exchange, tuple(sorted(set(owners))))
 
 
-def _finish(wave: list[ThreadFuture]) -> None:
+def _finish(wave: list[ThreadFuture], worker: Worker, key: str | None) -> None:
+    """Wait for ``wave``'s deliveries, cancelling them if task ``key`` is released."""
+    while wait(wave, timeout=RELEASE_CHECK_S).not_done:
+        if key is not None and not _wanted(worker, key):
+            for future in wave:
+                future.cancel()
+            raise SendReleasedError(f"send task {key} on {worker.address} was released by "
+                                    "its job while its pieces were in flight")
     for future in wave:
         future.result()
+
+
+def _wanted(worker: Worker, key: str) -> bool:
+    """Whether ``worker``'s task ``key`` is still wanted: the scheduler marks an executing task
+    'cancelled' when its job fails or is cancelled."""
+    task = worker.state.tasks.get(key)
+    return task is not None and task.state not in ("cancelled", "released")
 
 
 async def _deliver(worker: Worker, owner: str, exchange: str, source: int,
@@ -295,7 +326,7 @@ async def _deliver(worker: Worker, owner: str, exchange: str, source: int,
                                                  pieces=to_serialize(pieces))
     except (OSError, asyncio.TimeoutError) as exc:
         raise WorkerLostError(f"worker {owner} could not be reached from {worker.address} to "
-                              f"deliver partition {source}'s buckets: {exc!r}") from exc
+                              f"deliver partition {source}'s buckets: {exc!r}", owner) from exc
     worker.log_event(SEND_EVENT_TOPIC, {
         "job": job, "source": worker.address, "destination": owner, "start": start,
         "stop": time(), "bytes": int(sum(sizeof(p) for p in pieces.values()))})

@@ -167,7 +167,7 @@ class Job:
                 if future.status != "finished":
                     if lost:
                         worker, key, why = lost[0]
-                        self._lost(worker, why, key)
+                        self._lost(worker, why, future.key, key)
                     self.fail(future)
         finally:
             done.set()
@@ -189,20 +189,28 @@ class Job:
                 self.cancel()
                 return
 
-    def _lost(self, worker: str, why: str, key: Key) -> NoReturn:
-        """Cancel the job and raise :class:`WorkerLostError`: ``worker`` ``why``, naming the
-        task ``key`` it held up and the stage and partitions of the job it ran. Where a nanny
-        restarted it for its memory, first wait for the cluster to settle (:meth:`_settle`)."""
+    def _lost(self, worker: str, why: str, waited: Key, stuck: Key,
+              cause: BaseException | None = None) -> NoReturn:
+        """Cancel the job and raise :class:`WorkerLostError`: ``worker`` ``why``, so the job
+        cannot finish the stage of task ``waited`` (what it was waiting for), held up at task
+        ``stuck`` (the one found stuck, or the one that failed); the partitions of each stage
+        that ``worker`` held or was to make are named too. Where a nanny restarted it for its
+        memory, first wait for the cluster to settle (:meth:`_settle`)."""
         self.cancel()
         gone = worker.split(", ")
         if _memory_restart(self.engine.client.get_events(MEMORY_RESTART_TOPIC), gone):
             self._settle()
-        mine = [info for info in self._info.values() if info.owner in gone]
-        stages = sorted({info.stage for info in mine})
-        parts = sorted({info.partition for info in mine if info.partition >= 0})
-        held = f" and the {', '.join(stages)} stage's partitions {parts}" if mine else ""
-        raise WorkerLostError(f"worker {worker} {why}: task {key}{held} of job {self.id} "
-                              f"({self.name}) cannot be made")
+        held: dict[str, list[int]] = {}
+        for info in self._info.values():  # in the order the stages were submitted
+            if info.owner in gone and info.partition >= 0:
+                held.setdefault(info.stage, []).append(info.partition)
+        stage = self._info[waited].stage if waited in self._info else "current"
+        lost = "; ".join(f"{name} {_spans(parts)}" for name, parts in held.items())
+        raise WorkerLostError(
+            f"worker {worker} {why}: job {self.id} ({self.name}) cannot finish its {stage} "
+            f"stage (held up at task {stuck})"
+            + (f"; the worker's partitions, by stage: {lost}" if lost else ""), worker
+        ) from cause
 
     def _settle(self) -> None:
         """Wait, at most :data:`SETTLE_SECONDS`, until no worker still runs a task of this job
@@ -231,21 +239,28 @@ class Job:
         return self.engine.client.gather(list(futures))
 
     def fail(self, failed: Future) -> NoReturn:
-        """Raise the failure of ``failed`` (see :meth:`wait`), the job's tasks cancelled."""
-        if failed.status != "error":
-            info = self._info.get(failed.key)
-            self.cancel()
-            where = f"{info.stage} task of partition {info.partition}" if info else "a task"
+        """Raise the failure of ``failed`` (see :meth:`wait`), the job's tasks cancelled: a
+        :class:`WorkerLostError` where one of its workers left the cluster, or where a task
+        failed for a worker it could not reach."""
+        error = failed.exception() if failed.status == "error" else None
+        started = self._blamed(failed.key) if error is not None else failed.key
+        if error is None or isinstance(error, WorkerLostError):
             gone = sorted({i.owner for i in self._info.values() if i.owner}
                           - set(self.engine.workers))
             if gone:
                 restarts = self.engine.client.get_events(MEMORY_RESTART_TOPIC)
                 self._lost(", ".join(gone), f"left the cluster{_memory_restart(restarts, gone)}"
-                           ", and the partitions it held with it", failed.key)
+                           ", and the partitions it held with it", failed.key, started, error)
+            if isinstance(error, WorkerLostError) and error.worker:
+                self._lost(error.worker, "could not be reached by a peer", failed.key, started,
+                           error)
+        if error is None:
+            info = self._info.get(failed.key)
+            self.cancel()
+            where = f"{info.stage} task of partition {info.partition}" if info else "a task"
             raise PartitionError(f"{where} of job {self.id} was cancelled or lost before it "
                                  f"finished (owner {info.owner if info else 'unknown'})")
-        error, trace = failed.exception(), failed.traceback()
-        started = self._blamed(failed.key)
+        trace = failed.traceback()
         info = self._info[started] if started in self._info else self._info[failed.key]
         self.cancel()
         note = (f"raised by the {info.stage} task {started} (partition {info.partition}) on "
@@ -409,6 +424,18 @@ def _memory_restart(restarts: Sequence[tuple[float, Any]], workers: Sequence[str
                     "split the work into more partitions: partition_bytes=, "
                     "partitions_per_worker=)")
     return ""
+
+
+def _spans(numbers: Sequence[int]) -> str:
+    """``numbers`` as runs, '0-19, 24': a stage may have thousands of partitions."""
+    ordered = sorted(set(numbers))
+    runs: list[list[int]] = []
+    for n in ordered:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def blamed_task(dask_scheduler: Scheduler, key: Key) -> Key | None:

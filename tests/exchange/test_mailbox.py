@@ -1,8 +1,8 @@
 """The direct exchange's mailboxes: pieces filed, taken once, checked against the receipts, and
 dropped when no consumer needs them, even when the job fails."""
 
+import socket
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -16,9 +16,9 @@ from gpuframe.exchange.mailbox import (
     Claim,
     ExchangeError,
     Mailbox,
-    MailboxPlugin,
     Receipt,
     arrivals,
+    send,
 )
 from gpuframe.exchange.placement import Contiguous
 from gpuframe.exchange.splitters import HashSplitter
@@ -37,23 +37,6 @@ def test_a_mailbox_gives_each_bucket_once_and_discards_late_pieces():
     assert box.exchanges() == {} and data == {}
     assert not box.put("x", 2, {0: "late"})  # a cancelled sender's piece, after the drop
     assert box.exchanges() == {} and data == {}
-
-
-def test_a_drop_waits_for_the_consumers_still_to_run_on_the_worker():
-    """The sender's receipt goes as a spare replica (Dask's active memory manager) while a
-    consumer here, slowed by memory pressure, still waits on its own copy: the pieces stay
-    until it has run."""
-    plugin = MailboxPlugin()
-    plugin.mailbox = Mailbox({})
-    consumer = SimpleNamespace(key="join-1", state="ready",
-                               dependencies=[SimpleNamespace(key="x-tcp://sender")])
-    plugin.worker = SimpleNamespace(state=SimpleNamespace(tasks={"join-1": consumer}))
-    plugin.mailbox.put("x", 0, {1: "piece"})
-    plugin._drop("x")
-    assert plugin.mailbox.exchanges() == {"x": 1}
-    consumer.state = "memory"
-    plugin.transition("join-1", "executing", "memory")
-    assert plugin.mailbox.exchanges() == {}
 
 
 def test_pieces_spill_to_disk_with_the_workers_results(tmp_path):
@@ -123,6 +106,52 @@ def test_a_missing_piece_fails_the_bucket_naming_it(engine):
                                   pure=False)
     with pytest.raises(ExchangeError, match=r"bucket 0 .* partitions \[0, 3\] never arrived"):
         future.result()
+
+
+def test_a_receipt_copy_dropped_alone_leaves_the_pieces(engine):
+    """Dask's active memory manager drops the extra copies of a key: the sender's copy of a
+    receipt that a consumer's worker fetched may go while that worker's consumers wait, and
+    the pieces must stay until the receipt is released everywhere."""
+    sender, consumer = engine.workers[:2]
+    exchange_id = "gpuframe-send-test-0a.1"
+    key = f"{exchange_id}-0"
+    engine.client.run(lambda dask_worker: dask_worker.plugins[PLUGIN_NAME].mailbox.put(
+        exchange_id, 0, {0: "piece"}))
+    receipt = engine.client.submit(Receipt, {0: [1]}, exchange_id, (sender, consumer),
+                                   key=key, workers=[sender])
+    receipt.result()
+    engine.client.replicate([receipt])
+    engine.client.run_on_scheduler(lambda dask_scheduler: dask_scheduler
+                                   .request_remove_replicas(sender, [key], stimulus_id="test"))
+    deadline = time.monotonic() + 10
+    while engine.client.who_has([receipt])[key] != (consumer,):
+        assert time.monotonic() < deadline, engine.client.who_has([receipt])
+        time.sleep(0.05)
+    time.sleep(0.5)  # the sender's release, had it dropped the exchange, would have by now
+    assert held(engine) == {sender: {exchange_id: 1}, consumer: {exchange_id: 1}}
+    del receipt
+    assert not any(wait_until_empty(engine).values())
+
+
+def test_a_send_task_given_up_mid_delivery_frees_its_worker_and_its_pieces(engine):
+    """A delivery to a peer that is gone retries its connection for Dask's connect timeout;
+    once the job gives the send task up, the worker's thread must not wait that long, and the
+    bucket it kept for itself must not stay behind: no receipt will drop it."""
+    worker = engine.workers[0]
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        gone = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
+    exchange_id = "gpuframe-send-test-0b.1"
+    sending = engine.client.submit(send, f"{exchange_id}-0", exchange_id, HashSplitter(("k",), 2),
+                                   (worker, gone), [0], False, pd.DataFrame({"k": range(10)}),
+                                   key=f"{exchange_id}-0", workers=[worker])
+    time.sleep(1)  # the delivery is retrying by now
+    assert held(engine)[worker] == {exchange_id: 1}
+    sending.cancel()
+    start = time.monotonic()
+    assert engine.client.submit(int, 1, workers=[worker], pure=False).result(timeout=20) == 1
+    assert time.monotonic() - start < 5
+    assert not any(wait_until_empty(engine).values())
 
 
 @pytest.mark.parametrize("how", ["inner", "left", "outer"])

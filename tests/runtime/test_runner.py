@@ -8,7 +8,7 @@ import pytest
 
 import gpuframe
 from gpuframe.diagnostics.stages import task_key
-from gpuframe.errors import PartitionError, UnknownColumnError
+from gpuframe.errors import PartitionError, UnknownColumnError, WorkerLostError
 from gpuframe.io.errors import CorruptFileError
 from gpuframe.runtime.runner import Job, Partitions
 
@@ -24,6 +24,11 @@ def explode(x):
 
 def missing_column(x):
     raise UnknownColumnError("column 'z' is not among the frame's columns")
+
+
+def unreachable(x):
+    raise WorkerLostError("worker tcp://127.0.0.1:9 could not be reached from here",
+                          "tcp://127.0.0.1:9")
 
 
 def test_tasks_are_named_by_stage_and_job_and_run_on_their_owner(engine):
@@ -127,3 +132,15 @@ def test_a_cluster_without_workers_is_a_clear_error_not_a_hang(tmp_path):
                 with pytest.raises(ClusterError, match=f"{cluster.scheduler_address} has no "
                                                        "workers"):
                     action()
+
+
+def test_a_task_that_cannot_reach_a_peer_fails_the_job_naming_the_peer_and_the_stage(engine):
+    """The peer's address travels with the task's error, so the job's own WorkerLostError
+    names it with the stage, as for a worker the scheduler saw leave."""
+    with pytest.raises(WorkerLostError, match=r"worker tcp://127.0.0.1:9 could not be reached "
+                                              r"by a peer: job \w+ \(test\) cannot finish its "
+                                              r"send stage") as raised:
+        with Job(engine, "test") as job:
+            job.wait([job.stage("send").submit(unreachable, 1, index=(0,),
+                                               owner=engine.workers[0])])
+    assert raised.value.worker == "tcp://127.0.0.1:9"
