@@ -490,7 +490,10 @@ def test_ported_case(engine, left, right, how, keys):
 @pytest.mark.gpu
 @pytest.mark.filterwarnings("ignore:You are merging on int and float")
 @pytest.mark.parametrize("left, right, how, keys", [
-    param for param in CASES if not param.id.startswith("merge_duplicate_suffix")
+    pytest.param(*param.values, id=param.id, marks=pytest.mark.xfail(
+        strict=True, reason="cuDF holds no categorical of dates: MixedTypeError"))
+    if param.id.startswith("dtype_on_categorical_dates") else param
+    for param in CASES if not param.id.startswith("merge_duplicate_suffix")
 ])  # a cuDF frame holds no two columns of one name
 def test_ported_case_on_gpus(gpu_engine, left, right, how, keys):
     """On cuDF too the schema is the data's, and the rows pandas'. Its dtypes are pandas' but
