@@ -10,9 +10,8 @@ import os
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from stand_ins import install
+from stand_ins import check_a_shuffle_join, install
 
 import gpuframe
 
@@ -43,12 +42,4 @@ def test_connect_joins_a_slurm_cluster_of_dask_jobqueue(slurm_commands, tmp_path
                                          "dashboard_address": "127.0.0.1:0"}) as cluster:
         cluster.scale(jobs=1)
         with gpuframe.connect(cluster.scheduler_address, timeout=60) as engine:
-            engine.client.wait_for_workers(2, timeout=60)
-            left = pd.DataFrame({"k": range(1000), "a": range(1000)})
-            right = pd.DataFrame({"k": range(0, 2000, 2), "b": range(1000)})
-            got = gpuframe.merge(gpuframe.from_pandas(left, npartitions=4),
-                                 gpuframe.from_pandas(right, npartitions=4), on="k",
-                                 broadcast_bytes=0).to_pandas()
-            assert len(engine.workers) == 2
-    expected = left.merge(right, on="k")
-    pd.testing.assert_frame_equal(got.sort_values("k", ignore_index=True), expected)
+            check_a_shuffle_join(engine, 2)

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import pandas as pd
 import pytest
 import yaml
-from stand_ins import DASK, REAL_DASK, install
+from stand_ins import DASK, REAL_DASK, check_a_shuffle_join, install
 
 import gpuframe
 
@@ -122,16 +121,9 @@ def test_the_pods_commands_make_a_cluster_that_connect_joins(tmp_path):
             pods.append(subprocess.Popen(args, env={
                 **env, **{item["name"]: item["value"] for item in worker.get("env", [])}}))
         with gpuframe.connect(address, timeout=60) as engine:
-            engine.client.wait_for_workers(spec["worker"]["replicas"], timeout=60)
-            left = pd.DataFrame({"k": range(1000), "a": range(1000)})
-            right = pd.DataFrame({"k": range(0, 2000, 2), "b": range(1000)})
-            got = gpuframe.merge(gpuframe.from_pandas(left, npartitions=4),
-                                 gpuframe.from_pandas(right, npartitions=4), on="k",
-                                 broadcast_bytes=0).to_pandas()
+            check_a_shuffle_join(engine, spec["worker"]["replicas"])
     finally:
         for pod in pods:
             pod.terminate()
         for pod in pods:
             pod.wait(timeout=30)
-    pd.testing.assert_frame_equal(got.sort_values("k", ignore_index=True),
-                                  left.merge(right, on="k"))
