@@ -55,7 +55,9 @@ def test_choice_follows_the_stores_latency_and_bandwidth(http_server):
     for chosen in (fast, slow):
         # a one-request timing: on a loaded 2-core CI machine it once came out at 0.37x
         assert 0.25 * 10e6 < chosen.alone_bandwidth < 1.5 * 10e6, chosen
-        assert 0 < chosen.stream_bandwidth < 1.5 * chosen.alone_bandwidth, chosen
+        # under load a request gets the server's 10 MB/s at most; held against that rate, not
+        # the one-request timing above, which a loaded machine can make 4 times too slow
+        assert 0 < chosen.stream_bandwidth < 1.5 * 10e6, chosen
         assert chosen.bandwidth > 2 * chosen.alone_bandwidth, "the server serves many at once"
         assert chosen.requests_in_flight >= chosen.bandwidth / chosen.stream_bandwidth
         assert chosen.bytes_in_flight >= chosen.latency_s * chosen.bandwidth
