@@ -70,9 +70,11 @@ from .skew import SideProfile, SkewSplitter, can_split, plan_skew, profile_sides
 from .steps import Chain, apply_steps
 
 SIDES = ("left", "right")
-OUTPUT_COPIES = 2
-"""The bytes a join task holds at its peak, in multiples of its output's: the output, and about
-as many again in the row indexers and columns the merge builds on the way."""
+OUTPUT_COPIES = 4
+"""The bytes a join task holds at its peak, in multiples of its output's: the output, the row
+indexers and columns the merge builds on the way, and as much again for the results its worker
+keeps in memory until it spills (twice the output alone let a many-to-many join outgrow 1 GiB
+workers, tests/reliability/test_memory.py)."""
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,9 @@ def test_choice_follows_the_stores_latency_and_bandwidth(http_server):
     slow = _measured_through(http_server, "shaped-40ms-10MBps")
     assert slow.latency_s >= 0.04 > fast.latency_s
     for chosen in (fast, slow):
-        # a one-request timing: on a loaded 2-core CI machine it once came out at 0.37x
-        assert 0.25 * 10e6 < chosen.alone_bandwidth < 1.5 * 10e6, chosen
+        # a one-request timing: on a loaded 2-core CI machine it came out at 0.37x, then twice
+        # at 0.24-0.26x (the server's thread shares the cores with the suite's workers)
+        assert 0.1 * 10e6 < chosen.alone_bandwidth < 1.5 * 10e6, chosen
         # under load a request gets the server's 10 MB/s at most; held against that rate, not
         # the one-request timing above, which a loaded machine can make 4 times too slow
         assert 0 < chosen.stream_bandwidth < 1.5 * 10e6, chosen
