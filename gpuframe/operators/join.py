@@ -73,8 +73,8 @@ SIDES = ("left", "right")
 OUTPUT_COPIES = 4
 """The bytes a join task holds at its peak, in multiples of its output's: the output, the row
 indexers and columns the merge builds on the way, and as much again for the results its worker
-keeps in memory until it spills (twice the output alone let a many-to-many join outgrow 1 GiB
-workers, tests/reliability/test_memory.py)."""
+keeps in memory until it spills (tests/reliability/test_memory.py's many-to-many join is the
+case that needs the last)."""
 
 
 @dataclass(frozen=True)
