@@ -209,7 +209,21 @@ def finalize(components: list[Any], partial: Partial) -> Any:
     if partial.whole and not len(out):
         return _empty_whole(partial, frames)
     out = out[list(partial.meta.columns)].reset_index(drop=True)
-    return frames.astype(out, list(partial.meta.dtypes))
+    return frames.astype(out, _dtypes_for(out, partial))
+
+
+def _dtypes_for(out: Any, partial: Partial) -> list[Any]:
+    """The schema's dtypes, but for a key of objects holding other values than text (1 beside
+    "1"): pandas types a key of objects as text only where every value is one, and leaves
+    others objects; cast to text, its distinct groups would look alike. The schema, made
+    before any value is seen, says text; such a partition's column stays objects."""
+    dtypes = dict(partial.meta.dtypes)
+    for key in partial.keys:
+        if (key in dtypes and isinstance(dtypes[key], pd.StringDtype)
+                and pd.api.types.is_object_dtype(out[key].dtype)
+                and pd.api.types.infer_dtype(out[key], skipna=True) not in ("string", "empty")):
+            dtypes[key] = out[key].dtype
+    return list(dtypes.values())
 
 
 def _empty_whole(partial: Partial, frames: Backend) -> Any:

@@ -259,6 +259,23 @@ def test_sums_of_small_integers_are_64_bits_wide(engine):
     assert_matches(result, expected, ["k", "o"])
 
 
+@pytest.mark.parametrize("strategy", ["tree", "shuffle"])
+def test_object_keys_of_mixed_types_keep_their_values(engine, strategy):
+    """pandas types a key of objects as text only where every value is text: 1 and "1" are two
+    groups, labelled 1 and "1", not two groups both labelled "1"."""
+    data = pd.DataFrame({"k": pd.Series([1, "1", 2, "x", None] * 12, dtype=object),
+                         "v": np.arange(60)})
+    result = groupby(gpuframe.from_pandas(data, npartitions=3), "k", strategy=strategy).agg(
+        s=("v", "sum")).to_pandas()
+    expected = data.groupby("k", as_index=False).agg(s=("v", "sum"))
+    assert result.k.dtype == expected.k.dtype == object
+
+    def labelled(frame: pd.DataFrame) -> list:
+        return sorted((type(k).__name__, str(k), s) for k, s in zip(frame.k, frame.s))
+
+    assert labelled(result) == labelled(expected)
+
+
 @pytest.mark.parametrize("keys", [["t"], ["c"], ["b"]], ids=["time", "categorical", "bool"])
 @pytest.mark.parametrize("strategy", ["tree", "shuffle"])
 def test_time_categorical_and_bool_keys(engine, keys, strategy):
