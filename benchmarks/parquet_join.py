@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baselines", default="cudf-polars,dask",
                         help="comma-separated, of cudf-polars, dask")
     parser.add_argument("--dashboard", default="127.0.0.1:0")
+    parser.add_argument("--stages", action="store_true",
+                        help="run one more gpuframe query per key type and print its stages")
     args = parser.parse_args(argv)
     kinds = args.keys.split(",")
     for kind in kinds:
@@ -166,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ["GPUFRAME_EXCHANGE"] = way
                 measure(f"gpuframe ({way} exchange)", kind,
                         partial(run_gpuframe, data[kind], KEYS[kind]), args.repeat, answers, rows)
-    os.environ["GPUFRAME_EXCHANGE"] = exchanges[0]
+        os.environ["GPUFRAME_EXCHANGE"] = exchanges[0]
+        if args.stages:
+            for kind in kinds:
+                print_stages(engine, kind, partial(run_gpuframe, data[kind], KEYS[kind]))
     if "cudf-polars" in baselines:
         run_polars_baseline(shape, kinds, data, args.repeat, answers, rows)
     if "dask" in baselines:
@@ -176,6 +181,23 @@ def main(argv: list[str] | None = None) -> int:
                         partial(run_dask, data[kind], KEYS[kind]), args.repeat, answers, rows)
     print(table(rows, f"gpuframe ({exchanges[0]} exchange)", args.rows))
     return 0
+
+
+def print_stages(engine: Any, kind: str, run: Callable[[], pd.DataFrame]) -> None:
+    """One more warm query's stages, from the engine's task records: where its time goes."""
+    from gpuframe.diagnostics.jobs import mark, metrics_since
+
+    bookmark = mark(engine)
+    run()
+    metrics = metrics_since(engine, bookmark)
+    print(f"\nStages of one more gpuframe query on {kind} keys (wall: the union of the stage's "
+          f"task intervals):\n\n| stage | tasks | wall s | task s | GiB |\n| --- | ---: | ---: | "
+          "---: | ---: |")
+    for stage, figures in metrics.stages.items():
+        print(f"| {stage} | {figures['tasks']} | {figures['wall_seconds']:.3f} | "
+              f"{figures['task_seconds']:.3f} | {figures['bytes'] / 2**30:.3f} |")
+    print(f"| all (first start to last stop) | | {metrics.stop - metrics.start:.3f} | | |",
+          flush=True)
 
 
 def run_polars_baseline(shape: Shape, kinds: list[str], data: dict[str, Path], repeat: int,

@@ -1,7 +1,8 @@
 """Memory, end to end, on two workers of 1 GiB each: a join whose output is more than a
 worker's memory completes; one that cannot fit anywhere fails before it runs, saying why; a
 frame too large for the client is refused before it is gathered; and after each failure the
-next job runs on the same engine."""
+next job runs on the same engine. On GPUs the same joins run with 1 GiB of device memory a
+worker, which dask-cuda spills to host memory."""
 
 from __future__ import annotations
 
@@ -26,6 +27,20 @@ def small_engine():
     engine.close()
 
 
+@pytest.fixture(scope="module")
+def small_gpu_engine():
+    """A cuDF worker per GPU whose device memory is limited to 1 GiB."""
+    with gpuframe.start_cluster(backend="cudf", protocol="tcp", device_memory_limit=WORKER_MEMORY,
+                                dashboard_address="127.0.0.1:0") as engine:
+        yield engine
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def limited_engine(request):
+    return request.getfixturevalue("small_gpu_engine" if request.param == "gpu"
+                                   else "small_engine")
+
+
 def fan_out(rows: int, keys: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     return pd.DataFrame({"k": rng.integers(0, keys, rows), "v": rng.random(rows)})
@@ -45,25 +60,25 @@ def assert_next_job_runs(engine) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_a_many_to_many_join_larger_than_a_workers_memory_completes(small_engine):
+def test_a_many_to_many_join_larger_than_a_workers_memory_completes(limited_engine):
     left, right = fan_out(40_000, 20, 1), fan_out(40_000, 20, 2).rename(columns={"v": "w"})
     rows = joined_rows(left, right)  # about 80 million rows, 1.8 GiB: 1.8 workers' memory
     start = time.monotonic()
-    result = gpuframe.from_pandas(left, engine=small_engine).merge(
-        gpuframe.from_pandas(right, engine=small_engine), on="k")
+    result = gpuframe.from_pandas(left, engine=limited_engine).merge(
+        gpuframe.from_pandas(right, engine=limited_engine), on="k")
     assert len(result) == rows
     assert time.monotonic() - start < 60
-    assert result.npartitions > 2 * len(small_engine.workers)  # split into more tasks
+    assert result.npartitions > 2 * len(limited_engine.workers)  # split into more tasks
     del result
-    assert_next_job_runs(small_engine)
+    assert_next_job_runs(limited_engine)
 
 
 @pytest.mark.timeout(60)
-def test_a_join_that_cannot_fit_anywhere_fails_up_front(small_engine):
+def test_a_join_that_cannot_fit_anywhere_fails_up_front(limited_engine):
     """A million rows of one key on each side: 10**12 output rows, beyond any disk."""
     side = pd.DataFrame({"k": np.zeros(1_000_000, dtype="int64"), "v": np.ones(1_000_000)})
-    left = gpuframe.from_pandas(side, engine=small_engine)
-    right = gpuframe.from_pandas(side.rename(columns={"v": "w"}), engine=small_engine)
+    left = gpuframe.from_pandas(side, engine=limited_engine)
+    right = gpuframe.from_pandas(side.rename(columns={"v": "w"}), engine=limited_engine)
     start = time.monotonic()
     with pytest.raises(MemoryLimitError, match=r"the inner join on k = k: its output is "
                                                r"estimated at [\d.]+ GiB .*, more than the "
@@ -72,22 +87,22 @@ def test_a_join_that_cannot_fit_anywhere_fails_up_front(small_engine):
                                                r"1\.0 GiB"):
         len(left.merge(right, on="k"))
     assert time.monotonic() - start < 15
-    assert_next_job_runs(small_engine)
+    assert_next_job_runs(limited_engine)
 
 
 @pytest.mark.timeout(60)
-def test_a_key_too_large_for_one_task_fails_up_front(small_engine):
+def test_a_key_too_large_for_one_task_fails_up_front(limited_engine):
     """sort=True joins each key in one task: 36 million rows of one key cannot be split."""
     side = pd.DataFrame({"k": np.zeros(6000, dtype="int64"), "v": np.arange(6000.0)})
-    left = gpuframe.from_pandas(side, engine=small_engine)
-    right = gpuframe.from_pandas(side.rename(columns={"v": "w"}), engine=small_engine)
+    left = gpuframe.from_pandas(side, engine=limited_engine)
+    right = gpuframe.from_pandas(side.rename(columns={"v": "w"}), engine=limited_engine)
     start = time.monotonic()
     with pytest.raises(MemoryLimitError, match=r"one key's output is estimated at 1\.1 GiB or "
                                                r"more, larger than the smallest worker memory "
                                                r"limit, 1\.0 GiB"):
         len(left.merge(right, on="k", sort=True))
     assert time.monotonic() - start < 15
-    assert_next_job_runs(small_engine)
+    assert_next_job_runs(limited_engine)
 
 
 @pytest.mark.timeout(60)
