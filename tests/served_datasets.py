@@ -10,12 +10,14 @@ Little's-law tests; other prefixes make it misbehave, see :class:`_RangeHandler`
 ``https_server`` serves it over TLS with a certificate no store trusts; ``s3_server`` is a moto
 S3 server holding the same files in a bucket, with IAM authentication on, so wrong credentials
 are refused as by AWS, and temporary (STS) credentials are checked whole: key, secret and
-session token.
+session token; ``dripping_s3_endpoint`` passes requests on to it and drips its answers' bodies.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import http.client
 import ipaddress
 import itertools
 import os
@@ -266,17 +268,7 @@ class _RangeHandler(BaseHTTPRequestHandler):
                                                 self.headers.get("Proxy-Authorization")))
         self.end_headers()
         if body and self._shape:
-            step = max(1, int(self._shape[1] / 100))  # 10 ms of data at a time
-            start = time.perf_counter()
-            for offset in range(0, len(data), step):
-                try:
-                    self.wfile.write(data[offset:offset + step])
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up
-                    self.close_connection = True
-                    return
-                ahead = (offset + step) / self._shape[1] - (time.perf_counter() - start)
-                if ahead > 0:
-                    time.sleep(ahead)
+            _send_at(self, data, self._shape[1])
         elif body and self._broken_off:
             self.wfile.write(data[:len(data) // 2])
             self.wfile.flush()
@@ -286,22 +278,86 @@ class _RangeHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
 
-def _serve(state: HttpServer, tls: ssl.SSLContext | None = None):
-    """Serve ``state.root`` on 127.0.0.1 (over TLS with ``tls``) until the generator is closed."""
-    handler = type("Handler", (_RangeHandler,), {"state": state})
+def _send_at(handler: BaseHTTPRequestHandler, data: bytes, rate: float) -> None:
+    """``data`` as a body at ``rate`` bytes/s, 10 ms of it (at least a byte) at a time, until
+    the client gives up."""
+    step = max(1, int(rate / 100))
+    start = time.perf_counter()
+    for offset in range(0, len(data), step):
+        try:
+            handler.wfile.write(data[offset:offset + step])
+        except (BrokenPipeError, ConnectionResetError):
+            handler.close_connection = True
+            return
+        ahead = (offset + step) / rate - (time.perf_counter() - start)
+        if ahead > 0:
+            time.sleep(ahead)
+
+
+class _DripProxy(BaseHTTPRequestHandler):
+    """Passes each GET and HEAD on to ``upstream`` as it came, its Host header too (S3's
+    signatures cover it), and answers with the reply, its body sent at ``rate`` bytes/s."""
+
+    protocol_version = "HTTP/1.1"
+    upstream: tuple[str, int]
+    rate: float
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_HEAD(self) -> None:
+        self._forward()
+
+    def do_GET(self) -> None:
+        self._forward()
+
+    def _forward(self) -> None:
+        upstream = http.client.HTTPConnection(*self.upstream, timeout=30)
+        upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+        for name, value in self.headers.items():
+            upstream.putheader(name, value)
+        upstream.endheaders()
+        answer = upstream.getresponse()
+        data = answer.read()
+        upstream.close()
+        self.send_response_only(answer.status, answer.reason)
+        for name, value in answer.getheaders():
+            if name.lower() not in ("connection", "keep-alive", "transfer-encoding",
+                                    "content-length"):
+                self.send_header(name, value)
+        head = self.command == "HEAD"
+        self.send_header("Content-Length", answer.getheader("Content-Length", "0") if head
+                         else str(len(data)))
+        self.end_headers()
+        if not head:
+            _send_at(self, data, self.rate)
+
+
+@contextlib.contextmanager
+def _listening(handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = None
+               ) -> Iterator[str]:
+    """A server of ``handler`` on 127.0.0.1 (over TLS with ``tls``): its base URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
     scheme = "http" if tls is None else "https"
-    state.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, name=f"test-{scheme}-server",
                               daemon=True)
     thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    try:
+        yield f"{scheme}://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def _serve(state: HttpServer, tls: ssl.SSLContext | None = None):
+    """Serve ``state.root`` on 127.0.0.1 (over TLS with ``tls``) until the generator is closed."""
+    with _listening(type("Handler", (_RangeHandler,), {"state": state}), tls) as url:
+        state.url = url
+        yield state
 
 
 @pytest.fixture(scope="session")
@@ -405,6 +461,18 @@ def s3_server(dataset_dir):
     finally:
         requests.post(f"{endpoint}/moto-api/reset-auth", data=b"inf", timeout=10)
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def dripping_s3_endpoint(s3_server) -> Iterator[str]:
+    """An endpoint in front of ``s3_server`` that sends its answers' bodies at half a byte a
+    second: under the byte a second in each ``timeout`` that Arrow's S3 client (curl) wants, the
+    only pace it holds a read to (``slowest_rate`` is HTTP's)."""
+    upstream = urlsplit(s3_server.endpoint)
+    handler = type("Handler", (_DripProxy,), {"upstream": (upstream.hostname, upstream.port),
+                                              "rate": 0.5})
+    with _listening(handler) as url:
+        yield url
 
 
 @pytest.fixture

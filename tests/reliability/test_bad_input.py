@@ -15,9 +15,10 @@ so that the table lists every kind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,8 @@ SETUP_SECONDS = 60
 """What a case's timeout allows beyond its bound: the first case starts the session's cluster
 and servers."""
 ROWS = 2000
+UNRESOLVABLE = "no-such-host.invalid"
+"""A host name no resolver knows: '.invalid' is reserved never to resolve (RFC 6761)."""
 TABLE = sample_table(0, ROWS)
 READERS = {"parquet": gpuframe.read_parquet, "orc": gpuframe.read_orc, "csv": gpuframe.read_csv}
 
@@ -73,6 +76,8 @@ class Read:
     """The rows a read that succeeds must give."""
     bound_by_permissions: bool = False
     """Planned alone, in a process that file permissions bind (tests run as root)."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """Variables of the client's and the workers' processes during the read."""
 
 
 @dataclass
@@ -86,6 +91,8 @@ class Stage:
     s3: S3Server
     s3_client: object
     closed_port: int
+    dripping_s3: str
+    """An S3 endpoint in front of ``s3``'s that drips its answers' bodies."""
 
     def write(self, name: str, data: bytes | str | pa.Table, kind: str = "") -> Path:
         """``data`` as ``name``: bytes or text as they are, a table :func:`encoded` as
@@ -284,8 +291,8 @@ def fifo(stage: Stage) -> Read:
 def nowhere(where: str, name: str = "missing.parquet", **storage: object
             ) -> Callable[[Stage], Read]:
     """A read of what is not there: a file ``where`` (local, http, s3), a glob's match, a list's
-    files, an ftp:// server, or a closed port's ('{port}' in an option's text, as in the words,
-    is its number)."""
+    files, an ftp:// server, a closed port's ('{port}' in an option's text, as in the words,
+    is its number), or an unresolvable host's."""
     def make(stage: Stage) -> Read:
         source: str | list[str]
         if where == "glob":
@@ -296,6 +303,8 @@ def nowhere(where: str, name: str = "missing.parquet", **storage: object
             source = f"ftp://127.0.0.1/{name}"
         elif where == "closed":
             source = f"http://127.0.0.1:{stage.closed_port}/{name}"
+        elif where == "unresolvable":
+            source = f"http://{UNRESOLVABLE}/{name}"
         else:
             source = stage.at(where, name)
         overrides = {key: value.format(port=stage.closed_port) if isinstance(value, str)
@@ -303,6 +312,22 @@ def nowhere(where: str, name: str = "missing.parquet", **storage: object
         return Read("parquet", source, {"file": str(source), "port": str(stage.closed_port)},
                     stage.storage(where, **overrides))
     return make
+
+
+def https_misnamed(stage: Stage) -> Read:
+    """The HTTPS server's certificate trusted (``REQUESTS_CA_BUNDLE``, as requests takes it),
+    the file asked of it as localhost: the certificate names 127.0.0.1 alone."""
+    read = one_file("parquet", PARQUET, "https")(stage)
+    read.source = read.names["file"] = str(read.source).replace("127.0.0.1", "localhost")
+    read.environment = {"REQUESTS_CA_BUNDLE": str(stage.https.certificate)}
+    return read
+
+
+def s3_dripped(stage: Stage) -> Read:
+    """An object read through :attr:`Stage.dripping_s3`, ``timeout=1``."""
+    read = one_file("parquet", PARQUET, "s3", storage={"timeout": 1})(stage)
+    read.storage["endpoint"] = read.names["endpoint"] = stage.dripping_s3
+    return read
 
 
 def s3_bucket_missing(stage: Stage) -> Read:
@@ -603,6 +628,12 @@ CASES = [
     Case("https-untrusted", "http", "TLS certificate from an unknown authority",
          one_file("parquet", PARQUET, "https"), UnreachableError,
          ("cannot reach {file}", "CERTIFICATE_VERIFY_FAILED")),
+    Case("https-wrong-name", "http", "a trusted TLS certificate for another host name",
+         https_misnamed, UnreachableError,
+         ("cannot reach {file}", "Hostname mismatch, certificate is not valid for 'localhost'")),
+    Case("http-no-such-host", "http", "a host name that does not resolve",
+         nowhere("unresolvable"), UnreachableError,
+         ("cannot reach {file}", f"Failed to resolve '{UNRESOLVABLE}'")),
     Case("http-redirect", "http", "redirect (302) to the file's path",
          correct("parquet", PARQUET, "http", "/redirect"), None),
     Case("http-redirect-loop", "http", "redirect (302) to itself, for ever",
@@ -653,6 +684,13 @@ CASES = [
     Case("s3-refused", "s3", "endpoint refuses connections",
          nowhere("s3", endpoint="http://127.0.0.1:{port}", timeout=2.0), UnreachableError,
          ("cannot reach the S3 endpoint http://127.0.0.1:{port} for {file}",)),
+    Case("s3-no-such-host", "s3", "an endpoint whose host name does not resolve",
+         nowhere("s3", endpoint=f"http://{UNRESOLVABLE}", timeout=2.0), UnreachableError,
+         (f"cannot reach the S3 endpoint http://{UNRESOLVABLE} for {{file}}",
+          f"Could not resolve host: {UNRESOLVABLE}")),
+    Case("s3-drip", "s3", "endpoint drips 0.5 bytes/s, timeout=1 (Arrow's S3 client gives up "
+         "under 1 byte/s in a timeout, once retried)", s3_dripped, UnreachableError,
+         ("cannot reach the S3 endpoint {endpoint} for {file}", "Operation too slow")),
     Case("s3-rewritten", "s3", "object put again between planning and reading, same size, "
          "within the second (ETag changes)", changed_after_planning("parquet", "s3", s3_zero_some),
          FileChangedError, ("{file} changed since it was planned (etag",)),
@@ -686,10 +724,12 @@ def s3_client(s3_server):
 
 
 @pytest.fixture
-def stage(request, http_server, https_server, s3_server, s3_client, closed_port):
+def stage(request, http_server, https_server, s3_server, s3_client, closed_port,
+          dripping_s3_endpoint):
     folder = http_server.root / f"bad-input-{request.node.callspec.id}"
     folder.mkdir()
-    return Stage(folder, http_server, https_server, s3_server, s3_client, closed_port)
+    return Stage(folder, http_server, https_server, s3_server, s3_client, closed_port,
+                 dripping_s3_endpoint)
 
 
 def run(read: Read, engine, read_plan, request) -> pd.DataFrame:
@@ -708,6 +748,34 @@ def run(read: Read, engine, read_plan, request) -> pd.DataFrame:
     return read_plan(plan, engine).to_pandas()
 
 
+def swap_environment(variables: Mapping[str, str | None]) -> dict[str, str | None]:
+    """``variables`` set in this process's environment (None: unset); what they were."""
+    before = {name: os.environ.get(name) for name in variables}
+    for name, value in variables.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    return before
+
+
+@contextlib.contextmanager
+def environment(engine, variables: Mapping[str, str]) -> Iterator[None]:
+    """``variables`` in the client's and the workers' processes (planning reads footers on the
+    workers), as a cluster started with them has them."""
+    if not variables:
+        yield
+        return
+    here = swap_environment(variables)
+    there = engine.client.run(swap_environment, variables)
+    try:
+        yield
+    finally:
+        swap_environment(here)
+        for worker, before in there.items():
+            engine.client.run(swap_environment, before, workers=[worker])
+
+
 @pytest.mark.parametrize("case", [
     pytest.param(case, id=case.id, marks=pytest.mark.timeout(case.within + SETUP_SECONDS))
     for case in CASES])
@@ -715,18 +783,19 @@ def test_bad_input(case, stage, engine, read_plan, request):
     """The case's outcome within its bound; a read that hangs is stopped by the test's
     timeout."""
     read = case.make(stage)
-    started = time.monotonic()
-    if case.error is None:
-        got = run(read, engine, read_plan, request)
-        elapsed = time.monotonic() - started
-        pd.testing.assert_frame_equal(got, read.expected, check_dtype=False)
-    else:
-        with pytest.raises(case.error) as caught:
-            run(read, engine, read_plan, request)
-        elapsed = time.monotonic() - started
-        assert isinstance(caught.value, GpuframeError)
-        for words in case.words:
-            assert words.format(**read.names) in str(caught.value)
+    with environment(engine, read.environment):
+        started = time.monotonic()
+        if case.error is None:
+            got = run(read, engine, read_plan, request)
+            elapsed = time.monotonic() - started
+            pd.testing.assert_frame_equal(got, read.expected, check_dtype=False)
+        else:
+            with pytest.raises(case.error) as caught:
+                run(read, engine, read_plan, request)
+            elapsed = time.monotonic() - started
+            assert isinstance(caught.value, GpuframeError)
+            for words in case.words:
+                assert words.format(**read.names) in str(caught.value)
     assert elapsed < case.within, f"{case.id}: {elapsed:.1f} s, over its {case.within} s"
 
 
