@@ -135,11 +135,15 @@ class CudfBackend(Backend):
 
     def held(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Object columns of integers (and nulls) as nullable int64: cuDF holds no Python
-        objects and refuses them, while pandas joins such a column with an integer one."""
-        ints = {name: "Int64" for name, dtype in frame.dtypes.items()
-                if is_object_dtype(dtype) and len(frame)
-                and pd.api.types.infer_dtype(frame[name], skipna=True) == "integer"}
-        return frame.astype(ints) if ints else frame
+        objects and refuses them, while pandas joins such a column with an integer one. Object
+        columns of ``Decimal`` values as Arrow-backed decimals, the type cuDF's decimal columns
+        are gathered in (:meth:`to_pandas`)."""
+        kinds = {name: pd.api.types.infer_dtype(frame[name], skipna=True)
+                 for name, dtype in frame.dtypes.items() if is_object_dtype(dtype) and len(frame)}
+        held = {name: "Int64" for name, kind in kinds.items() if kind == "integer"}
+        held |= {name: pd.ArrowDtype(pa.array(frame[name], from_pandas=True).type)
+                 for name, kind in kinds.items() if kind == "decimal"}
+        return frame.astype(held) if held else frame
 
     def from_pandas(self, frame: pd.DataFrame) -> Any:
         return self.module.from_pandas(frame)
@@ -148,7 +152,16 @@ class CudfBackend(Backend):
         return self.from_pandas(partition) if isinstance(partition, pd.DataFrame) else partition
 
     def to_pandas(self, frame: Any) -> pd.DataFrame:
-        return frame.to_pandas()
+        """cuDF's frame as pandas, its decimals Arrow-backed as the pandas backend holds them
+        (:meth:`Backend.from_arrow`), where cuDF gives Python ``Decimal`` objects."""
+        out = frame.to_pandas()
+        decimals = [name for name, dtype in zip(frame.columns, frame.dtypes)
+                    if _is_cudf_decimal(dtype)]
+        for name in decimals:
+            kind = pa.decimal128(frame.dtypes[name].precision, frame.dtypes[name].scale)
+            values = frame[name].to_arrow().cast(kind)
+            out[name] = pd.Series(pd.arrays.ArrowExtensionArray(values), index=out.index)
+        return out
 
     def from_arrow(self, table: pa.Table) -> Any:
         return self.module.DataFrame.from_arrow(table)
@@ -157,10 +170,11 @@ class CudfBackend(Backend):
         return frame.to_arrow(preserve_index=False)
 
     def meta_from_arrow(self, schema: pa.Schema) -> pd.DataFrame:
-        """As cuDF's to_pandas gives a frame read as ``schema``, without cuDF (the client that
-        plans a read may have no GPU): strings as ``str``, decimals, lists and structs as Python
-        objects (as pyarrow gives them), and dates as datetime64[s], which cuDF reads them as."""
-        meta = schema.empty_table().to_pandas()
+        """As :meth:`to_pandas` gives a frame read as ``schema``, without cuDF (the client that
+        plans a read may have no GPU): strings as ``str``, decimals Arrow-backed, lists and
+        structs as Python objects (as pyarrow gives them), and dates as datetime64[s], which
+        cuDF reads them as."""
+        meta = schema.empty_table().to_pandas(types_mapper=_arrow_decimals)
         dates = {field.name: np.dtype("datetime64[s]") for field in schema
                  if pa.types.is_date(field.type)}
         return meta.astype(dates) if dates else meta
@@ -184,6 +198,8 @@ class CudfBackend(Backend):
         for name, current, dtype in zip(frame.columns, frame.dtypes, dtypes):
             if isinstance(current, cudf.CategoricalDtype):
                 current = current.to_pandas()
+            if _is_cudf_decimal(current) and _same_decimal(current, dtype):
+                continue
             if current != dtype and (not is_object_dtype(dtype)
                                      or isinstance(current, pd.StringDtype)):
                 casts[name] = dtype
@@ -265,6 +281,30 @@ def _arrow_decimals(kind: pa.DataType) -> Any:
     return pd.ArrowDtype(kind) if pa.types.is_decimal(kind) else None
 
 
+def _is_cudf_decimal(dtype: Any) -> bool:
+    """Whether ``dtype`` is one of cuDF's decimals (32, 64 or 128 bits wide)."""
+    return type(dtype).__name__ in ("Decimal32Dtype", "Decimal64Dtype", "Decimal128Dtype")
+
+
+def _same_decimal(current: Any, dtype: Any) -> bool:
+    """Whether a cuDF decimal ``current`` holds ``dtype`` (an Arrow-backed decimal) as is: the
+    same digits and scale, whatever its width."""
+    return (isinstance(dtype, pd.ArrowDtype) and pa.types.is_decimal(dtype.pyarrow_dtype)
+            and (current.precision, current.scale) == (dtype.pyarrow_dtype.precision,
+                                                       dtype.pyarrow_dtype.scale))
+
+
+def _for_frame(frame: Any, dtype: Any) -> Any:
+    """``dtype`` as ``frame``'s library takes it: cuDF casts to its own decimal types, not to
+    pandas' Arrow-backed ones."""
+    if (not isinstance(frame, pd.DataFrame) and isinstance(dtype, pd.ArrowDtype)
+            and pa.types.is_decimal(dtype.pyarrow_dtype)):
+        import cudf
+
+        return cudf.Decimal128Dtype(dtype.pyarrow_dtype.precision, dtype.pyarrow_dtype.scale)
+    return dtype
+
+
 def cast_columns(frame: Any, casts: dict[Any, Any]) -> Any:
     """``frame`` (pandas or cuDF) with columns cast by ``casts``, itself where none is. A time
     zone is given by localizing: cuDF keeps zoned times as UTC instants and can hand them back
@@ -272,7 +312,8 @@ def cast_columns(frame: Any, casts: dict[Any, Any]) -> Any:
     of a zone always has one, so only the cast to another zone or unit applies to it."""
     zoned = {name: dtype for name, dtype in casts.items()
              if isinstance(dtype, pd.DatetimeTZDtype)}
-    plain = {name: dtype for name, dtype in casts.items() if name not in zoned}
+    plain = {name: _for_frame(frame, dtype) for name, dtype in casts.items()
+             if name not in zoned}
     frame = frame.astype(plain) if plain else frame
     if zoned:
         frame = frame.copy(deep=False)  # a partition Dask holds is never changed in place

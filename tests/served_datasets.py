@@ -465,12 +465,12 @@ def s3_server(dataset_dir):
 
 @pytest.fixture(scope="session")
 def dripping_s3_endpoint(s3_server) -> Iterator[str]:
-    """An endpoint in front of ``s3_server`` that sends its answers' bodies at half a byte a
-    second: under the byte a second in each ``timeout`` that Arrow's S3 client (curl) wants, the
-    only pace it holds a read to (``slowest_rate`` is HTTP's)."""
+    """An endpoint in front of ``s3_server`` that sends its answers' bodies at 2000 bytes a
+    second: fast enough for Arrow's S3 client (curl gives up under a byte a second), so only
+    gpuframe's own deadline (``slowest_rate``) ends a read from it."""
     upstream = urlsplit(s3_server.endpoint)
     handler = type("Handler", (_DripProxy,), {"upstream": (upstream.hostname, upstream.port),
-                                              "rate": 0.5})
+                                              "rate": 2000})
     with _listening(handler) as url:
         yield url
 

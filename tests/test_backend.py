@@ -107,7 +107,7 @@ def test_pandas_meta_from_arrow_is_what_a_read_gathers():
 
 def test_cudf_meta_from_arrow_needs_no_cudf():
     meta = get_backend("cudf").meta_from_arrow(SCHEMA)
-    assert meta["price"].dtype == np.dtype(object)
+    assert meta["price"].dtype == pd.ArrowDtype(pa.decimal128(10, 2))
     assert meta["day"].dtype == np.dtype("datetime64[s]")
 
 
@@ -121,15 +121,16 @@ def test_cudf_meta_from_arrow_is_what_a_read_gathers():
 @pytest.mark.gpu
 def test_cudf_astype_gives_the_pandas_dtypes_asked_for():
     """A missing bool is held as a nullable boolean, a str column cast to object where the
-    schema says so, and a decimal, which cuDF's to_pandas gives as objects, left as it is."""
+    schema says so, and a decimal, which cuDF holds in a type of its own, gathered Arrow-backed
+    as the pandas backend holds it."""
     backend = get_backend("cudf")
     frame = backend.from_arrow(pa.table({
         "b": pa.array([True, False]), "i": pa.array([1, 2]), "s": pa.array(["x", "y"]),
         "d": pa.array([Decimal("1.25"), Decimal("2.50")]),
         "c": pa.array(["p", "q"]).dictionary_encode()}))
     categories = backend.to_pandas(frame)["c"].dtype
-    dtypes = [pd.BooleanDtype(), np.dtype("float64"), np.dtype(object), np.dtype(object),
-              categories]
+    dtypes = [pd.BooleanDtype(), np.dtype("float64"), np.dtype(object),
+              pd.ArrowDtype(pa.decimal128(3, 2)), categories]
     assert list(backend.to_pandas(backend.astype(frame, dtypes)).dtypes) == dtypes
 
 
@@ -148,11 +149,15 @@ def test_cast_columns_gives_zones_and_leaves_its_input_as_it_was():
 
 def test_cudf_backend_holds_an_object_column_of_integers_as_nullable_int64():
     """cuDF refuses Python objects: a client frame's object column of integers is loaded as
-    Int64, decided on the whole frame; other object columns stay."""
+    Int64, and one of Decimals as the decimal type cuDF's columns are gathered in, decided on
+    the whole frame; other object columns stay."""
     frame = pd.DataFrame({"k": pd.Series([1, None, 3], dtype=object),
                           "s": pd.Series(["a", "b", None], dtype=object),
-                          "m": pd.Series([1, "b", 2.5], dtype=object)})
+                          "m": pd.Series([1, "b", 2.5], dtype=object),
+                          "d": pd.Series([Decimal("0.10"), Decimal(2), None], dtype=object)})
     held = get_backend("cudf").held(frame)
-    assert list(held.dtypes) == [pd.Int64Dtype(), np.dtype(object), np.dtype(object)]
+    assert list(held.dtypes) == [pd.Int64Dtype(), np.dtype(object), np.dtype(object),
+                                 pd.ArrowDtype(pa.decimal128(3, 2))]
     assert held["k"].tolist() == [1, pd.NA, 3]
+    assert held["d"].tolist() == [Decimal("0.10"), Decimal("2.00"), pd.NA]
     assert get_backend("pandas").held(frame) is frame

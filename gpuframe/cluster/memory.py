@@ -34,7 +34,7 @@ def this_worker_memory() -> WorkerMemory | None:
     except ValueError:
         return None
     manager = worker.memory_manager
-    device = _positive(getattr(worker.data, "device_memory_limit", None))
+    device = _positive(device_memory_limit(worker.data))
     host = _positive(manager.memory_limit)
     limits = [limit for limit in (device, host) if limit]
     if host is None:
@@ -42,6 +42,18 @@ def this_worker_memory() -> WorkerMemory | None:
     spills = bool(manager.memory_target_fraction or manager.memory_spill_fraction)
     disk = shutil.disk_usage(worker.local_directory).free if spills else 0
     return WorkerMemory(worker.address, min(limits), sum(limits) + disk)
+
+
+def device_memory_limit(data: object) -> object:
+    """The device memory limit of a dask-cuda worker's store (None on others): its
+    DeviceHostFile keeps it as its device buffer's spill threshold (zict's ``n``), its
+    ProxifyHostFile (JIT unspilling) in its manager."""
+    buffer = getattr(data, "device_buffer", None)
+    if buffer is not None and getattr(buffer, "n", None):
+        return buffer.n
+    manager = getattr(data, "manager", None)
+    return getattr(data, "device_memory_limit",
+                   getattr(manager, "_device_memory_limit", None))
 
 
 def _positive(limit: object) -> int | None:

@@ -48,13 +48,13 @@ class UnhashableKeyError(ColumnTypeError):
 def digest_keys(frame: Any, keys: Sequence[Any]) -> tuple[Any, list[Any], list[Any]]:
     """``frame`` (a pandas DataFrame or pyarrow Table) with a digest column added for each key
     the packer cannot hash as stored; the columns to hash on instead of ``keys``, in order; the
-    added columns' names, for the caller to drop. Other frames (cuDF's) come back as they are."""
+    added columns' names, for the caller to drop."""
     if isinstance(frame, pd.DataFrame):
         columns = {key: frame[key] for key in keys}
     elif isinstance(frame, pa.Table):
         columns = {key: frame.column(key) for key in keys}
     else:
-        return frame, list(keys), []
+        return _device_digests(frame, keys)
     digests = {}
     for key, column in columns.items():
         try:
@@ -72,6 +72,18 @@ def digest_keys(frame: Any, keys: Sequence[Any]) -> tuple[Any, list[Any], list[A
     else:
         for key, digest in digests.items():
             frame = frame.append_column(names[key], digest)
+    return frame, [names.get(key, key) for key in keys], list(names.values())
+
+
+def _device_digests(frame: Any, keys: Sequence[Any]) -> tuple[Any, list[Any], list[Any]]:
+    """:func:`digest_keys` for a cuDF frame: a decimal key (which the packer cannot hash) as
+    its text, equal for equal values once both sides are cast to one decimal type, as a join
+    casts them."""
+    decimals = [key for key in keys if type(frame[key].dtype).__name__.startswith("Decimal")]
+    if not decimals:
+        return frame, list(keys), []
+    names = {key: _unused_name(frame, i) for i, key in enumerate(decimals)}
+    frame = frame.assign(**{names[key]: frame[key].astype("str") for key in decimals})
     return frame, [names.get(key, key) for key in keys], list(names.values())
 
 
@@ -173,7 +185,7 @@ def _bytes_digest(data: bytes, person: bytes) -> int:
 
 def _unused_name(frame: Any, index: int) -> str:
     """A column name that ``frame`` does not have, for the digest of its ``index``-th key."""
-    names = set(frame.columns if isinstance(frame, pd.DataFrame) else frame.schema.names)
+    names = set(frame.schema.names if isinstance(frame, pa.Table) else frame.columns)
     name = f"__gpuframe_digest_{index}__"
     while name in names:
         name += "_"

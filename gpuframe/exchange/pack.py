@@ -209,6 +209,7 @@ def hash_rows(table: Any, on: Sequence[str], *, threads: int | None = None) -> A
     array for a pyarrow Table or pandas DataFrame, a CuPy array for a cuDF DataFrame."""
     from .. import _core
 
+    table, on, _ = digest_keys(table, _key_list(on))
     if _is_cudf(table):
         import cupy
 
@@ -218,7 +219,6 @@ def hash_rows(table: Any, on: Sequence[str], *, threads: int | None = None) -> A
         _core.hash_rows_cuda([_device_arg(*columns[k]) for k in keys], len(table), out,
                              cupy.cuda.get_current_stream().ptr)
         return out
-    table, on, _ = digest_keys(table, _key_list(on))
     table = _as_arrow(table[on] if _is_pandas(table) else table)
     keys = _key_indices(table.schema.names, on)
     args = [_host_column(table.schema.field(i), table.column(i))[1] for i in keys]

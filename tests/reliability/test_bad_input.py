@@ -324,8 +324,8 @@ def https_misnamed(stage: Stage) -> Read:
 
 
 def s3_dripped(stage: Stage) -> Read:
-    """An object read through :attr:`Stage.dripping_s3`, ``timeout=1``."""
-    read = one_file("parquet", PARQUET, "s3", storage={"timeout": 1})(stage)
+    """An object read through :attr:`Stage.dripping_s3`, ``timeout=1``, ``slowest_rate=50000``."""
+    read = one_file("parquet", PARQUET, "s3", storage={"timeout": 1, "slowest_rate": 50_000})(stage)
     read.storage["endpoint"] = read.names["endpoint"] = stage.dripping_s3
     return read
 
@@ -688,9 +688,9 @@ CASES = [
          nowhere("s3", endpoint=f"http://{UNRESOLVABLE}", timeout=2.0), UnreachableError,
          (f"cannot reach the S3 endpoint http://{UNRESOLVABLE} for {{file}}",
           f"Could not resolve host: {UNRESOLVABLE}")),
-    Case("s3-drip", "s3", "endpoint drips 0.5 bytes/s, timeout=1 (Arrow's S3 client gives up "
-         "under 1 byte/s in a timeout, once retried)", s3_dripped, UnreachableError,
-         ("cannot reach the S3 endpoint {endpoint} for {file}", "Operation too slow")),
+    Case("s3-drip", "s3", "endpoint drips 2000 bytes/s (a deadline: 1 s + bytes at "
+         "slowest_rate=50000)", s3_dripped, RemoteError,
+         ("{file}: the read of bytes", "slower than slowest_rate=50000")),
     Case("s3-rewritten", "s3", "object put again between planning and reading, same size, "
          "within the second (ETag changes)", changed_after_planning("parquet", "s3", s3_zero_some),
          FileChangedError, ("{file} changed since it was planned (etag",)),

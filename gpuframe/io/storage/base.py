@@ -165,9 +165,9 @@ class StorageOptions:
     timeout: float = _option(30.0, _seconds, "seconds to connect or wait for a response")
     slowest_rate: float = _option(
         256 * 2**10, float,
-        "bytes per second under which an HTTP read gives up: a read of n bytes may take "
-        "timeout + n / slowest_rate seconds in all, so a server that drips its answer cannot "
-        "hold a worker's thread for ever"
+        "bytes per second under which a remote read (HTTP, S3) gives up: a read of n bytes may "
+        "take timeout + n / slowest_rate seconds in all, so a server that drips its answer "
+        "cannot hold a worker's thread for ever"
     )
 
     def __post_init__(self) -> None:

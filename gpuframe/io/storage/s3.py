@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypedDict
 from urllib.parse import urlparse
 
@@ -181,9 +181,19 @@ class S3Source(Source):
         return kept, size
 
     def _read(self, offset: int, length: int) -> bytes:
+        """A range, by ``timeout + length / slowest_rate`` seconds: Arrow's client gives up only
+        on an endpoint sending under a byte a second, so the read runs in a thread of its own
+        and is left behind (its bytes unused) once its time is up, freeing the worker's."""
         file = self._opened()
+        allowed = self._storage.timeout + length / self._storage.slowest_rate
+        read = _Deadlined(lambda: bytes(file.read_at(length, offset)))
         try:
-            return bytes(file.read_at(length, offset))
+            return read.result(allowed)
+        except TimeoutError:
+            raise RemoteError(f"{self.path}: the read of bytes {offset}-{offset + length - 1} "
+                              f"({length} bytes) took over {allowed:.0f} s, slower than "
+                              f"slowest_rate={self._storage.slowest_rate:.0f} bytes/s: given up"
+                              ) from None
         except OSError as exc:
             raise s3_error(exc, self.path, self._storage) from exc
 
@@ -191,6 +201,34 @@ class S3Source(Source):
         if self._file is not None:
             self._file.close()
 
+
+
+class _Deadlined:
+    """A call run in a daemon thread, so that a wait for it can end before it does (a thread
+    of a pool would keep the process from exiting while the call hangs)."""
+
+    def __init__(self, call: Callable[[], bytes]) -> None:
+        self._call = call
+        self._done = threading.Event()
+        self._value: bytes | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, daemon=True, name="gpuframe-s3-read").start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as error:  # handed to the waiting thread
+            self._error = error
+        finally:
+            self._done.set()
+
+    def result(self, timeout: float) -> bytes:
+        if not self._done.wait(timeout):
+            raise TimeoutError
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
 
 
 def _version(size: int, metadata: dict[str, bytes]) -> RemoteVersion:
