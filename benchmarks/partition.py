@@ -191,7 +191,8 @@ def print_phases(frame, on: list[str], n: int, repeat: int) -> None:
     import cupy
 
     from gpuframe import _core
-    from gpuframe.exchange.pack import _device_arg, _device_columns, _key_indices
+    from gpuframe.exchange.pack_device import _device_arg, _device_columns
+    from gpuframe.exchange.pack_layout import _key_indices
 
     columns = _device_columns(frame)
     keys = _key_indices([name for name, _ in columns], on)

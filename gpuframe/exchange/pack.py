@@ -16,14 +16,15 @@ the destinations as frames of the input's own library.
 Keys are hashed as stored: cast the join keys of both sides to one common type first (the
 exchange does). Rows whose keys are null all go to one destination, as do -0.0 and 0.0, and all
 NaNs. cuDF and CuPy are imported only when a cuDF frame is given.
+
+This module holds the entry points and the CPU packer; the GPU packer, which only runs for cuDF
+frames, is :mod:`~gpuframe.exchange.pack_device`, and the layout, errors and argument checks
+both share are :mod:`~gpuframe.exchange.pack_layout`.
 """
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,111 +32,34 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pandas import ArrowDtype
 
-from ..errors import ColumnTypeError, GpuframeError, OptionError
 from .digest import digest_keys, holds_objects
-
-#: Column kinds and the alignment of every packed piece, as the native core defines them.
-FIXED, FLOATING, STRING = 0, 1, 2
-ALIGNMENT = 64
-
-
-class UnknownKeyColumnError(GpuframeError, KeyError):
-    """A key column to hash is not a column of the table (or names several)."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0])
-
-
-class UnsupportedColumnTypeError(ColumnTypeError):
-    """A column's type is one the packer cannot pack (it names the column and the type)."""
-
-
-class PackOptionError(OptionError):
-    """An option of the packer (``n``, ``threads``) has a value it cannot take."""
-
-
-class DestinationsError(PackOptionError):
-    """Destinations given for a partition are not one integer in ``[0, n)`` per row (the message
-    says which row, or what is wrong with the array)."""
-
-
-class BoundariesError(PackOptionError):
-    """Boundaries of a range split are not a table of sorted rows over the key columns, of types
-    the keys' can be cast to (the message names the column or the rows)."""
-
-
-@dataclass(frozen=True)
-class ColumnSpec:
-    """How one column is packed: the same for every destination, so it is sent once.
-
-    ``packed_type`` is the type of the packed buffers (a ``pyarrow.DataType`` on the CPU, a
-    ``pylibcudf.DataType`` on the GPU); ``type`` is the Arrow type :func:`unpack` gives back on the
-    CPU (it differs for booleans and dictionaries), None on the GPU.
-    """
-
-    name: Any  # a string, except for cuDF frames with other column labels
-    kind: int
-    width: int  # bytes per value, or per string offset
-    nullable: bool  # whether a validity bitmap is packed
-    packed_type: Any
-    type: pa.DataType | None = None
-    dictionary: pa.Array | None = None
-    """A dictionary column's dictionary (CPU): every destination gets it back whole, so its
-    categories are the frame's, not the values that reached it (pandas concatenates
-    categoricals of different categories as objects)."""
-
-
-@dataclass(frozen=True)
-class PackedBucket:
-    """One destination's rows of every column, packed: what travels to that destination.
-
-    ``pieces[c]`` holds the byte offsets into ``data`` of column c's validity bitmap, values (or
-    string offsets) and string chars, -1 where absent; ``chars[c]`` the number of string bytes.
-    """
-
-    columns: tuple[ColumnSpec, ...]
-    rows: int
-    pieces: np.ndarray  # int64 [column, 3]
-    chars: np.ndarray  # int64 [column]
-    data: Any  # uint8 NumPy (CPU) or CuPy (GPU) array
-    metadata: dict | None = None  # the Arrow schema's metadata (pandas round trip), CPU only
-
-    @property
-    def on_gpu(self) -> bool:
-        return not isinstance(self.data, np.ndarray)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.data.nbytes)
-
-
-@dataclass(frozen=True)
-class PackedBuckets:
-    """All destinations' rows in one buffer: destination d owns
-    ``buffer[byte_offsets[d]:byte_offsets[d + 1]]`` and holds ``rows[d]`` rows; ``pieces[d, c]``
-    are absolute byte offsets of column c's pieces (see :class:`PackedBucket`)."""
-
-    columns: tuple[ColumnSpec, ...]
-    buffer: Any  # uint8 NumPy (CPU) or CuPy (GPU) array
-    rows: np.ndarray  # int64 [destination]
-    byte_offsets: np.ndarray  # int64 [destination + 1]
-    pieces: np.ndarray  # int64 [destination, column, 3]
-    chars: np.ndarray  # int64 [destination, column]
-    metadata: dict | None = None
-
-    @property
-    def n_destinations(self) -> int:
-        return len(self.rows)
-
-    def destination(self, d: int) -> PackedBucket:
-        """Destination ``d``'s share, as a view of the buffer with offsets relative to it."""
-        if not 0 <= d < self.n_destinations:
-            raise PackOptionError(
-                f"destination {d} does not exist: there are {self.n_destinations}")
-        start, end = int(self.byte_offsets[d]), int(self.byte_offsets[d + 1])
-        pieces = np.where(self.pieces[d] >= 0, self.pieces[d] - start, -1)
-        return PackedBucket(self.columns, int(self.rows[d]), pieces, self.chars[d].copy(),
-                               self.buffer[start:end], self.metadata)
+from .pack_device import (
+    _device_arg,
+    _device_columns,
+    _device_destinations,
+    _device_unpackable,
+    _pack_device,
+    _take_carried_device,
+    _unpack_device,
+)
+from .pack_layout import (
+    ALIGNMENT,
+    FIXED,
+    FLOATING,
+    STRING,
+    BoundariesError,
+    ColumnSpec,
+    DestinationsError,
+    PackedBucket,
+    PackedBuckets,
+    UnsupportedColumnTypeError,
+    _check_count,
+    _check_threads,
+    _checked_destinations,
+    _key_indices,
+    _key_list,
+    _orders,
+)
 
 
 def hash_pack(table: Any, on: Sequence[str], n: int, *, threads: int | None = None
@@ -587,47 +511,11 @@ def _is_string(kind: pa.DataType) -> bool:
 
 
 # --- the GPU side -------------------------------------------------------------------------------
+# The GPU packer is pack_device.py; a cuDF range split's destinations are found here, as its
+# boundaries are cast and checked by the CPU side's Arrow code above.
 
 def _is_cudf(table: Any) -> bool:
     return type(table).__module__.split(".")[0] == "cudf"
-
-
-def _pack_device(frame: Any, n: int, *, on: Sequence[str] = (),
-                      destinations: Any = None) -> PackedBuckets:
-    """``frame`` packed by the hash of ``on``, or to ``destinations`` (checked) where given."""
-    import cupy
-
-    from .. import _core
-
-    columns = _device_columns(frame)
-    keys = [] if destinations is not None else _key_indices([name for name, _ in columns], on)
-    args = [_device_arg(name, column) for name, column in columns]
-    stream = cupy.cuda.get_current_stream().ptr
-    if destinations is None:
-        core = _core.CudaPartition(args, keys, len(frame), n)
-    else:
-        core = _core.CudaPartition.by_destinations(args, destinations, len(frame), n)
-    scratch, totals = _kept_scratch.get(cupy, core, stream)
-    core.count(scratch, stream, totals)
-    # What the count does not need is done while the GPU counts: the specs, and the output,
-    # whose size is bounded before the count where there are no string columns (total_bytes
-    # waits for the count).
-    specs = tuple(_device_spec(name, column, arg) for (name, column), arg in zip(columns, args))
-    bound = core.output_bound
-    buffer = cupy.empty(bound if bound >= 0 else core.total_bytes, dtype=cupy.uint8)
-    core.scatter(buffer, stream)
-    return PackedBuckets(specs, buffer[:core.total_bytes], core.rows, core.byte_offsets,
-                            core.pieces, core.chars)
-
-
-def _device_destinations(destinations: Any, rows: int) -> Any:
-    """The caller's destinations for a cuDF frame, as a contiguous CuPy integer array."""
-    import cupy
-
-    if not hasattr(destinations, "__cuda_array_interface__"):
-        raise DestinationsError(f"the destinations are a {type(destinations).__name__}: give a "
-                                f"CuPy array for a cuDF DataFrame")
-    return cupy.ascontiguousarray(_checked_destinations(cupy.asarray(destinations), rows))
 
 
 def _range_device(frame: Any, keys: list[Any], boundaries: Any,
@@ -656,229 +544,3 @@ def _range_device(frame: Any, keys: list[Any], boundaries: Any,
     _core.range_destinations_cuda(key_args, len(frame), device_args, bounds.num_rows,
                                   key_orders, out, cupy.cuda.get_current_stream().ptr)
     return out
-
-
-SCRATCH_KEPT_BYTES = 16 * 2**20
-"""Device scratch up to this size is kept between partitions (see :class:`_KeptScratch`): one
-plain key column needs ~8 KiB per million rows, other keys a byte or more a row."""
-
-
-class _KeptScratch(threading.local):
-    """Each thread's scratch for the core, kept between calls on one device and stream:
-    allocating and freeing it costs host time on every call
-    (benchmarks/results/2026-11-25-host-trims-h100-h200.md). Same stream, same thread: the next
-    call's work is queued behind the last one's, so the scratch is free for it; a call on another
-    stream gets a new one (the old one is freed on its own stream). With it, page-locked host
-    memory for the count's totals: a copy into it is queued behind the count instead of waiting
-    for it."""
-
-    def __init__(self) -> None:
-        self.by_device: dict[int, tuple[int, Any, np.ndarray]] = {}
-
-    def get(self, cupy: Any, core: Any, stream: int) -> tuple[Any, np.ndarray]:
-        """Device scratch (a uint8 CuPy array) and host memory for the totals (a page-locked
-        int64 NumPy array) for ``core``'s count on ``stream``."""
-        import cupyx
-
-        device = cupy.cuda.runtime.getDevice()
-        kept_bytes = core.scratch_bytes if core.scratch_bytes <= SCRATCH_KEPT_BYTES else 0
-        kept = self.by_device.get(device)
-        if (kept is None or kept[0] != stream or kept[1].size < kept_bytes
-                or kept[2].size < core.totals_size):
-            kept = self.by_device[device] = (
-                stream, cupy.empty(kept_bytes, dtype=cupy.uint8),
-                cupyx.empty_pinned(core.totals_size, dtype=np.int64))
-        if core.scratch_bytes > SCRATCH_KEPT_BYTES:  # made for this call
-            return cupy.empty(core.scratch_bytes, dtype=cupy.uint8), kept[2]
-        return kept[1], kept[2]
-
-
-_kept_scratch = _KeptScratch()
-
-
-@functools.cache
-def _device_kinds() -> dict[Any, tuple[int, int]]:
-    """The core's kind and value width of every pylibcudf type id it packs (strings: width 0,
-    their offsets say), looked up once a column: a lookup by the id's name and
-    ``plc.types.size_of`` costs more of a partition's host work
-    (benchmarks/results/2026-11-25-host-trims-h100-h200.md)."""
-    import pylibcudf as plc
-
-    kinds = {plc.TypeId.STRING: (STRING, 0)}
-    for names, kind in ((_DEVICE_FIXED, FIXED), (_DEVICE_FLOATING, FLOATING)):
-        for name in names:
-            type_id = getattr(plc.TypeId, name)
-            kinds[type_id] = (kind, plc.types.size_of(plc.DataType(type_id)))
-    return kinds
-
-
-def _device_unpackable(frame: Any) -> list[Any]:
-    """The columns of a cuDF DataFrame that the core cannot pack (decimals, lists, structs,
-    categoricals)."""
-    return [name for name, column in _device_columns(frame) if _device_kind(column) is None]
-
-
-def _device_kind(column: Any) -> tuple[int, int] | None:
-    """The core's kind and value width of a cuDF column (see :func:`_device_kinds`); None where
-    the core cannot pack it. A categorical's pylibcudf column is its codes, which would travel
-    without their categories."""
-    import cudf
-
-    if isinstance(column.dtype, cudf.CategoricalDtype):
-        return None
-    return _device_kinds().get(column.plc_column.type().id())
-
-
-def _take_carried_device(part: Any, frame: Any, carried: list[Any], row: str) -> Any:
-    """:func:`_take_carried_host` for a cuDF destination of ``frame``."""
-    taken = frame[carried].take(part[row].values).reset_index(drop=True)
-    part = part.drop(columns=[row])
-    for name in carried:
-        part[name] = taken[name]
-    return part[list(frame.columns)]
-
-
-def _device_columns(frame: Any) -> list[tuple[Any, Any]]:
-    """(label, cuDF column) for each column of a cuDF DataFrame: the frame's own.
-    ``frame.to_pylibcudf()`` wraps every column and buffer anew and ``frame.columns`` builds a
-    pandas Index, which costs the call more host time
-    (benchmarks/results/2026-11-25-async-count-h100-h200.md). A spillable buffer's ``ptr`` marks
-    it unspillable, as the core reads it later."""
-    return list(frame._column_labels_and_values)
-
-
-def _device_arg(name: Any, column: Any) -> tuple:
-    """The core's argument for a cuDF column, buffers as (address, bytes) pairs: the frame keeps
-    their memory."""
-    import pylibcudf as plc
-
-    kind_width = _device_kind(column)
-    if kind_width is None:
-        raise UnsupportedColumnTypeError(
-            f"column {name!r} has cuDF type {column.dtype}, which the packer cannot "
-            f"pack (integers, floats, booleans, timestamps, durations and strings can)")
-    kind, width = kind_width
-    column = column.plc_column
-    validity = _device_bytes(column.null_mask()) if column.null_count() > 0 else None
-    if kind == STRING:
-        offsets = column.child(0)
-        width = 8 if offsets.type().id() == plc.TypeId.INT64 else 4
-        return (STRING, width, column.offset(), _device_bytes(column.data()), validity,
-                _device_bytes(offsets.data()))
-    return (kind, width, column.offset(), _device_bytes(column.data()), validity, None)
-
-
-def _device_spec(name: Any, column: Any, arg: tuple) -> ColumnSpec:
-    """How a cuDF column, passed to the core as ``arg``, is packed."""
-    kind, width, _, _, validity, _ = arg
-    return ColumnSpec(name, kind, width, validity is not None, column.plc_column.type())
-
-
-_DEVICE_FLOATING = ("FLOAT32", "FLOAT64")
-_DEVICE_FIXED = (
-    "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "BOOL8",
-    "TIMESTAMP_DAYS", "TIMESTAMP_SECONDS", "TIMESTAMP_MILLISECONDS", "TIMESTAMP_MICROSECONDS",
-    "TIMESTAMP_NANOSECONDS", "DURATION_DAYS", "DURATION_SECONDS", "DURATION_MILLISECONDS",
-    "DURATION_MICROSECONDS", "DURATION_NANOSECONDS")
-
-
-def _device_bytes(span: Any) -> tuple[int, int] | None:
-    """A pylibcudf buffer as the core's (address, bytes) pair (None stays None), which keeps
-    nothing alive (the frame keeps the memory): a CuPy view of each buffer would cost more host
-    time apiece (benchmarks/results/2026-11-25-staged-key-h100-h200.md)."""
-    # pylibcudf's Span protocol: .ptr and .size, the size in bytes.
-    return None if span is None else (span.ptr, span.size)
-
-
-def _unpack_device(part: PackedBucket) -> Any:
-    import cudf
-    import pylibcudf as plc
-
-    rows, data = part.rows, part.data
-    columns = []
-    for spec, (validity, values, chars), n_chars in zip(part.columns, part.pieces, part.chars):
-        if rows == 0:
-            columns.append(plc.column_factories.make_empty_column(spec.packed_type))
-            continue
-        mask, null_count = None, 0
-        if validity >= 0:
-            # The whole piece: cuDF wants bitmaps padded to 64 bytes, as the packing pads them.
-            mask_bytes = (((rows + 7) // 8 + ALIGNMENT - 1) // ALIGNMENT) * ALIGNMENT
-            mask = plc.gpumemoryview(data[validity:validity + mask_bytes])
-            null_count = plc.null_mask.null_count(mask, 0, rows)
-        if spec.kind == STRING:
-            offsets_type = plc.DataType(plc.TypeId.INT64 if spec.width == 8 else plc.TypeId.INT32)
-            offsets = plc.Column(offsets_type, rows + 1,
-                                 plc.gpumemoryview(data[values:values + (rows + 1) * spec.width]),
-                                 None, 0, 0, [])
-            chars_view = (plc.gpumemoryview(data[chars:chars + int(n_chars)]) if n_chars else None)
-            columns.append(plc.Column(spec.packed_type, rows, chars_view, mask, null_count, 0,
-                                      [offsets]))
-        else:
-            columns.append(plc.Column(spec.packed_type, rows,
-                                      plc.gpumemoryview(data[values:values + rows * spec.width]),
-                                      mask, null_count, 0, []))
-    return cudf.DataFrame.from_pylibcudf(plc.Table(columns),
-                                         metadata={"columns": [s.name for s in part.columns]})
-
-
-# --- checks -------------------------------------------------------------------------------------
-
-def _key_indices(names: list[Any], on: Sequence[Any]) -> list[int]:
-    if isinstance(on, str):
-        on = [on]
-    if len(on) == 0:
-        raise UnknownKeyColumnError("no key columns given: pass at least one column to hash")
-    indices = []
-    for key in on:
-        matches = [i for i, name in enumerate(names) if name == key]
-        if len(matches) != 1:
-            why = "is not" if not matches else "names several"
-            raise UnknownKeyColumnError(
-                f"key column {key!r} {why} among the table's columns {list(names)}")
-        indices.append(matches[0])
-    return indices
-
-
-def _key_list(on: Any) -> list[Any]:
-    return [on] if isinstance(on, str) else list(on)
-
-
-def _orders(keys: list[Any], ascending: Any, nulls_last: Any) -> list[tuple[bool, bool]]:
-    """(ascending, nulls_last) for each key column, checked."""
-    if isinstance(ascending, (bool, np.bool_)):
-        ascending = [bool(ascending)] * len(keys)
-    elif not isinstance(ascending, Sequence) or len(ascending) != len(keys) or \
-            not all(isinstance(a, (bool, np.bool_)) for a in ascending):
-        raise PackOptionError(f"ascending={ascending!r}: give a bool, or one bool per key "
-                                   f"column ({len(keys)})")
-    if not isinstance(nulls_last, (bool, np.bool_)):
-        raise PackOptionError(f"nulls_last={nulls_last!r}: give a bool")
-    return [(bool(a), bool(nulls_last)) for a in ascending]
-
-
-def _checked_destinations(array: Any, rows: int) -> Any:
-    """``array`` (NumPy or CuPy) if it holds one integer per row; its values are the core's to
-    check."""
-    if array.dtype.kind not in "iu":
-        raise DestinationsError(f"the destinations are of dtype {array.dtype}: give integers")
-    if array.ndim != 1 or array.shape[0] != rows:
-        raise DestinationsError(f"destinations of shape {array.shape} for {rows} rows: give one "
-                                f"per row")
-    return array
-
-
-def _check_count(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n < 2**32:
-        raise PackOptionError(
-            f"n={n!r}: the number of destinations must be an integer from 1 to 2**32 - 1")
-    return int(n)
-
-
-def _check_threads(threads: Any) -> int:
-    if threads is None:
-        return 0
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise PackOptionError(f"threads={threads!r}: give a positive integer, or None for "
-                                   f"one thread per core")
-    return int(threads)

@@ -7,7 +7,8 @@ it alone. Evaluation uses the pandas API that cuDF mirrors (``frame[name]``, ope
 result types differ, the operator casts the result to the plan's schema.
 
 ``==`` on an expression builds an expression; compare expressions' structure with
-:meth:`Expr.key`.
+:meth:`Expr.key`. How the optimizer cuts filters and hands them to readers is
+:mod:`~gpuframe.plan.predicates`.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
     "//": operator.floordiv, "%": operator.mod, "**": operator.pow,
 }
-COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
-FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 STRING_METHODS = ("startswith", "endswith", "contains", "lower", "upper", "strip", "len", "slice")
 DATE_PARTS = ("year", "quarter", "month", "day", "hour", "minute", "second", "microsecond",
               "nanosecond", "day_of_week", "weekday", "day_of_year")
@@ -526,21 +525,6 @@ def _text_arg(value: Any, method: str) -> str:
     return value
 
 
-def conjuncts(predicate: Expr) -> list[Expr]:
-    """``predicate`` cut at its top-level ``&``s, so each part can move on its own."""
-    if isinstance(predicate, Binary) and predicate.op == "&":
-        return conjuncts(predicate.left) + conjuncts(predicate.right)
-    return [predicate]
-
-
-def conjunction(parts: list[Expr]) -> Expr:
-    """The ``&`` of ``parts`` (at least one)."""
-    result = parts[0]
-    for part in parts[1:]:
-        result = Binary("&", result, part)
-    return result
-
-
 def evaluate_mask(predicate: Expr, frame: Columns) -> Any:
     """The boolean row mask of ``predicate`` on ``frame``: a missing result keeps no row (as
     pandas treats NA in a boolean mask, and SQL a null condition)."""
@@ -551,66 +535,3 @@ def evaluate_mask(predicate: Expr, frame: Columns) -> Any:
     if mask.hasnans:
         mask = mask.fillna(False)
     return mask.astype(bool)
-
-
-def as_reader_filters(part: Expr, columns: Mapping[str, Any]) -> list[list[tuple]] | None:
-    """``part`` as a reader's ``filters=`` in DNF (a list of alternatives, each a list of
-    ``(column, op, value)`` terms that must all hold), where the reader keeps exactly the rows
-    that ``part`` keeps; else None. ``columns``: the reader's columns and dtypes.
-
-    Only terms whose missing values behave as in a pandas mask are taken: comparisons other than
-    ``!=``, ``isin`` and ``between`` drop rows with missing values both ways, while ``!=`` keeps
-    NaN rows in pandas and drops null rows in Arrow."""
-    if isinstance(part, Binary) and part.op == "|":
-        left = as_reader_filters(part.left, columns)
-        right = as_reader_filters(part.right, columns)
-        return None if left is None or right is None else left + right
-    if isinstance(part, Binary) and part.op == "&":
-        left = as_reader_filters(part.left, columns)
-        right = as_reader_filters(part.right, columns)
-        if left is None or right is None:
-            return None
-        return [a + b for a in left for b in right]
-    term = _reader_term(part, columns)
-    return None if term is None else [term]
-
-
-def _reader_term(part: Expr, columns: Mapping[str, Any]) -> list[tuple] | None:
-    if isinstance(part, Between):
-        low, high = part.bounds()
-        first, second = _reader_term(low, columns), _reader_term(high, columns)
-        return None if first is None or second is None else first + second
-    if isinstance(part, IsIn) and isinstance(part.operand, Col):
-        name = part.operand.name
-        if name in columns and part.values and all(_comparable(v, columns[name])
-                                                   for v in part.values):
-            return [(name, "in", list(part.values))]
-        return None
-    if not (isinstance(part, Binary) and part.op in COMPARISONS and part.op != "!="):
-        return None
-    column, value, op = part.left, part.right, part.op
-    if isinstance(value, Col) and isinstance(column, Lit):
-        column, value, op = value, column, FLIPPED[op]
-    if not (isinstance(column, Col) and isinstance(value, Lit)):
-        return None
-    if column.name not in columns or not _comparable(value.value, columns[column.name]):
-        return None
-    return [(column.name, op, value.value)]
-
-
-def _comparable(value: Any, dtype: Any) -> bool:
-    """Whether a reader compares ``value`` with a column of ``dtype`` as pandas does."""
-    if value is None or (isinstance(value, float) and value != value):
-        return False
-    kind = getattr(dtype, "kind", "O")
-    if pd.api.types.is_bool_dtype(dtype):
-        return isinstance(value, bool)
-    if pd.api.types.is_numeric_dtype(dtype):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if pd.api.types.is_string_dtype(dtype) and kind in ("O", "U", "T"):
-        return isinstance(value, str)
-    if pd.api.types.is_datetime64_any_dtype(dtype):
-        zone = getattr(dtype, "tz", None) or getattr(getattr(dtype, "pyarrow_dtype", None),
-                                                     "tz", None)
-        return isinstance(value, pd.Timestamp) and value.tzinfo is None and zone is None
-    return False

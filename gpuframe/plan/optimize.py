@@ -30,7 +30,7 @@ from functools import singledispatch
 from .aggregate import GroupBy
 from .concat import Concat
 from .distinct import Distinct
-from .expr import Expr, as_reader_filters, conjunction, conjuncts
+from .expr import Expr
 from .nodes import (
     Assign,
     AsType,
@@ -43,6 +43,7 @@ from .nodes import (
     Scan,
     Select,
 )
+from .predicates import as_reader_filters, conjunction, conjuncts
 from .sort import Sort
 from .topk import TopK
 

@@ -13,13 +13,6 @@ import pytest
 
 from gpuframe.exchange.digest import UnhashableKeyError
 from gpuframe.exchange.pack import (
-    ALIGNMENT,
-    BoundariesError,
-    DestinationsError,
-    PackedBuckets,
-    PackOptionError,
-    UnknownKeyColumnError,
-    UnsupportedColumnTypeError,
     hash_pack,
     hash_rows,
     hash_split,
@@ -28,6 +21,15 @@ from gpuframe.exchange.pack import (
     range_split,
     split_by_destinations,
     unpack,
+)
+from gpuframe.exchange.pack_layout import (
+    ALIGNMENT,
+    BoundariesError,
+    DestinationsError,
+    PackedBuckets,
+    PackOptionError,
+    UnknownKeyColumnError,
+    UnsupportedColumnTypeError,
 )
 
 # --- the reference: gpuframe_cpp/include/gpuframe/hash.hpp, re-implemented -----------------------
@@ -818,7 +820,7 @@ def test_cudf_partitions_keep_their_scratch_per_stream(on):
     packing is right."""
     cupy = device_or_skip()
     cudf = pytest.importorskip("cudf")
-    from gpuframe.exchange import pack as module
+    from gpuframe.exchange import pack_device as module
 
     null, other = cupy.cuda.Stream.null, cupy.cuda.Stream(non_blocking=True)
     kept = []
@@ -849,7 +851,7 @@ def test_cudf_partitions_hold_scratch_made_for_the_call_until_the_scatter(monkey
     rmm = pytest.importorskip("rmm")
     from rmm.allocators.cupy import rmm_cupy_allocator
 
-    from gpuframe.exchange import pack as module
+    from gpuframe.exchange import pack_device as module
 
     monkeypatch.setattr(module, "SCRATCH_KEPT_BYTES", 0)
     resource, allocator = rmm.mr.get_current_device_resource(), cupy.cuda.get_allocator()

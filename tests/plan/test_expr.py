@@ -1,35 +1,10 @@
-"""Column expressions: evaluated per partition exactly as pandas evaluates the same code, and
-turned into a reader's filters only where the reader keeps exactly the same rows."""
+"""Column expressions: evaluated per partition exactly as pandas evaluates the same code."""
 
-import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from gpuframe.errors import ExpressionError, UnknownColumnError
-from gpuframe.plan.expr import (
-    as_reader_filters,
-    col,
-    conjunction,
-    conjuncts,
-    evaluate_mask,
-)
-
-
-@pytest.fixture
-def data():
-    rng = np.random.default_rng(5)
-    n = 200
-    return pd.DataFrame({
-        "a": rng.integers(-5, 20, n),
-        "b": rng.random(n),
-        "f": np.where(rng.random(n) < 0.2, np.nan, rng.random(n)),
-        "s": pd.array(rng.choice(["apple", "banana", "cherry", None], n), dtype="str"),
-        "t": pd.to_datetime(rng.integers(0, 10**9, n), unit="s"),
-        "m": pd.array(rng.choice([1, 2, None], n), dtype="Int64"),
-    })
-
+from gpuframe.plan.expr import col, evaluate_mask
 
 CASES = [
     (lambda a, b: a > 5, lambda d: d.a > 5),
@@ -97,9 +72,6 @@ def test_columns_rename_and_structure():
     assert renamed.key() != expr.key()
     assert renamed.rename({"x": "a", "y": "s"}).key() == expr.key()
     assert repr(col("a") > 1) == "(a > 1)"
-    parts = conjuncts((col("a") > 1) & (col("b") < 2) & (col("c") == 3))
-    assert [p.text() for p in parts] == ["(a > 1)", "(b < 2)", "(c == 3)"]
-    assert conjunction(parts).key() == ((col("a") > 1) & (col("b") < 2) & (col("c") == 3)).key()
     case = col("a").where(col("s") == "x", col("b"))
     assert case.columns() == {"a", "s", "b"}
     assert case.rename({"s": "t"}).columns() == {"a", "t", "b"}
@@ -124,57 +96,3 @@ def test_misuse_is_refused_with_a_clear_error(data):
         col("s").str.slice("1")
     with pytest.raises(ExpressionError, match="not booleans"):
         col("a").where(col("b"), 0).evaluate(data)
-
-
-DTYPES = {"a": np.dtype("int64"), "b": np.dtype("float64"), "s": pd.StringDtype("pyarrow"),
-          "t": np.dtype("datetime64[ns]"), "z": pd.ArrowDtype(pa.timestamp("us", tz="UTC"))}
-
-
-@pytest.mark.parametrize("expr, filters", [
-    (col("a") > 5, [[("a", ">", 5)]]),
-    (5 <= col("a"), [[("a", ">=", 5)]]),
-    ((col("a") > 1) & (col("b") < 0.5), [[("a", ">", 1), ("b", "<", 0.5)]]),
-    ((col("a") == 1) | (col("a") == 3), [[("a", "==", 1)], [("a", "==", 3)]]),
-    (col("s").isin(["x", "y"]), [[("s", "in", ["x", "y"])]]),
-    (col("b").between(0.1, 0.2), [[("b", ">=", 0.1), ("b", "<=", 0.2)]]),
-    (col("b").between(0.1, 0.2, inclusive="left"), [[("b", ">=", 0.1), ("b", "<", 0.2)]]),
-    (((col("a") == 1) | (col("a") == 2)) & (col("b") > 0),
-     [[("a", "==", 1), ("b", ">", 0)], [("a", "==", 2), ("b", ">", 0)]]),
-    (col("t") >= pd.Timestamp("2001-01-01"), [[("t", ">=", pd.Timestamp("2001-01-01"))]]),
-])
-def test_conditions_readers_apply_exactly_become_filters(expr, filters):
-    assert as_reader_filters(expr, DTYPES) == filters
-
-
-@pytest.mark.parametrize("expr", [
-    col("a") != 5,  # pandas keeps NaN rows, a reader drops null ones
-    ~(col("a") > 5),
-    col("a") > col("b"),
-    col("a") + 1 > 5,
-    col("s").str.startswith("x"),
-    col("f").isna(),
-    col("a") > "five",
-    col("s") == 3,
-    col("a").isin([1, None]),
-    col("nope") == 1,
-    col("z") > pd.Timestamp("2001-01-01"),
-    (col("a") > 1) | (col("s").str.startswith("x")),
-])
-def test_other_conditions_stay_above_the_reader(expr):
-    assert as_reader_filters(expr, DTYPES) is None
-
-
-def test_pushed_filters_keep_exactly_the_rows_pandas_keeps(tmp_path, data):
-    """The claim the pushdown rests on, checked against pyarrow's own filtered read."""
-    data = data.assign(f=data.f, s=data.s.astype(object))
-    path = tmp_path / "d.parquet"
-    pq.write_table(pa.Table.from_pandas(data, preserve_index=False), path)
-    dtypes = dict(pd.read_parquet(path).dtypes)
-    for expr in [col("f") > 0.5, col("a").between(2, 8), col("s").isin(["apple", "cherry"]),
-                 (col("f") <= 0.3) | (col("a") == 7), col("s") >= "b"]:
-        filters = as_reader_filters(expr, dtypes)
-        assert filters is not None, expr
-        read = pq.read_table(path, filters=filters).to_pandas()
-        frame = pd.read_parquet(path)
-        expected = frame[evaluate_mask(expr, frame)].reset_index(drop=True)
-        pd.testing.assert_frame_equal(read, expected)
