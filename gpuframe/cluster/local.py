@@ -12,6 +12,7 @@ import os
 import warnings
 from typing import Any
 
+import dask
 from distributed import Client, LocalCluster
 
 from ..backend import Backend, get_backend
@@ -20,6 +21,7 @@ from ..diagnostics.attach import attach
 from ..errors import BackendError, ClusterError, OptionError, ProtocolError
 from .engine import Engine, set_current
 from .hardware import Gpu, has_module, list_gpus, ucx_available
+from .memory import spill_settings
 
 logger = logging.getLogger("gpuframe")
 
@@ -132,28 +134,30 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str) -> 
         )
     from dask_cuda import LocalCUDACluster
 
-    return LocalCUDACluster(
-        CUDA_VISIBLE_DEVICES=devices,
-        n_workers=n_workers,
-        threads_per_worker=opts.threads_per_worker,
-        protocol=protocol,
-        rmm_pool_size=opts.rmm_pool_size,
-        device_memory_limit=opts.device_memory_limit,
-        memory_limit=opts.memory_limit,
-        dashboard_address=opts.dashboard_address,
-        local_directory=opts.local_directory,
-        pre_import=["cudf"],
-    )
+    with dask.config.set(spill_settings()):  # the worker processes take the config they start in
+        return LocalCUDACluster(
+            CUDA_VISIBLE_DEVICES=devices,
+            n_workers=n_workers,
+            threads_per_worker=opts.threads_per_worker,
+            protocol=protocol,
+            rmm_pool_size=opts.rmm_pool_size,
+            device_memory_limit=opts.device_memory_limit,
+            memory_limit=opts.memory_limit,
+            dashboard_address=opts.dashboard_address,
+            local_directory=opts.local_directory,
+            pre_import=["cudf"],
+        )
 
 
 def _start_cpu_cluster(opts: ClusterOptions, protocol: str) -> LocalCluster:
-    return LocalCluster(
-        n_workers=opts.n_workers or os.cpu_count() or 1,
-        threads_per_worker=opts.threads_per_worker,
-        processes=True,
-        protocol=protocol,
-        host="127.0.0.1",
-        memory_limit=opts.memory_limit,
-        dashboard_address=opts.dashboard_address,
-        local_directory=opts.local_directory,
-    )
+    with dask.config.set(spill_settings()):
+        return LocalCluster(
+            n_workers=opts.n_workers or os.cpu_count() or 1,
+            threads_per_worker=opts.threads_per_worker,
+            processes=True,
+            protocol=protocol,
+            host="127.0.0.1",
+            memory_limit=opts.memory_limit,
+            dashboard_address=opts.dashboard_address,
+            local_directory=opts.local_directory,
+        )

@@ -11,8 +11,17 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
+import dask
 import psutil
 from distributed import get_worker
+
+SPILL_FRACTIONS = {"distributed.worker.memory.target": (0.6, 0.3),
+                   "distributed.worker.memory.spill": (0.7, 0.4)}
+"""Where a worker spills its results, as shares of its memory limit: (Dask's default,
+gpuframe's). An exchange and a join hold more besides their results (buckets being cut, pieces
+arriving, the merge's row indexers) than Dask's defaults leave room for: a join of twice the
+workers' memory got a worker killed for memory at Dask's, now and then at 0.4 and 0.5, and
+completed at these (benchmarks/results/2026-11-26-out-of-core-cpu.md)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,13 @@ def this_worker_memory() -> WorkerMemory | None:
     spills = bool(manager.memory_target_fraction or manager.memory_spill_fraction)
     disk = shutil.disk_usage(worker.local_directory).free if spills else 0
     return WorkerMemory(worker.address, min(limits), sum(limits) + disk)
+
+
+def spill_settings() -> dict[str, float]:
+    """The Dask settings the workers of a cluster gpuframe starts spill by: gpuframe's
+    :data:`SPILL_FRACTIONS`, except where the user configured another value than Dask's."""
+    return {key: ours for key, (default, ours) in SPILL_FRACTIONS.items()
+            if dask.config.get(key) == default}
 
 
 def device_memory_limit(data: object) -> object:

@@ -53,16 +53,18 @@ class Given:
         return list(self.chosen)
 
 
-def exchange(job: Job, inputs: Partitions, splitter: Splitter, owners: OwnerPolicy, label: str
-             ) -> Buckets:
+def exchange(job: Job, inputs: Partitions, splitter: Splitter, owners: OwnerPolicy, label: str,
+             batch: int | None = None) -> Buckets:
     """Cut every partition of ``inputs`` into ``splitter``'s buckets where it lies, bound for
     the workers ``owners`` gives them. ``label`` (alphabetic) tells this exchange's stages apart
     within the job (``send-left``). cuDF buckets travel as
-    :class:`~gpuframe.exchange.bucket.DeviceBucket` over TCP."""
+    :class:`~gpuframe.exchange.bucket.DeviceBucket` over TCP. ``batch``: the most partitions
+    one send task of the direct exchange takes (None: all that its worker holds)."""
     destinations = owners.owners(job.workers, splitter.n)
     wrap = wrapped(job.engine.backend.on_device, job.engine.protocol)
     if job.exchange == "direct":
-        return Buckets(_direct(job, inputs, splitter, destinations, label, wrap), destinations)
+        return Buckets(_direct(job, inputs, splitter, destinations, label, wrap, batch),
+                       destinations)
     split = job.stage(f"split-{label}")
     send_stage = job.stage(f"send-{label}")
     parts: list[list[Any]] = [[] for _ in range(splitter.n)]
@@ -75,16 +77,20 @@ def exchange(job: Job, inputs: Partitions, splitter: Splitter, owners: OwnerPoli
 
 
 def _direct(job: Job, inputs: Partitions, splitter: Splitter, destinations: list[str],
-            label: str, wrap: bool) -> list[list[Any]]:
-    """The direct exchange's send tasks, one per worker holding partitions, and per bucket the
-    claim and the receipts its consumer takes."""
+            label: str, wrap: bool, batch: int | None) -> list[list[Any]]:
+    """The direct exchange's send tasks, one per worker holding partitions (or per ``batch``
+    of them: a task's partitions are in memory at once, which a side larger than its workers'
+    memory cannot be), and per bucket the claim and the receipts its consumer takes."""
     stage = job.stage(f"send-{label}")
     exchange_id = stage.key()
     held: dict[str, list[int]] = {}
     for i, owner in enumerate(inputs.owners):
         held.setdefault(owner, []).append(i)
+    sends = [(owner, sources[start:start + (batch or len(sources))])
+             for owner, sources in held.items()
+             for start in range(0, len(sources), batch or len(sources))]
     receipts = []
-    for w, (owner, sources) in enumerate(held.items()):
+    for w, (owner, sources) in enumerate(sends):
         receipts.append(stage.submit(send, stage.key(w), exchange_id, splitter,
                                      tuple(destinations), sources, wrap,
                                      *(inputs.futures[i] for i in sources),

@@ -260,7 +260,9 @@ def _join(node: Join, lowering: Lowering, number: int, steps: tuple[Any, ...]) -
     lowering.note(node, f"shuffle: {len(workers)} workers x {per_worker} join tasks"
                         + (", heavy keys split" if skew else "")
                         + f" (output about {byte_text(output.nbytes)} estimated)")
-    buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side)
+    buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side,
+                              send_batch(profiles[side], len(inputs[side]), len(workers),
+                                         task_bytes))
                for side in SIDES}
     owners = buckets["left"].owners
     stage = job.stage("join")
@@ -407,6 +409,17 @@ def tasks_per_worker(nbytes: float, n_workers: int, task_bytes: float | None) ->
     if task_bytes is None:
         return 1
     return max(1, math.ceil(nbytes / n_workers / task_bytes))
+
+
+def send_batch(profile: SideProfile, partitions: int, workers: int,
+               task_bytes: float | None) -> int | None:
+    """The most partitions of a side one send task takes: as many as fit half of what a join
+    task may hold (:func:`_task_bytes`), since it also cuts them into buckets; None (all of a
+    worker's) where a worker's share fits, or no worker has a limit."""
+    budget = None if task_bytes is None else task_bytes / 2
+    if budget is None or not partitions or profile.nbytes / max(1, workers) <= budget:
+        return None
+    return max(1, int(budget // max(1.0, profile.nbytes / partitions)))
 
 
 def _task_bytes(profiles: dict[str, SideProfile], fraction: float) -> float | None:

@@ -170,3 +170,27 @@ def test_an_unknown_exchange_is_refused_naming_the_option(engine, monkeypatch):
     monkeypatch.setenv("GPUFRAME_EXCHANGE", "carrier-pigeon")
     with pytest.raises(OptionError, match=r"exchange=.carrier-pigeon. \(GPUFRAME_EXCHANGE\)"):
         Job(engine, "test")
+
+
+def test_send_tasks_in_batches_deliver_every_partition_once(engine, frames):
+    """A side too large for one send task's memory is sent by several tasks a worker, each
+    taking a batch of its partitions; the consumers wait for every receipt."""
+    from dask.utils import key_split
+    from distributed import get_task_stream
+
+    left, _ = frames
+    frame = gpuframe.from_pandas(left, npartitions=6).persist()
+    with get_task_stream() as stream, Job(engine, "test") as job:
+        buckets = exchange(job, frame.partitions, HashSplitter(("k",), 4), Contiguous(), "left",
+                           batch=2)
+        stage = job.stage("collect")
+        futures = [stage.submit(arrivals, parts, index=(b,), owner=owner)
+                   for b, (parts, owner) in enumerate(zip(buckets.parts, buckets.owners))]
+        job.wait(futures)
+        got = pd.concat([piece for pieces in job.gather(futures) for piece in pieces])
+    sends = {t["key"] for t in stream.data if key_split(t["key"]).startswith("gpuframe-send")}
+    held = pd.Series(frame.partitions.owners).value_counts()
+    assert len(sends) == sum(-(-n // 2) for n in held) > len(held)  # 2 partitions a task
+    pd.testing.assert_frame_equal(got.sort_values(["k", "a"], ignore_index=True),
+                                  left.sort_values(["k", "a"], ignore_index=True))
+    assert not any(wait_until_empty(engine).values())

@@ -117,3 +117,16 @@ def test_split_keys_are_known_by_the_hashes_of_the_sample(keys):
     split = split_hashes(skew.left, sampled.samples)
     assert len(split) == 2 and np.isin(split, output.hashes).all()
     assert output.largest_unsplit(split) == output.row_bytes  # a light key: one row each side
+
+
+def test_a_side_larger_than_a_send_tasks_share_is_sent_in_batches():
+    """A send task holds its partitions at once: a worker's share of a side beyond half a join
+    task's bytes goes in batches that fit it; one that fits, or no limit, in one task."""
+    from gpuframe.operators.join import send_batch
+    from gpuframe.operators.skew import SideProfile
+
+    side = SideProfile(samples=[], lengths=[], nbytes=48 * 30 * 2**20, memory={})
+    assert send_batch(side, 48, 2, task_bytes=256 * 2**20) == 4  # 30 MiB partitions, 128 MiB
+    assert send_batch(side, 48, 2, task_bytes=2 * 2**30) is None  # 720 MiB a worker fits 1 GiB
+    assert send_batch(side, 48, 2, task_bytes=None) is None
+    assert send_batch(side, 48, 2, task_bytes=32 * 2**20) == 1  # never below one partition
