@@ -156,7 +156,7 @@ class CudfBackend(Backend):
         (:meth:`Backend.from_arrow`), where cuDF gives Python ``Decimal`` objects."""
         out = frame.to_pandas()
         decimals = [name for name, dtype in zip(frame.columns, frame.dtypes)
-                    if _is_cudf_decimal(dtype)]
+                    if is_cudf_decimal(dtype)]
         for name in decimals:
             kind = pa.decimal128(frame.dtypes[name].precision, frame.dtypes[name].scale)
             values = frame[name].to_arrow().cast(kind)
@@ -198,7 +198,7 @@ class CudfBackend(Backend):
         for name, current, dtype in zip(frame.columns, frame.dtypes, dtypes):
             if isinstance(current, cudf.CategoricalDtype):
                 current = current.to_pandas()
-            if _is_cudf_decimal(current) and _same_decimal(current, dtype):
+            if is_cudf_decimal(current) and _same_decimal(current, dtype):
                 continue
             if current != dtype and (not is_object_dtype(dtype)
                                      or isinstance(current, pd.StringDtype)):
@@ -281,7 +281,7 @@ def _arrow_decimals(kind: pa.DataType) -> Any:
     return pd.ArrowDtype(kind) if pa.types.is_decimal(kind) else None
 
 
-def _is_cudf_decimal(dtype: Any) -> bool:
+def is_cudf_decimal(dtype: Any) -> bool:
     """Whether ``dtype`` is one of cuDF's decimals (32, 64 or 128 bits wide)."""
     return type(dtype).__name__ in ("Decimal32Dtype", "Decimal64Dtype", "Decimal128Dtype")
 

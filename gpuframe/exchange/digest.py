@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ..backend import is_cudf_decimal
 from ..errors import ColumnTypeError
 
 _MASK = 2**64 - 1
@@ -79,7 +80,7 @@ def _device_digests(frame: Any, keys: Sequence[Any]) -> tuple[Any, list[Any], li
     """:func:`digest_keys` for a cuDF frame: a decimal key (which the packer cannot hash) as
     its text, equal for equal values once both sides are cast to one decimal type, as a join
     casts them."""
-    decimals = [key for key in keys if type(frame[key].dtype).__name__.startswith("Decimal")]
+    decimals = [key for key in keys if is_cudf_decimal(frame[key].dtype)]
     if not decimals:
         return frame, list(keys), []
     names = {key: _unused_name(frame, i) for i, key in enumerate(decimals)}

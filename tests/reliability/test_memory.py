@@ -73,36 +73,34 @@ def test_a_many_to_many_join_larger_than_a_workers_memory_completes(limited_engi
     assert_next_job_runs(limited_engine)
 
 
+def assert_refused_up_front(engine, rows: int, message: str, **options) -> None:
+    """A join of ``rows`` rows of one key on each side is a ``MemoryLimitError`` matching
+    ``message`` before any task runs, and the next job runs."""
+    side = pd.DataFrame({"k": np.zeros(rows, dtype="int64"), "v": np.arange(float(rows))})
+    left = gpuframe.from_pandas(side, engine=engine)
+    right = gpuframe.from_pandas(side.rename(columns={"v": "w"}), engine=engine)
+    start = time.monotonic()
+    with pytest.raises(MemoryLimitError, match=message):
+        len(left.merge(right, on="k", **options))
+    assert time.monotonic() - start < 15
+    assert_next_job_runs(engine)
+
+
 @pytest.mark.timeout(60)
 def test_a_join_that_cannot_fit_anywhere_fails_up_front(limited_engine):
     """A million rows of one key on each side: 10**12 output rows, beyond any disk."""
-    side = pd.DataFrame({"k": np.zeros(1_000_000, dtype="int64"), "v": np.ones(1_000_000)})
-    left = gpuframe.from_pandas(side, engine=limited_engine)
-    right = gpuframe.from_pandas(side.rename(columns={"v": "w"}), engine=limited_engine)
-    start = time.monotonic()
-    with pytest.raises(MemoryLimitError, match=r"the inner join on k = k: its output is "
-                                               r"estimated at [\d.]+ GiB .*, more than the "
-                                               r"workers can hold, [\d.]+ GiB in all: 2 "
-                                               r"workers with memory limits of 1\.0 GiB, "
-                                               r"1\.0 GiB"):
-        len(left.merge(right, on="k"))
-    assert time.monotonic() - start < 15
-    assert_next_job_runs(limited_engine)
+    assert_refused_up_front(limited_engine, 1_000_000,
+                            r"the inner join on k = k: its output is estimated at [\d.]+ GiB "
+                            r".*, more than the workers can hold, [\d.]+ GiB in all: 2 workers "
+                            r"with memory limits of 1\.0 GiB, 1\.0 GiB")
 
 
 @pytest.mark.timeout(60)
 def test_a_key_too_large_for_one_task_fails_up_front(limited_engine):
     """sort=True joins each key in one task: 36 million rows of one key cannot be split."""
-    side = pd.DataFrame({"k": np.zeros(6000, dtype="int64"), "v": np.arange(6000.0)})
-    left = gpuframe.from_pandas(side, engine=limited_engine)
-    right = gpuframe.from_pandas(side.rename(columns={"v": "w"}), engine=limited_engine)
-    start = time.monotonic()
-    with pytest.raises(MemoryLimitError, match=r"one key's output is estimated at 1\.1 GiB or "
-                                               r"more, larger than the smallest worker memory "
-                                               r"limit, 1\.0 GiB"):
-        len(left.merge(right, on="k", sort=True))
-    assert time.monotonic() - start < 15
-    assert_next_job_runs(limited_engine)
+    assert_refused_up_front(limited_engine, 6000,
+                            r"one key's output is estimated at 1\.1 GiB or more, larger than "
+                            r"the smallest worker memory limit, 1\.0 GiB", sort=True)
 
 
 @pytest.mark.timeout(60)
