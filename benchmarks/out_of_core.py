@@ -5,12 +5,15 @@ are held at once: the left side has N distinct keys, the right side each of them
 join has exactly 2N rows and its left payload sums to twice the left side's. N is chosen so that
 inputs plus output are --times times the workers' memory: device memory (``--limit`` a worker,
 as ``device_memory_limit``) on GPUs, host memory (``memory_limit``) on the CPU. Host memory on
-GPU workers is limited to --host-limit, so what leaves the device also leaves the host for disk.
+GPU workers is limited to --host-limit, so what leaves the device may leave the host for disk; a
+GPU worker's process holds its CUDA context and cuDF's libraries in host memory before any data,
+so a limit of a couple of GiB gets it restarted by its nanny
+(benchmarks/results/2026-11-26-s20-gpus-h100x2.md).
 
 The baseline, in the same run: the same join on the same files on a cluster without those
 limits. The run fails unless both give 2N rows and the expected sum.
 
-  python benchmarks/out_of_core.py --limit 1GiB --host-limit 2GiB        # 2 GPUs
+  python benchmarks/out_of_core.py --limit 1GiB --host-limit 6GiB        # 2 GPUs
   python benchmarks/out_of_core.py --limit 256MiB --rows 4000000         # the CPU
 """
 
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", default="1GiB",
                         help="memory a worker: device memory on GPUs, host memory on the CPU")
-    parser.add_argument("--host-limit", default="2GiB",
+    parser.add_argument("--host-limit", default="6GiB",
                         help="host memory a GPU worker (spilled on to disk past it)")
     parser.add_argument("--times", type=float, default=2.0,
                         help="inputs plus output, in multiples of all workers' --limit")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import dask
@@ -26,6 +28,14 @@ from .memory import spill_settings
 logger = logging.getLogger("gpuframe")
 
 PROTOCOLS = ("ucx", "tcp")
+
+UCX_ENVIRONMENT = {"UCXPY_PROGRESS_MODE": "thread", "UCXPY_ENABLE_PYTHON_FUTURE": "1"}
+"""How UCX-Py progresses in gpuframe's processes over UCX, where the user's environment sets
+neither. distributed-ucxx's default, ``blocking`` without Python futures, has each awaited UCX
+request poll by yielding to the event loop again and again, so every open connection keeps its
+process's event loop busy: the client's planning and the workers' tasks then wait for the GIL. A
+progress thread that completes Python futures leaves the loop idle until a message comes
+(benchmarks/results/2026-11-26-s20-gpus-h100x2.md)."""
 
 
 class CpuFallbackWarning(UserWarning):
@@ -134,7 +144,8 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str) -> 
         )
     from dask_cuda import LocalCUDACluster
 
-    with dask.config.set(spill_settings()):  # the worker processes take the config they start in
+    # the worker processes take the config they start in
+    with dask.config.set(spill_settings()), ucx_environment(protocol) as env:
         return LocalCUDACluster(
             CUDA_VISIBLE_DEVICES=devices,
             n_workers=n_workers,
@@ -146,11 +157,12 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str) -> 
             dashboard_address=opts.dashboard_address,
             local_directory=opts.local_directory,
             pre_import=["cudf"],
+            env=env,
         )
 
 
 def _start_cpu_cluster(opts: ClusterOptions, protocol: str) -> LocalCluster:
-    with dask.config.set(spill_settings()):
+    with dask.config.set(spill_settings()), ucx_environment(protocol) as env:
         return LocalCluster(
             n_workers=opts.n_workers or os.cpu_count() or 1,
             threads_per_worker=opts.threads_per_worker,
@@ -160,4 +172,21 @@ def _start_cpu_cluster(opts: ClusterOptions, protocol: str) -> LocalCluster:
             memory_limit=opts.memory_limit,
             dashboard_address=opts.dashboard_address,
             local_directory=opts.local_directory,
+            env=env,
         )
+
+
+@contextmanager
+def ucx_environment(protocol: str) -> Iterator[dict[str, str]]:
+    """While a cluster over ``protocol`` starts: :data:`UCX_ENVIRONMENT`, unless the environment
+    sets any of it (the user chose), set in this process (UCX-Py reads it once, when the
+    scheduler's first connection starts it here) and given back for the nannies to set in every
+    worker process they start, restarts included; nothing for TCP."""
+    chosen = any(name in os.environ for name in UCX_ENVIRONMENT)
+    env = {} if protocol != "ucx" or chosen else dict(UCX_ENVIRONMENT)
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for name in env:
+            os.environ.pop(name, None)

@@ -324,6 +324,8 @@ def _stages(records: list[TaskRecord]) -> dict[str, StageFigures]:
             wall_seconds=union_seconds([(r.start, r.stop) for r in chosen]),
             task_seconds=sum(r.stop - r.start for r in chosen),
             bytes=moved if stage == TRANSFER else sum(r.nbytes for r in chosen),
+            first_start=min(r.start for r in chosen),
+            last_stop=max(r.stop for r in chosen),
         )
     return result
 

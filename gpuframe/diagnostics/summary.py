@@ -34,12 +34,16 @@ class WorkerLimits(TypedDict):
 
 class StageFigures(TypedDict):
     """One stage: wall seconds count tasks side by side once; bytes are those read (read),
-    moved between workers (transfer) or produced (any other stage)."""
+    moved between workers (transfer) or produced (any other stage). ``first_start`` and
+    ``last_stop`` (the scheduler's clock) place the stage in its job, so that the gaps between
+    stages, where no task of the job runs, show."""
 
     tasks: int
     wall_seconds: float
     task_seconds: float
     bytes: int
+    first_start: float
+    last_stop: float
 
 
 class IngestFigures(TypedDict):

@@ -230,8 +230,7 @@ def _join(node: Join, lowering: Lowering, number: int, steps: tuple[Any, ...]) -
         lowering.note(node, f"cross: broadcast {small} side ({byte_text(sizes[small])} "
                             "sampled)")
         return _broadcast(node, lowering, number, local, inputs, small)
-    output = estimate_output(profiles["left"], profiles["right"], keys["left"], keys["right"],
-                             node.how)
+    output = estimate_output(profiles["left"], profiles["right"], node.how)
     task_bytes = _task_bytes(profiles, opts.join_memory_fraction)
     made = OUTPUT_COPIES * output.nbytes
     for small, big in (("right", "left"), ("left", "right")):

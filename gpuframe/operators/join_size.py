@@ -32,7 +32,7 @@ from ..cluster.memory import WorkerMemory
 from ..errors import MemoryLimitError
 from ..exchange.pack import hash_rows
 from ..units import byte_text
-from .skew import SideProfile, SideSkew
+from .skew import SideProfile, SideSkew, summed_by_hash
 
 AT_MOST_ONE_SIDE = {"leftsemi": "left", "leftanti": "left", "left_anti": "left",
                     "right_anti": "right"}
@@ -48,22 +48,25 @@ KEEPS_UNMATCHED = {"left": ("left",), "right": ("right",), "outer": ("left", "ri
 @dataclass(frozen=True)
 class KeyRows:
     """One side's sampled keys, by the hash of their tuple (sorted, unique): each one's
-    estimated rows on the whole side, and a lower bound of them."""
+    estimated rows on the whole side, a lower bound of them, and its rows in the samples."""
 
     hashes: np.ndarray
     rows: np.ndarray
     at_least: np.ndarray
+    sampled: np.ndarray
 
 
 @dataclass(frozen=True)
 class OutputEstimate:
-    """A join's output per sampled key (by hash): estimated rows, a lower bound of them, and
-    the bytes an output row takes."""
+    """A join's output per sampled key (by hash): estimated rows, a lower bound of them, the
+    bytes an output row takes, and whether the samples hold more than one row of the key on a
+    side (:func:`~.skew.find_heavy`: only then is a large estimate taken for a fan-out)."""
 
     hashes: np.ndarray
     rows: np.ndarray
     at_least: np.ndarray
     row_bytes: float
+    repeated: np.ndarray
 
     @property
     def nbytes(self) -> float:
@@ -74,9 +77,11 @@ class OutputEstimate:
         return float(self.at_least.sum()) * self.row_bytes
 
     def most_rows_of_a_key(self, key_bytes: float | None) -> float:
-        """The output rows of one key that ``key_bytes`` hold, where some key's estimated
-        output is more (its rows must then be split over tasks); else infinity."""
-        if key_bytes is None or float(self.rows.max(initial=0.0)) * self.row_bytes <= key_bytes:
+        """The output rows of one key that ``key_bytes`` hold, where some key sampled more than
+        once on a side has a larger estimated output (its rows must then be split over tasks);
+        else infinity."""
+        most = float(self.rows[self.repeated].max(initial=0.0))
+        if key_bytes is None or most * self.row_bytes <= key_bytes:
             return math.inf
         return key_bytes / self.row_bytes
 
@@ -86,57 +91,47 @@ class OutputEstimate:
         return float(kept.max(initial=0.0)) * self.row_bytes
 
 
-def key_rows(profile: SideProfile, keys: Sequence[str]) -> KeyRows:
+def key_rows(profile: SideProfile) -> KeyRows:
     """Each sampled key's rows on the side of ``profile``, estimated and at least."""
-    hashes, rows, at_least = [], [], []
-    for sample, length in zip(profile.samples, profile.lengths):
+    hashes, rows, at_least, sampled = [], [], [], []
+    for sample, length, (unique, counts) in zip(profile.samples, profile.lengths,
+                                                profile.hashes):
         if not len(sample):
             continue
-        unique, counts = np.unique(hash_rows(sample, list(keys)), return_counts=True)
         scale = length / len(sample)
         deviation = np.sqrt(counts * (1 - len(sample) / length))
         hashes.append(unique)
         rows.append(counts * scale)
         at_least.append(np.maximum(counts - 2 * deviation, 0) * scale)
-    if not hashes:
-        empty = np.empty(0)
-        return KeyRows(np.empty(0, dtype=np.uint64), empty, empty)
-    unique, where = np.unique(np.concatenate(hashes), return_inverse=True)
-    return KeyRows(unique, np.bincount(where, np.concatenate(rows), len(unique)),
-                   np.bincount(where, np.concatenate(at_least), len(unique)))
+        sampled.append(counts)
+    return KeyRows(*summed_by_hash(hashes, rows, at_least, sampled))
 
 
-def estimate_output(left: SideProfile, right: SideProfile, left_keys: Sequence[str],
-                    right_keys: Sequence[str], how: str) -> OutputEstimate:
+def estimate_output(left: SideProfile, right: SideProfile, how: str) -> OutputEstimate:
     """The output of a join of type ``how`` of the sides ``left`` and ``right`` profile."""
     widths = [p.nbytes / p.rows if p.rows else 0.0 for p in (left, right)]
     row_bytes = widths[0] if how in LEFT_COLUMNS_ONLY else widths[0] + widths[1]
-    sides = key_rows(left, left_keys), key_rows(right, right_keys)
+    sides = key_rows(left), key_rows(right)
     one_side = AT_MOST_ONE_SIDE.get(how)
     if one_side is not None:
         counted = sides[0] if one_side == "left" else sides[1]
         return OutputEstimate(counted.hashes, counted.rows, np.zeros(len(counted.rows)),
-                              row_bytes)
-    hashes = np.union1d(sides[0].hashes, sides[1].hashes)
+                              row_bytes, counted.sampled > 1)
+    # Each side's estimates at every key of either side, 0 where that side has none of it.
+    nothing = [np.zeros(len(side.hashes)) for side in sides]
+    hashes, left_rows, right_rows, left_least, right_least, left_sampled, right_sampled = \
+        summed_by_hash([side.hashes for side in sides], [sides[0].rows, nothing[1]],
+                       [nothing[0], sides[1].rows], [sides[0].at_least, nothing[1]],
+                       [nothing[0], sides[1].at_least], [sides[0].sampled, nothing[1]],
+                       [nothing[0], sides[1].sampled])
     kept = KEEPS_UNMATCHED.get(how, ())
     outputs = []
-    for estimate in ("rows", "at_least"):
-        left_rows, right_rows = (_aligned(side.hashes, getattr(side, estimate), hashes)
-                                 for side in sides)
+    for on_left, on_right in ((left_rows, right_rows), (left_least, right_least)):
         # A row kept unmatched is one output row where the other side has none of its key.
-        outputs.append((np.maximum(left_rows, 1) if "right" in kept else left_rows)
-                       * (np.maximum(right_rows, 1) if "left" in kept else right_rows))
-    return OutputEstimate(hashes, outputs[0], outputs[1], row_bytes)
-
-
-def _aligned(hashes: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """``values`` (one per sorted ``hashes``) at each of ``wanted``, 0 where it has none."""
-    at = np.searchsorted(hashes, wanted)
-    found = at < len(hashes)
-    found[found] = hashes[at[found]] == wanted[found]
-    out = np.zeros(len(wanted))
-    out[found] = values[at[found]]
-    return out
+        outputs.append((np.maximum(on_left, 1) if "right" in kept else on_left)
+                       * (np.maximum(on_right, 1) if "left" in kept else on_right))
+    return OutputEstimate(hashes, outputs[0], outputs[1], row_bytes,
+                          (left_sampled > 1) | (right_sampled > 1))
 
 
 def split_hashes(skew: SideSkew | None, samples: Sequence[pd.DataFrame]) -> np.ndarray:

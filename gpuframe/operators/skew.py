@@ -38,6 +38,7 @@ copied side is preserved, could leave a bucket with its copied rows and none of 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,20 +100,54 @@ class SideProfile:
     nbytes: int
     memory: dict[str, WorkerMemory]
     """The memory of each worker that sampled a partition."""
+    hashes: list[tuple[np.ndarray, np.ndarray]]
+    """Per partition, its sampled key tuples by row hash (the shuffle's), sorted and unique, and
+    each one's count in the sample (:func:`sample_hashes`): hashed by the sampling tasks, side by
+    side, rather than by the client between the sample and the exchange."""
+
+    @classmethod
+    def of_samples(cls, samples: list[pd.DataFrame], lengths: list[int], nbytes: int,
+                   memory: dict[str, WorkerMemory], keys: list[str]) -> SideProfile:
+        """The profile of ``samples`` of the side's ``keys``, hashed here."""
+        return cls(samples, lengths, nbytes, memory, [sample_hashes(s, keys) for s in samples])
 
     @property
     def rows(self) -> int:
         return sum(self.lengths)
 
 
+def sample_hashes(sample: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``sample``'s key tuples by row hash, sorted and unique, and the count of each (none for
+    a cross join's, which has no keys)."""
+    if not keys or not len(sample):
+        return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
+    return np.unique(np.asarray(hash_rows(sample, keys)), return_counts=True)
+
+
+def summed_by_hash(hashes: Sequence[np.ndarray], *values: Sequence[np.ndarray]
+                   ) -> tuple[np.ndarray, ...]:
+    """The distinct values of the ``hashes`` arrays, sorted, and each of ``values`` (arrays
+    alongside ``hashes``') summed per hash: one sort of all of them, which NumPy's ``unique``
+    and ``union1d`` took several times longer over (they hash, then sort again)."""
+    flat = np.concatenate(hashes) if hashes else np.empty(0, dtype=np.uint64)
+    if not len(flat):
+        return (flat, *(np.zeros(0) for _ in values))
+    order = np.argsort(flat, kind="stable")
+    flat = flat[order]
+    starts = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))
+    return (flat[starts], *(np.add.reduceat(np.concatenate(v)[order], starts) for v in values))
+
+
 @dataclass(frozen=True)
 class KeyCounts:
     """One side's sampled key tuples (null ones too): ``rows``, each one's estimated rows on the
     whole side; ``in_one_partition``, the most rows of it that one partition surely holds (its
-    count in that partition's sample of distinct rows)."""
+    count in that partition's sample of distinct rows); ``sampled``, its rows in all the side's
+    samples."""
 
     rows: pd.Series
     in_one_partition: pd.Series
+    sampled: pd.Series
 
 
 @dataclass(frozen=True)
@@ -145,15 +180,18 @@ def profile_sides(job: Job, inputs: dict[str, Partitions], keys: dict[str, list[
                 for side, side_futures in futures.items()}
     return {side: SideProfile([p[0] for p in parts], [p[1] for p in parts],
                               sum(p[2] for p in parts),
-                              {p[3].address: p[3] for p in parts if p[3] is not None})
+                              {p[3].address: p[3] for p in parts if p[3] is not None},
+                              [p[4] for p in parts])
             for side, parts in gathered.items()}
 
 
 def profile_partition(part: Any, keys: list[str], casts: dict[str, Any], rows: int, seed: int,
-                      backend: str) -> tuple[pd.DataFrame, int, int, WorkerMemory | None]:
+                      backend: str) -> tuple[pd.DataFrame, int, int, WorkerMemory | None,
+                                         tuple[np.ndarray, np.ndarray]]:
     """On the partition's owner: up to ``rows`` of its key tuples, distinct rows drawn at random
     (so a key's count in the sample is a sure lower bound of its rows in the partition), as
-    pandas; its length; its bytes; the worker's memory (None: not on a worker)."""
+    pandas; its length; its bytes; the worker's memory (None: not on a worker); the sample's
+    :func:`sample_hashes`."""
     frames = get_backend(backend)
     length = len(part)
     picked = part[keys]
@@ -167,7 +205,9 @@ def profile_partition(part: Any, keys: list[str], casts: dict[str, Any], rows: i
             raise JoinError(f"key column(s) {list(casts)} cannot be joined as {casts}: "
                             f"{error} (an object key joined with an integer key must hold "
                             "integers)") from error
-    return frames.to_pandas(picked), length, frames.nbytes(part), this_worker_memory()
+    sample = frames.to_pandas(picked)
+    return (sample, length, frames.nbytes(part), this_worker_memory(),
+            sample_hashes(sample, keys))
 
 
 def plan_skew(left: SideProfile, right: SideProfile, how: str, left_keys: list[str],
@@ -178,8 +218,8 @@ def plan_skew(left: SideProfile, right: SideProfile, how: str, left_keys: list[s
     be more."""
     share = threshold / n_workers
     if most_output == math.inf and all(
-            _most_rows(profile, keys) <= share * max(_sampled_rows(profile), 1) * (1 - 1e-9)
-            for profile, keys in ((left, left_keys), (right, right_keys))):
+            _most_rows(profile) <= share * max(_sampled_rows(profile), 1) * (1 - 1e-9)
+            for profile in (left, right)):
         # No key can be heavy: skip counting keys by value, which took pandas longer than
         # the rest of planning a join where keys are nearly unique (the usual case).
         return None
@@ -199,15 +239,14 @@ def plan_skew(left: SideProfile, right: SideProfile, how: str, left_keys: list[s
     )
 
 
-def _most_rows(profile: SideProfile, keys: list[str]) -> float:
+def _most_rows(profile: SideProfile) -> float:
     """At least the estimated rows of any one key on this side: its sampled rows over all
     partitions, counted by the key tuple's hash (the shuffle's own, which hashes Python objects
     by value; a collision only adds), times the most rows that one sampled row stands for."""
-    sampled = [s[keys] for s in profile.samples if len(s)]
-    if not sampled:
+    if not any(len(s) for s in profile.samples):
         return 0.0
-    hashes = hash_rows(pd.concat(sampled, ignore_index=True), keys)
-    most = int(np.unique(hashes, return_counts=True)[1].max())
+    _, counts = summed_by_hash([h for h, _ in profile.hashes], [c for _, c in profile.hashes])
+    most = int(counts.max())
     weight = max(length / len(s) for s, length in zip(profile.samples, profile.lengths)
                  if len(s))
     return most * weight
@@ -232,10 +271,11 @@ def count_keys(samples: list[pd.DataFrame], lengths: list[int], keys: list[str])
         index = (pd.MultiIndex.from_tuples([], names=keys) if len(keys) > 1
                  else pd.Index([], name=keys[0]))
         empty = pd.Series([], index=index, dtype="float64")
-        return KeyCounts(empty, empty)
+        return KeyCounts(empty, empty, empty)
     levels = list(range(sure[0].index.nlevels))
+    by_key = pd.concat(sure).groupby(level=levels, dropna=False)
     return KeyCounts(pd.concat(estimated).groupby(level=levels, dropna=False).sum(),
-                     pd.concat(sure).groupby(level=levels, dropna=False).max())
+                     by_key.max(), by_key.sum())
 
 
 def find_heavy(left: KeyCounts, right: KeyCounts, how: str, n_workers: int,
@@ -251,20 +291,27 @@ def find_heavy(left: KeyCounts, right: KeyCounts, how: str, n_workers: int,
     product of two sparse samples' counts is mostly noise. The keys that dominate the output of
     a skewed join are heavy on at least one side. Where one task cannot hold ``most_output``
     rows, a key estimated to output more (a many-to-many fan-out of keys light on both sides)
-    is heavy too: erring there only splits a key that needed no splitting.
+    is heavy too, where the samples hold more than one row of it on a side: a key sampled once
+    on each side is what any distinct key that both samples happen to draw shows, and the
+    product of its scaled counts (the square of the sampling ratio) says nothing of a fan-out.
+    Taken for one, such keys were split in joins of distinct keys on GPUs, whose partitions
+    sample one row in thousands (benchmarks/results/2026-11-26-s20-gpus-h100x2.md).
     """
     if left.rows.empty or right.rows.empty:
         index = right.rows.index if left.rows.empty else left.rows.index
-        zeros = KeyCounts(pd.Series(0.0, index=index), pd.Series(0.0, index=index))
+        zeros = KeyCounts(*(pd.Series(0.0, index=index) for _ in range(3)))
         left, right = (c if len(c.rows) else zeros for c in (left, right))
     rows = pd.concat([left.rows.rename("left"), right.rows.rename("right")], axis=1).fillna(0.0)
-    sure = pd.concat([left.in_one_partition.rename("left"),
-                      right.in_one_partition.rename("right")], axis=1)
-    sure = sure.reindex(rows.index).fillna(0.0)
+    sure, sampled = (pd.concat([getattr(left, field).rename("left"),
+                                getattr(right, field).rename("right")], axis=1
+                               ).reindex(rows.index).fillna(0.0)
+                     for field in ("in_one_partition", "sampled"))
     share = threshold / n_workers
+    fans_out = ((rows["left"] * rows["right"] > most_output)
+                & ((sampled["left"] > 1) | (sampled["right"] > 1)))
     heavy = ((rows["left"] > share * max(rows["left"].sum(), 1))
              | (rows["right"] > share * max(rows["right"].sum(), 1))
-             | (rows["left"] * rows["right"] > most_output)).to_numpy()
+             | fans_out).to_numpy()
     has_null = rows.index.to_frame().isna().any(axis=1).to_numpy()
     allowed, guarded = {}, {}
     for side in ("left", "right"):

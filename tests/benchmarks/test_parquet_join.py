@@ -26,9 +26,16 @@ def test_string_keys_are_twelve_characters_and_stay_distinct():
 def test_a_small_run_checks_every_engine_against_pandas(tmp_path, capsys):
     code = parquet_join.main(["--rows", "20000", "--files", "3", "--repeat", "0",
                               "--workers", "2", "--backend", "pandas", "--dir", str(tmp_path),
-                              "--keys", "int64,string,two", "--baselines", "dask"])
+                              "--keys", "int64,string,two", "--baselines", "dask",
+                              "--stages"])
     assert code == 0
     out = capsys.readouterr().out
+    # each key type's stage profile places its stages in the query: read before join
+    assert out.count("Stages of one more gpuframe query") == len(parquet_join.KEYS)
+    for profile in out.split("Stages of one more gpuframe query")[1:]:
+        rows = {line.split(" | ")[0].strip("| "): line.split(" | ")
+                for line in profile.splitlines() if line.startswith("| ")}
+        assert float(rows["read"][2]) <= float(rows["join"][2]) <= float(rows["join"][3])
     for kind, keys in parquet_join.KEYS.items():
         where = tmp_path / f"{kind}-20000-3"
         left = pd.read_parquet(where / "left")

@@ -1,14 +1,18 @@
+import os
+
 import pytest
 
 import gpuframe
 from gpuframe.backend import get_backend
-from gpuframe.cluster.hardware import Gpu
+from gpuframe.cluster.hardware import Gpu, ucx_available
 from gpuframe.cluster.local import (
+    UCX_ENVIRONMENT,
     CpuFallbackWarning,
     choose_backend,
     choose_protocol,
     parse_devices,
     start_cluster,
+    ucx_environment,
 )
 from gpuframe.errors import BackendError, ClusterError, OptionError, ProtocolError
 
@@ -95,3 +99,45 @@ def test_start_cluster_on_cpu_gives_a_current_engine():
     finally:
         engine.close()
     assert engine.cluster.status.name == "closed"
+
+
+def test_ucx_progress_settings_hold_while_a_ucx_cluster_starts(monkeypatch):
+    for name in UCX_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    with ucx_environment("ucx") as env:
+        assert env == UCX_ENVIRONMENT
+        assert {name: os.environ[name] for name in UCX_ENVIRONMENT} == UCX_ENVIRONMENT
+    assert not any(name in os.environ for name in UCX_ENVIRONMENT)
+    with ucx_environment("tcp") as env:
+        assert env == {}
+        assert not any(name in os.environ for name in UCX_ENVIRONMENT)
+
+
+def test_a_user_choice_of_ucx_progress_is_left_alone(monkeypatch):
+    monkeypatch.setenv("UCXPY_PROGRESS_MODE", "blocking")
+    monkeypatch.delenv("UCXPY_ENABLE_PYTHON_FUTURE", raising=False)
+    with ucx_environment("ucx") as env:
+        assert env == {}
+        assert os.environ["UCXPY_PROGRESS_MODE"] == "blocking"
+        assert "UCXPY_ENABLE_PYTHON_FUTURE" not in os.environ
+
+
+def ucx_progress() -> tuple[str, bool]:
+    """On a worker: how its UCX-Py context progresses (its UCX connections started it)."""
+    import ucxx
+
+    context = ucxx.core._get_ctx()
+    return context.progress_mode, context._enable_python_future
+
+
+@pytest.mark.skipif(not ucx_available(), reason="distributed-ucxx not installed")
+def test_ucx_workers_progress_by_thread_with_futures(monkeypatch):
+    for name in UCX_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    with start_cluster(backend="pandas", protocol="ucx", n_workers=2,
+                       dashboard_address="127.0.0.1:0") as engine:
+        frame = gpuframe.from_pandas(__import__("pandas").DataFrame({"x": range(10)}),
+                                     npartitions=2)
+        assert len(frame) == 10
+        assert list(engine.client.run(ucx_progress).values()) == [("thread", True)] * 2
+    assert not any(name in os.environ for name in UCX_ENVIRONMENT)

@@ -152,6 +152,9 @@ def test_client_side_stages_count_in_their_job(engine):
     assert list(metrics.stages) == ["plan", "read"]
     assert metrics.stages["plan"]["tasks"] == 1
     assert metrics.stages["plan"]["wall_seconds"] == pytest.approx(0.25)
+    plan, read = metrics.stages["plan"], metrics.stages["read"]
+    assert plan["last_stop"] - plan["first_start"] == pytest.approx(0.25)
+    assert plan["last_stop"] <= read["first_start"] <= read["last_stop"] <= metrics.stop
 
 
 def test_operator_stats_sum_each_nodes_partitions(engine):

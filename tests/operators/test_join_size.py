@@ -1,5 +1,7 @@
 """A join's output estimated from the key sample, and the joins refused before they run."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -23,7 +25,8 @@ def profile(frame: pd.DataFrame, parts: int, sample_rows: int, seed: int = 0) ->
             np.sort(rng.choice(len(part), sample_rows, replace=False))]
         samples.append(picked[["k"]].reset_index(drop=True))
         lengths.append(len(part))
-    return SideProfile(samples, lengths, int(frame.memory_usage(index=False).sum()), {})
+    return SideProfile.of_samples(samples, lengths, int(frame.memory_usage(index=False).sum()),
+                                  {}, ["k"])
 
 
 def fan_out_sides(rows: int, keys: int, seed: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -36,8 +39,7 @@ def fan_out_sides(rows: int, keys: int, seed: int = 1) -> tuple[pd.DataFrame, pd
 @pytest.mark.parametrize("how", ["inner", "left", "right", "outer"])
 def test_a_fully_sampled_join_is_estimated_exactly(how):
     left, right = fan_out_sides(3000, 40)
-    estimate = estimate_output(profile(left, 3, 5000), profile(right, 2, 5000), ["k"], ["k"],
-                               how)
+    estimate = estimate_output(profile(left, 3, 5000), profile(right, 2, 5000), how)
     rows = len(left.merge(right, on="k", how=how))
     assert estimate.rows.sum() == pytest.approx(rows)
     assert estimate.at_least.sum() == pytest.approx(rows)
@@ -47,8 +49,7 @@ def test_a_fully_sampled_join_is_estimated_exactly(how):
 def test_a_sampled_many_to_many_join_is_estimated_closely_and_bounded_from_below():
     left, right = fan_out_sides(200_000, 1000)
     rows = int((left.k.value_counts() * right.k.value_counts()).sum())
-    estimate = estimate_output(profile(left, 4, 5000), profile(right, 4, 5000), ["k"], ["k"],
-                               "inner")
+    estimate = estimate_output(profile(left, 4, 5000), profile(right, 4, 5000), "inner")
     assert estimate.rows.sum() == pytest.approx(rows, rel=0.1)
     assert estimate.at_least.sum() < rows
 
@@ -56,8 +57,7 @@ def test_a_sampled_many_to_many_join_is_estimated_closely_and_bounded_from_below
 def test_semi_and_anti_joins_are_never_refused():
     left, right = fan_out_sides(3000, 2)
     for how in ("leftsemi", "leftanti", "left_anti", "right_anti"):
-        estimate = estimate_output(profile(left, 1, 5000), profile(right, 1, 5000), ["k"],
-                                   ["k"], how)
+        estimate = estimate_output(profile(left, 1, 5000), profile(right, 1, 5000), how)
         assert estimate.at_least.sum() == 0
         assert estimate.rows.sum() == 3000
 
@@ -65,8 +65,7 @@ def test_semi_and_anti_joins_are_never_refused():
 def one_key_join(rows: int):
     side = pd.DataFrame({"k": np.zeros(rows, dtype="int64"), "v": np.arange(rows, dtype="f8")})
     return profile(side, 2, 10_000), estimate_output(profile(side, 2, 10_000),
-                                                     profile(side, 2, 10_000), ["k"], ["k"],
-                                                     "inner")
+                                                     profile(side, 2, 10_000), "inner")
 
 
 def test_a_key_whose_output_outgrows_a_worker_is_refused_unless_it_is_split():
@@ -110,8 +109,8 @@ def test_split_keys_are_known_by_the_hashes_of_the_sample(keys):
     side = pd.DataFrame({"k": ["heavy"] * (rows // 2) + [None] * (rows // 4)
                          + [f"light{i}" for i in range(rows // 4)],
                          "s": [1.5] * (rows // 2) + [np.nan] * (rows // 2)})
-    sampled = SideProfile([side[keys]], [rows], 16 * rows, {})
-    output = estimate_output(sampled, sampled, keys, keys, "inner")
+    sampled = SideProfile.of_samples([side[keys]], [rows], 16 * rows, {}, keys)
+    output = estimate_output(sampled, sampled, "inner")
     skew = plan_skew(sampled, sampled, "inner", keys, keys, 2, 0.25)
     assert skew is not None
     split = split_hashes(skew.left, sampled.samples)
@@ -123,10 +122,25 @@ def test_a_side_larger_than_a_send_tasks_share_is_sent_in_batches():
     """A send task holds its partitions at once: a worker's share of a side beyond half a join
     task's bytes goes in batches that fit it; one that fits, or no limit, in one task."""
     from gpuframe.operators.join import send_batch
-    from gpuframe.operators.skew import SideProfile
 
-    side = SideProfile(samples=[], lengths=[], nbytes=48 * 30 * 2**20, memory={})
+    side = SideProfile(samples=[], lengths=[], nbytes=48 * 30 * 2**20, memory={}, hashes=[])
     assert send_batch(side, 48, 2, task_bytes=256 * 2**20) == 4  # 30 MiB partitions, 128 MiB
     assert send_batch(side, 48, 2, task_bytes=2 * 2**30) is None  # 720 MiB a worker fits 1 GiB
     assert send_batch(side, 48, 2, task_bytes=None) is None
     assert send_batch(side, 48, 2, task_bytes=32 * 2**20) == 1  # never below one partition
+
+
+def test_only_keys_sampled_more_than_once_on_a_side_ask_for_a_split():
+    """A key that both samples of distinct keys draw once is estimated at the sampling ratio
+    squared (10**8 rows here): no evidence that it fans out, so no split is asked for; drawn
+    twice on one side, it is."""
+    def side(keys):
+        return SideProfile.of_samples([pd.DataFrame({"k": keys})], [10**8], 16 * 10**8, {},
+                                      ["k"])
+
+    left = side(np.arange(10_000))
+    once = estimate_output(left, side(np.arange(9_999, 19_999)), "inner")
+    assert once.rows.max() == pytest.approx(10**8)
+    assert once.most_rows_of_a_key(key_bytes=2**30) == math.inf
+    twice = estimate_output(left, side(np.array([*range(9_999, 19_998), 9_999])), "inner")
+    assert twice.most_rows_of_a_key(key_bytes=2**30) == pytest.approx(2**30 / 32)

@@ -7,6 +7,7 @@ from distributed import Client, LocalCluster, get_task_stream
 import gpuframe
 from gpuframe.backend import get_backend
 from gpuframe.cluster.engine import Engine, set_current
+from gpuframe.exchange.pack import hash_rows
 from gpuframe.exchange.splitters import HashSplitter
 from gpuframe.operators.skew import (
     KeyCounts,
@@ -16,6 +17,8 @@ from gpuframe.operators.skew import (
     count_keys,
     find_heavy,
     plan_skew,
+    sample_hashes,
+    summed_by_hash,
 )
 
 
@@ -122,8 +125,9 @@ def test_outer_join_splits_a_heavy_key(engine, skewed):
     assert_same_rows(split.to_pandas(), skewed[0].merge(skewed[1], on="k", how="outer"))
 
 
-def counts(rows, in_one_partition=None):
-    return KeyCounts(rows, rows if in_one_partition is None else in_one_partition)
+def counts(rows, in_one_partition=None, sampled=None):
+    sure = rows if in_one_partition is None else in_one_partition
+    return KeyCounts(rows, sure, sure if sampled is None else sampled)
 
 
 def test_find_heavy_picks_the_side_to_spread():
@@ -170,7 +174,7 @@ def test_plan_skew_skips_counting_only_where_no_key_can_be_heavy():
                 sample = pd.DataFrame({"k": values, "j": rng.integers(0, 2, rows)})[keys]
                 samples.append(sample)
                 lengths.append(rows * int(rng.integers(1, 50)))
-            return SideProfile(samples, lengths, 0, {})
+            return SideProfile.of_samples(samples, lengths, 0, {}, keys)
 
         left, right = side(), side()
         threshold = float(rng.choice([0.05, 0.25, 0.9, 2.0]))
@@ -304,8 +308,11 @@ def test_cudf_partitions_split_heavy_keys_like_pandas(skewed):
             cudf.from_pandas(left), 1)
         for on_cpu, on_gpu in zip(cpu, gpu):
             assert_same_rows(on_gpu.to_pandas(), on_cpu)
-    sample, length, _, _ = profile_partition(cudf.from_pandas(left), ["k"], {}, 500, 0, "cudf")
+    sample, length, _, _, hashes = profile_partition(cudf.from_pandas(left), ["k", "s"], {}, 500,
+                                                     0, "cudf")
     assert isinstance(sample, pd.DataFrame) and len(sample) == 500 and length == len(left)
+    for got, expected in zip(hashes, sample_hashes(sample, ["k", "s"])):
+        np.testing.assert_array_equal(got, expected)
 
 
 @pytest.mark.gpu
@@ -317,3 +324,36 @@ def test_skewed_join_on_gpus_matches_pandas(skewed):
         assert_same_rows(result.to_pandas(), left.merge(right, on="k"))
         if len(gpu_engine.workers) > 1:
             assert imbalance(result) < 1.3
+
+
+def test_values_are_summed_per_distinct_hash_across_arrays():
+    hashes = [np.array([5, 9], dtype=np.uint64), np.array([1, 5, 7], dtype=np.uint64)]
+    rows = [np.array([1.0, 2.0]), np.array([10.0, 20.0, 30.0])]
+    unique, summed = summed_by_hash(hashes, rows)
+    assert unique.tolist() == [1, 5, 7, 9]
+    assert summed.tolist() == [10.0, 21.0, 30.0, 2.0]
+    unique, summed = summed_by_hash([], [])
+    assert len(unique) == 0 and len(summed) == 0
+
+
+def test_the_sampling_tasks_hash_what_the_client_would():
+    sample = pd.DataFrame({"k": ["a", "b", "a", None], "j": [1, 2, 1, 3]})
+    unique, counts = sample_hashes(sample, ["k", "j"])
+    expected = pd.Series(hash_rows(sample, ["k", "j"])).value_counts().sort_index()
+    assert unique.tolist() == expected.index.tolist()
+    assert counts.tolist() == expected.tolist()
+
+
+def test_a_key_sampled_once_on_each_side_is_not_taken_for_a_fan_out():
+    """Distinct keys sampled at one row in 10,000 on each side, one of them drawn by both
+    samples: its estimated output is 10**8 rows, more than a task holds, but a single sampled
+    row on each side is no evidence of a fan-out, so nothing is split. Drawn twice on one side,
+    it is split."""
+    lengths = [10**8]
+    left = count_keys([pd.DataFrame({"k": np.arange(10_000)})], lengths, ["k"])
+    once = count_keys([pd.DataFrame({"k": np.arange(9_999, 19_999)})], lengths, ["k"])
+    assert find_heavy(left, once, "inner", 2, 0.25, most_output=10**7) is None
+    twice = count_keys([pd.DataFrame({"k": [*range(9_999, 19_998), 9_999]})], lengths, ["k"])
+    heavy = find_heavy(left, twice, "inner", 2, 0.25, most_output=10**7)
+    assert heavy is not None
+    assert list(heavy.spread_left) + list(heavy.spread_right) == [9_999]
