@@ -16,6 +16,10 @@ of squares would cancel; a nunique as the distinct (keys, value) pairs, in a fra
   worker, and each bucket finished by its owner; the result is hash-partitioned on the keys,
   which a later join or groupby on them reuses.
 
+A whole-frame aggregate of a join (through per-partition nodes that nothing else reads) has the
+join's own tasks make the partials (:class:`PartialStep`), as the join's rows are made: a task
+and a scheduler round trip fewer per partition, and the joined rows never leave their task.
+
 The same code runs on pandas and cuDF partitions: both share the groupby API used here.
 """
 
@@ -36,10 +40,12 @@ from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, cast_keys
 from ..plan.aggregate import Aggregation, GroupBy
 from ..plan.explain import tree_bound
+from ..plan.nodes import Join
 from ..runtime.runner import Partitions
+from .join import lower_join_partials
 from .join_schema import hash_type
 from .lowering import Lowering, lower
-from .steps import StepsFirst, input_with_steps
+from .steps import NARROW, StepsFirst, chain_below, input_with_steps
 
 WHOLE = "__gpuframe_all__"
 """The constant key a whole-frame aggregate groups by."""
@@ -295,19 +301,39 @@ def _serving(parts: Partitions, types: dict[str, Any]) -> HashPartitioning | Non
     return placed if wanted == placed.hash_types else None
 
 
+@dataclass(frozen=True)
+class PartialStep:
+    """A partition's partials as the last step of the task that makes the partition (a join's,
+    :func:`~.join.lower_join_partials`): the partials leave that task rather than the partition,
+    and no task of its own is waited for."""
+
+    partial: Partial
+
+    def apply(self, frame: Any) -> list[Any]:
+        return partial_aggregate(frame, self.partial)
+
+
 @lower.register
 def _(node: GroupBy, lowering: Lowering) -> Partitions:
     job = lowering.job
-    inputs, steps, chain = input_with_steps(node.child, lowering)
-    prefix = f"{chain.name}-" if chain is not None else ""
-    if chain is not None:
-        chain.fused(lowering, node)
     types = hash_types(node.child.meta, node.keys, get_backend(job.backend))
     casts = {k: t for k, t in types.items() if str(t) != str(node.child.meta[k].dtype)}
     whole = not node.keys
     partial = Partial(node.keys or (WHOLE,), casts, node.aggregations, node.dropna, whole,
                       node.child.meta, node.meta, job.backend)
     number = lowering.number(node)
+    if whole:
+        joined = _partials_in_join(node, lowering, partial)
+        if joined is not None:
+            lowering.note(node, f"tree: {len(joined)} partials, made in the join's tasks, "
+                                f"combined {node.options.tree_fanin} at a time")
+            tree = _tree(lowering, node, partial, joined.futures, list(joined.owners))
+            tree.rows_at_most = 1
+            return tree
+    inputs, steps, chain = input_with_steps(node.child, lowering)
+    prefix = f"{chain.name}-" if chain is not None else ""
+    if chain is not None:
+        chain.fused(lowering, node)
     placed = None if whole else _serving(inputs, types)
     if placed is not None or len(inputs) == 1:
         lowering.note(node, f"local: input already {placed.describe()}" if placed is not None
@@ -341,6 +367,25 @@ def _(node: GroupBy, lowering: Lowering) -> Partitions:
     lowering.note(node, f"shuffle: partials hashed into {n} buckets{seen}")
     return _shuffle(lowering, node, partial, partials, list(inputs.owners), n,
                     tuple(str(types[k]) for k in node.keys))
+
+
+def _partials_in_join(node: GroupBy, lowering: Lowering, partial: Partial
+                      ) -> Partitions | None:
+    """Where ``node`` aggregates, through per-partition nodes that nothing else reads, a join
+    that nothing else reads: that join's partitions as partials, each made in the join task
+    that makes the partition, after those nodes' steps (a whole-frame aggregate's partials
+    need no placement, so the join's strategy, decided as it runs, cannot matter). None
+    elsewhere."""
+    child = node.child
+    chain = chain_below(child, lowering) if isinstance(child, NARROW) \
+        and not lowering.shared(child) else None
+    base = chain.base if chain is not None else child
+    if not isinstance(base, Join) or lowering.shared(base):
+        return None
+    if chain is not None:
+        chain.fused(lowering, node)
+    steps = (chain.steps if chain is not None else ()) + (PartialStep(partial),)
+    return lower_join_partials(base, lowering, steps)
 
 
 def _tree(lowering: Lowering, node: GroupBy, partial: Partial, partials: list[Future],

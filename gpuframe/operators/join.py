@@ -177,8 +177,19 @@ def lower_join(node: Join, lowering: Lowering, chain: Chain | None = None) -> Pa
     return chain.placed(_join(node, lowering, lowering.number(chain.top), chain.steps))
 
 
-def _join(node: Join, lowering: Lowering, number: int, steps: tuple[Any, ...]) -> Partitions:
-    """The join's tasks, their output reported as plan node ``number``'s, after ``steps``."""
+def lower_join_partials(node: Join, lowering: Lowering, steps: tuple[Any, ...]) -> Partitions:
+    """``node``'s join, each of its tasks handing on what ``steps`` make of its part: the
+    partials of the aggregate above (:mod:`~.groupby`), reported as no plan node's output."""
+    joined = _join(node, lowering, None, steps)
+    decided = lowering.job.notes.get(lowering.number(node), "")
+    lowering.note(node, f"{decided}; its tasks also make the partials of the aggregate above")
+    return joined
+
+
+def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, ...]
+          ) -> Partitions:
+    """The join's tasks, their output reported as plan node ``number``'s (None: not reported),
+    after ``steps``."""
     job = lowering.job
     inputs = {"left": lowering.input(node.left), "right": lowering.input(node.right)}
     keys = {"left": list(node.left_keys), "right": list(node.right_keys)}
@@ -296,7 +307,7 @@ def _same_buckets(a: HashPartitioning, b: HashPartitioning) -> bool:
     return a.n == b.n and a.owners == b.owners
 
 
-def _colocated(node: Join, lowering: Lowering, number: int, local: LocalJoin,
+def _colocated(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
                inputs: dict[str, Partitions], placed: HashPartitioning) -> Partitions:
     """Both sides hashed alike: partition ``b`` of each joined where both lie."""
     stage = lowering.job.stage("join")
@@ -309,7 +320,7 @@ def _colocated(node: Join, lowering: Lowering, number: int, local: LocalJoin,
     return Partitions(futures, list(left.owners), node.meta, placement)
 
 
-def _into_buckets(node: Join, lowering: Lowering, number: int, local: LocalJoin,
+def _into_buckets(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
                   inputs: dict[str, Partitions], placed_side: str, splitter: Splitter,
                   placed_owners: Given, hash_types: tuple[str, ...]) -> Partitions:
     """One side hashed already: the other sent into its buckets, and each bucket joined with
@@ -328,7 +339,7 @@ def _into_buckets(node: Join, lowering: Lowering, number: int, local: LocalJoin,
     return Partitions(futures, owners, node.meta, placement)
 
 
-def _broadcast(node: Join, lowering: Lowering, number: int, local: LocalJoin,
+def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
                inputs: dict[str, Partitions], small: str, whole: Future | None = None
                ) -> Partitions:
     """The ``small`` side gathered on one worker (``whole``, where it is already), and copied

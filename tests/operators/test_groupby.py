@@ -152,6 +152,32 @@ def test_groupby_after_a_join_on_its_keys_moves_nothing(engine, data):
     assert result.partitioning == joined.partitioning
 
 
+@pytest.mark.parametrize("broadcast_bytes", [0, None], ids=["shuffled", "broadcast"])
+def test_a_whole_frame_aggregate_of_a_join_takes_its_partials_from_the_join_tasks(
+        engine, data, broadcast_bytes):
+    """A whole-frame aggregate over a filter over a join: the join's own tasks make the
+    partials (no partial stage), whichever way the join ran, and the answer is pandas'."""
+    right = pd.DataFrame({"k": np.arange(30), "w": np.arange(30) * 2})
+    options = {} if broadcast_bytes is None else {"broadcast_bytes": broadcast_bytes}
+    joined = gpuframe.from_pandas(data, npartitions=3).merge(
+        gpuframe.from_pandas(right, npartitions=2), on="k", **options)
+    named = {name: pair for name, pair in EVERY.items() if pair[1] not in ("first", "last")}
+    with get_task_stream(client=engine.client) as stream:
+        result = aggregate(joined[joined["w"] > 10], **named, w=("w", "sum"))
+        got = result.to_pandas()
+    names = {key_split(entry["key"]) for entry in stream.data}
+    assert "gpuframe-join" in names and "gpuframe-aggregate" in names
+    assert not [name for name in names if "partial" in name]
+    assert "partials, made in the join's tasks" in explained(result)
+    both = data.merge(right, on="k")
+    both = both[both["w"] > 10]
+    for name, (column, function) in {**named, "w": ("w", "sum")}.items():
+        expected = len(both) if function == "size" else getattr(both[column], function)()
+        if not isinstance(expected, str):
+            expected = pytest.approx(expected, rel=1e-9)
+        assert got[name].iloc[0] == expected, name
+
+
 def test_a_join_after_a_shuffled_groupby_reuses_its_partitioning(engine, data):
     counts = groupby(gpuframe.from_pandas(data, npartitions=3), "k", strategy="shuffle").agg(
         rows=("x", "size"))
