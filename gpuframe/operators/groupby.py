@@ -45,7 +45,7 @@ from ..runtime.runner import Partitions
 from .join import lower_join_partials
 from .join_schema import hash_type
 from .lowering import Lowering, lower
-from .steps import NARROW, StepsFirst, chain_below, input_with_steps
+from .steps import StepsFirst, chain_ending, input_with_steps
 
 WHOLE = "__gpuframe_all__"
 """The constant key a whole-frame aggregate groups by."""
@@ -376,10 +376,8 @@ def _partials_in_join(node: GroupBy, lowering: Lowering, partial: Partial
     that makes the partition, after those nodes' steps (a whole-frame aggregate's partials
     need no placement, so the join's strategy, decided as it runs, cannot matter). None
     elsewhere."""
-    child = node.child
-    chain = chain_below(child, lowering) if isinstance(child, NARROW) \
-        and not lowering.shared(child) else None
-    base = chain.base if chain is not None else child
+    chain = chain_ending(node.child, lowering)
+    base = chain.base if chain is not None else node.child
     if not isinstance(base, Join) or lowering.shared(base):
         return None
     if chain is not None:

@@ -190,13 +190,21 @@ def chain_below(node: Node, lowering: Lowering) -> Chain:
     return Chain(node, base, tuple(reversed(nodes)))
 
 
+def chain_ending(node: Node, lowering: Lowering) -> Chain | None:
+    """The chain that ends at ``node`` where it is a per-partition node that nothing else reads
+    (:func:`chain_below`); None elsewhere."""
+    if not isinstance(node, NARROW) or lowering.shared(node):
+        return None
+    return chain_below(node, lowering)
+
+
 def input_with_steps(node: Node, lowering: Lowering) -> tuple[Partitions, tuple[Any, ...],
                                                                Chain | None]:
     """``node``'s output for an operator that reads it one partition per task: where ``node``
     ends a chain that nothing else reads, the chain's input placed as its output
     (:meth:`Chain.placed`) and the steps that task must apply first; else ``node``'s
     partitions and no steps."""
-    if not isinstance(node, NARROW) or lowering.shared(node):
+    chain = chain_ending(node, lowering)
+    if chain is None:
         return lowering.input(node), (), None
-    chain = chain_below(node, lowering)
     return chain.placed(lowering.input(chain.base)), chain.steps, chain
