@@ -322,28 +322,24 @@ def _(node: GroupBy, lowering: Lowering) -> Partitions:
     partial = Partial(node.keys or (WHOLE,), casts, node.aggregations, node.dropna, whole,
                       node.child.meta, node.meta, job.backend)
     number = lowering.number(node)
-    if whole:
-        joined = _partials_in_join(node, lowering, partial)
-        if joined is not None:
-            lowering.note(node, f"tree: {len(joined)} partials, made in the join's tasks, "
-                                f"combined {node.options.tree_fanin} at a time")
-            tree = _tree(lowering, node, partial, joined.futures, list(joined.owners))
-            tree.rows_at_most = 1
-            return tree
-    inputs, steps, chain = input_with_steps(node.child, lowering)
-    prefix = f"{chain.name}-" if chain is not None else ""
-    if chain is not None:
-        chain.fused(lowering, node)
-    placed = None if whole else _serving(inputs, types)
-    if placed is not None or len(inputs) == 1:
-        lowering.note(node, f"local: input already {placed.describe()}" if placed is not None
-                      else "local: one partition")
-        futures = job.stage(f"{prefix}aggregate").map(StepsFirst(steps, aggregate_local), inputs,
-                                                      partial, node=number)
-        return Partitions(futures, list(inputs.owners), node.meta, placed)
-
-    partials = job.stage(f"{prefix}partial").map(StepsFirst(steps, partial_aggregate), inputs,
-                                                 partial)
+    joined = _partials_in_join(node, lowering, partial) if whole else None
+    if joined is not None:
+        partials, owners, made = joined.futures, list(joined.owners), ", made in the join's tasks,"
+    else:
+        inputs, steps, chain = input_with_steps(node.child, lowering)
+        prefix = f"{chain.name}-" if chain is not None else ""
+        if chain is not None:
+            chain.fused(lowering, node)
+        placed = None if whole else _serving(inputs, types)
+        if placed is not None or len(inputs) == 1:
+            lowering.note(node, f"local: input already {placed.describe()}"
+                          if placed is not None else "local: one partition")
+            futures = job.stage(f"{prefix}aggregate").map(StepsFirst(steps, aggregate_local),
+                                                          inputs, partial, node=number)
+            return Partitions(futures, list(inputs.owners), node.meta, placed)
+        partials = job.stage(f"{prefix}partial").map(StepsFirst(steps, partial_aggregate),
+                                                     inputs, partial)
+        owners, made = list(inputs.owners), ""
     opts = node.options
     strategy = "tree" if whole else opts.strategy
     seen = ""
@@ -353,19 +349,19 @@ def _(node: GroupBy, lowering: Lowering) -> Partitions:
     elif strategy == "auto" and partials:
         count = job.stage("count-partial")
         rows = sum(job.gather([count.submit(component_rows, f, index=(i,), owner=o)
-                               for i, (f, o) in enumerate(zip(partials, inputs.owners))]))
+                               for i, (f, o) in enumerate(zip(partials, owners))]))
         strategy = "tree" if rows <= opts.tree_max_rows else "shuffle"
         seen = f" ({rows:,} partial rows)"
     if strategy == "tree" or not partials:
-        lowering.note(node, f"tree: {len(partials)} partials combined {opts.tree_fanin} at a "
-                            f"time{seen}")
-        tree = _tree(lowering, node, partial, partials, list(inputs.owners))
+        lowering.note(node, f"tree: {len(partials)} partials{made} combined {opts.tree_fanin} "
+                            f"at a time{seen}")
+        tree = _tree(lowering, node, partial, partials, owners)
         # Each group takes one row, and each group has a partial row.
         tree.rows_at_most = 1 if whole else rows
         return tree
     n = len(job.workers) * opts.partitions_per_worker
     lowering.note(node, f"shuffle: partials hashed into {n} buckets{seen}")
-    return _shuffle(lowering, node, partial, partials, list(inputs.owners), n,
+    return _shuffle(lowering, node, partial, partials, owners, n,
                     tuple(str(types[k]) for k in node.keys))
 
 
