@@ -22,8 +22,8 @@ OPERATORS = (concat, distinct, groupby, join, load, per_partition, scan, sort, t
 
 @dataclass
 class Execution:
-    """A finished run: the optimized plan it ran, its root's partitions (in worker memory), and
-    what ``explain()`` shows of it."""
+    """A run: the optimized plan it ran, its root's partitions (in worker memory once it has
+    finished), and what ``explain()`` shows of it."""
 
     plan: Node
     output: Partitions
@@ -36,8 +36,16 @@ def run_plan(job: Job, root: Node, keep_read_stats: bool = False) -> Execution:
     """Run the plan under ``root`` within ``job``; raise naming the first failed task (the
     job's tasks all cancelled) rather than return a partial result. ``keep_read_stats``: read
     tasks keep what they fetched for a read report."""
+    execution = submit_plan(job, root, keep_read_stats)
+    job.wait(execution.output.futures)
+    return execution
+
+
+def submit_plan(job: Job, root: Node, keep_read_stats: bool = False) -> Execution:
+    """The plan under ``root`` lowered within ``job``, its tasks submitted and maybe still
+    running: an action that adds tasks of its own above the root's partitions submits them at
+    once and waits for those alone, a round trip to the client fewer than waiting twice."""
     plan = optimize(root)
     lowering = Lowering(job, plan, keep_read_stats)
     output = lowering.input(plan)
-    job.wait(output.futures)
     return Execution(plan, output, job.id, job.notes, lowering.scans)

@@ -27,7 +27,8 @@ from .cluster.engine import Engine, current_engine
 from .config import JoinOptions, resolve
 from .diagnostics.jobs import operator_stats
 from .errors import JoinError, MemoryLimitError, OptionError, UnknownColumnError
-from .execute import Execution, run_plan
+from .execute import Execution, run_plan, submit_plan
+from .plan.bounds import rows_at_most
 from .plan.explain import Actual, explain
 from .plan.expr import Col, Expr, as_expr
 from .plan.nodes import (
@@ -289,12 +290,17 @@ class DistributedFrame:
         client has no memory for raises :class:`~gpuframe.errors.MemoryLimitError` before
         anything is gathered."""
         with self._action("to_pandas") as job:
-            parts = self._run(job)
-            if not parts.futures:
-                return self.meta.copy()
+            execution = self._execution or submit_plan(job, self._plan)
+            parts = execution.output
             converted = job.stage("gather").map(_as_pandas, parts, job.backend, strict=False)
-            job.wait(converted)
-            _check_fits_here(job.held_bytes(converted), len(converted))
+            job.wait(converted)  # and so the partitions they convert
+            self._execution = execution
+            if not converted:
+                return self.meta.copy()
+            bound = parts.rows_at_most if parts.rows_at_most is not None \
+                else rows_at_most(execution.plan)
+            if bound is None or bound > UNMEASURED_ROWS:
+                _check_fits_here(job.held_bytes(converted), len(converted))
             gathered = pd.concat(job.gather(converted), ignore_index=True)
         if isinstance(self._plan, Join) and self._plan.sort:
             return sorted_by_keys(gathered, self._plan)
@@ -343,6 +349,10 @@ class DistributedFrame:
 GATHER_COPIES = 2
 """The bytes ``to_pandas()`` holds at its peak, in multiples of the frame's: the gathered
 partitions, and their concatenation."""
+UNMEASURED_ROWS = 1_000
+"""``to_pandas()`` of a frame the plan bounds to this many rows (an aggregate's, a head's) is
+gathered without asking the scheduler what its partitions hold: a round trip to the scheduler
+at the end of every such query, for rows that no client lacks the memory for."""
 
 
 def _check_fits_here(nbytes: int, npartitions: int) -> None:

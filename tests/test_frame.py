@@ -121,3 +121,27 @@ def test_to_pandas_and_head_give_a_range_index_as_pandas(engine):
                                                              on="k", broadcast_bytes=0)
     assert joined.to_pandas().index.equals(pd.RangeIndex(40))
     assert joined.head(25).index.equals(pd.RangeIndex(25))
+
+
+def test_to_pandas_waits_once_and_asks_sizes_only_where_the_plan_bounds_none(
+        engine, frame_data, monkeypatch):
+    """The conversions are submitted with the plan's tasks and waited for alone (a round trip
+    to the client fewer); the scheduler is asked what the partitions hold only where the plan
+    cannot bound the rows (a join's); an aggregate's one row is gathered at once."""
+    from gpuframe.runtime.runner import Job
+
+    waits, sized = [], []
+    wait, held_bytes = Job.wait, Job.held_bytes
+    monkeypatch.setattr(Job, "wait", lambda job, futures: (
+        waits.append([f.key for f in futures]), wait(job, futures))[1])
+    monkeypatch.setattr(Job, "held_bytes", lambda job, futures: (
+        sized.append(len(futures)), held_bytes(job, futures))[1])
+    frame = gpuframe.from_pandas(frame_data, npartitions=3)
+    total = frame.agg(rows=("key", "count"), value=("value", "sum")).to_pandas()
+    assert total["rows"].tolist() == [len(frame_data)]
+    assert total["value"].iloc[0] == pytest.approx(frame_data["value"].sum())
+    assert sized == []
+    assert waits and all(key.startswith("gpuframe-gather-") for key in waits[0])
+    joined = frame.merge(frame[["key"]].drop_duplicates(), on="key")
+    assert len(joined.to_pandas()) == len(frame_data)
+    assert len(sized) == 1

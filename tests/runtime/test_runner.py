@@ -14,7 +14,16 @@ from gpuframe.runtime.runner import Job, Partitions
 
 
 def slow(x):
-    time.sleep(30)
+    """Sleeps until its task is cancelled (30 s at most): a plain sleep would hold its worker's
+    thread from the tests after."""
+    from distributed import get_worker
+    from distributed.worker import thread_state
+
+    worker, key = get_worker(), thread_state.key
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and getattr(worker.state.tasks.get(key), "state",
+                                                  "cancelled") != "cancelled":
+        time.sleep(0.05)
     return x
 
 
