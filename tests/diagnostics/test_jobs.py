@@ -154,7 +154,11 @@ def test_client_side_stages_count_in_their_job(engine):
     assert metrics.stages["plan"]["wall_seconds"] == pytest.approx(0.25)
     plan, read = metrics.stages["plan"], metrics.stages["read"]
     assert plan["last_stop"] - plan["first_start"] == pytest.approx(0.25)
-    assert plan["last_stop"] <= read["first_start"] <= read["last_stop"] <= metrics.stop
+    # Dask shifts a worker's times by its estimate of the worker's clock offset, which can be
+    # tens of milliseconds off on a loaded machine; the client's are as they were.
+    offset = 0.1
+    assert plan["last_stop"] <= read["first_start"] + offset
+    assert read["first_start"] <= read["last_stop"] <= metrics.stop + offset
 
 
 def test_operator_stats_sum_each_nodes_partitions(engine):
