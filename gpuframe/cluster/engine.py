@@ -19,6 +19,7 @@ from ..exchange.bucket import wrapped
 from ..exchange.mailbox import install
 from . import warmup
 from .hardware import has_module, list_gpus
+from .memory import WorkerMemory
 
 if TYPE_CHECKING:
     from distributed.core import PooledRPCCall, rpc
@@ -43,6 +44,9 @@ class Engine:
         install(client)
         self.warming: list[str] = []
         """The workers warming up (:mod:`~gpuframe.cluster.warmup`)."""
+        self.memory: dict[str, WorkerMemory] = {}
+        """Each worker's memory as a join's sample last found it: a later join may size its
+        sends by it before its own sample returns."""
 
     def warm_up(self, asked: bool | None = True) -> None:
         """Start warming every worker in the background (:mod:`~gpuframe.cluster.warmup`)

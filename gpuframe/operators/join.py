@@ -35,6 +35,11 @@ output is estimated from the key sample, many-to-many fan-out included
 task's output would outgrow that share, and refuses up front, with
 :class:`~gpuframe.errors.MemoryLimitError`, a join that surely cannot complete.
 
+Speculation: where the plan's estimates say a join shuffles as it stands, its exchange is
+submitted with its sample (:func:`_speculated`), so that its rows leave while the sample makes
+its round trip through the client; the sample decides, and the sends are cancelled where it
+decides otherwise.
+
 Overlap: a destination fetches each bucket as soon as its source's partition task finishes, so
 transfers overlap the partitioning of later partitions. The local join starts once all of its
 buckets are in: joining per arriving bucket would rebuild the other side's hash table once per
@@ -54,22 +59,29 @@ from distributed import Future
 from ..backend import get_backend
 from ..cluster.memory import WorkerMemory
 from ..exchange.digest import UnhashableKeyError, holds_objects, unhashable_type
-from ..exchange.exchange import Given, exchange
+from ..exchange.exchange import Buckets, Given, exchange
 from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, Splitter, cast_keys
 from ..plan.bounds import rows_at_most, unique_on
-from ..plan.explain import row_width, unsampled_broadcast
+from ..plan.explain import estimated, row_width, unsampled_broadcast
 from ..plan.nodes import Join
 from ..runtime.runner import Job, Partitions
 from ..units import byte_text
 from .join_schema import KeysNotUniqueError, KeyTypes, conform
 from .join_size import check_fits, estimate_output, split_hashes
 from .lowering import Lowering, lower
-from .skew import SideProfile, SkewSplitter, can_split, plan_skew, profile_sides
+from .skew import SideProfile, SkewSplitter, can_split, plan_skew, profile_sides, sample_sides
 from .steps import Chain, apply_steps
 
 SIDES = ("left", "right")
+SPECULATION_SHARE = 1 / 32
+"""The most of the smallest worker memory limit that the plan's estimate of one worker's share
+of a side may be for the join to send its rows before its sample returns (:func:`_speculated`):
+a send task holds its worker's whole share at once, and the estimate takes a string value at
+a fixed width that a side of long strings may outgrow many times over."""
+DROPPED = "; the rows sent before the sample returned were dropped"
+"""The note of a join whose sample chose otherwise than its speculative sends."""
 OUTPUT_COPIES = 4
 """The bytes a join task holds at its peak, in multiples of its output's: the output, the row
 indexers and columns the merge builds on the way, and as much again for the results its worker
@@ -234,7 +246,10 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
     # by joining them in one task, in input order.
     split = can_split(node.how, opts.skew_threshold, len(workers)) and not any(node.unique) \
         and not node.sort
-    profiles = profile_sides(job, inputs, keys, casts, opts.skew_sample_rows)
+    samples = sample_sides(job, inputs, keys, casts, opts.skew_sample_rows)
+    speculation = _speculated(node, job, inputs, keys, casts)
+    profiles = profile_sides(job, samples)
+    job.engine.memory.update({a: m for p in profiles.values() for a, m in p.memory.items()})
     sizes = {side: profiles[side].nbytes for side in SIDES}
     if node.how == "cross":
         small = "right" if sizes["right"] <= sizes["left"] else "left"
@@ -248,7 +263,10 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
         if node.may_copy(small) and opts.broadcasts(sizes[small], sizes[big], len(workers)) \
                 and (task_bytes is None or made <= task_bytes * len(inputs[big])):
             lowering.note(node, f"broadcast {small} side ({byte_text(sizes[small])} sampled, "
-                                f"{big} {byte_text(sizes[big])})")
+                                f"{big} {byte_text(sizes[big])})"
+                                + (DROPPED if speculation else ""))
+            if speculation:
+                speculation.cancel(job)
             return _broadcast(node, lowering, number, local, inputs, small)
 
     key_bytes = None if task_bytes is None else task_bytes / OUTPUT_COPIES
@@ -262,18 +280,30 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
     per_worker = opts.partitions_per_worker or tasks_per_worker(
         profiles["left"].nbytes + profiles["right"].nbytes + made, len(workers), task_bytes)
     n = len(workers) * per_worker
-    splitters: dict[str, Splitter] = {}
-    for side in SIDES:
-        by_hash = HashSplitter(tuple(keys[side]), n, casts[side])
-        side_skew = getattr(skew, side) if skew else None
-        splitters[side] = SkewSplitter(by_hash, side_skew, job.backend) if side_skew else by_hash
+    batches = {side: send_batch(profiles[side], len(inputs[side]), len(workers), task_bytes)
+               for side in SIDES}
+    sent = speculation is not None and skew is None and speculation.per_worker == per_worker \
+        and batches == {side: None for side in SIDES}
     lowering.note(node, f"shuffle: {len(workers)} workers x {per_worker} join tasks"
                         + (", heavy keys split" if skew else "")
-                        + f" (output about {byte_text(output.nbytes)} estimated)")
-    buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side,
-                              send_batch(profiles[side], len(inputs[side]), len(workers),
-                                         task_bytes))
-               for side in SIDES}
+                        + f" (output about {byte_text(output.nbytes)} estimated)"
+                        + (", rows sent while sampling" if sent
+                           else DROPPED if speculation else ""))
+    if sent:
+        assert speculation is not None
+        buckets = speculation.buckets
+    else:
+        if speculation:
+            speculation.cancel(job)
+        splitters: dict[str, Splitter] = {}
+        for side in SIDES:
+            by_hash = HashSplitter(tuple(keys[side]), n, casts[side])
+            side_skew = getattr(skew, side) if skew else None
+            splitters[side] = SkewSplitter(by_hash, side_skew, job.backend) if side_skew \
+                else by_hash
+        buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side,
+                                  batches[side])
+                   for side in SIDES}
     owners = buckets["left"].owners
     stage = job.stage("join")
     futures = [stage.submit(join_parts, local, buckets["left"].parts[b],
@@ -282,6 +312,57 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
                for b, owner in enumerate(owners)]
     placement = None if skew else _output_placement(node, hash_types, n, owners)
     return Partitions(futures, owners, node.meta, placement)
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """A shuffle's exchange submitted before the join's sample returned (:func:`_speculated`):
+    each side's buckets, for ``per_worker`` join tasks a worker."""
+
+    buckets: dict[str, Buckets]
+    per_worker: int
+
+    def cancel(self, job: Job) -> None:
+        """Stop the sends (the sample chose otherwise): their buckets are dropped."""
+        job.engine.client.cancel([part for buckets in self.buckets.values()
+                                  for bucket in buckets.parts for part in bucket
+                                  if isinstance(part, Future)])
+
+
+def _speculated(node: Join, job: Job, inputs: dict[str, Partitions],
+                keys: dict[str, list[str]], casts: dict[str, dict[str, Any]]
+                ) -> Speculation | None:
+    """The shuffle's exchange, submitted before the sample returns where the plan's estimates
+    (:func:`~gpuframe.plan.explain.estimated`) say the join shuffles as it stands:
+    ``partitions_per_worker`` (else one) join tasks a worker, no key split, a worker's share of
+    a side in one send task. Its rows then leave while the samples make their round trip
+    through the client, the longest wait between a join's stages. The sample still decides,
+    and where it decides otherwise the sends are cancelled, their rows sent for nothing. None
+    where the estimates cannot say: before any sample has told the workers' memory limits, for
+    a side without an estimate or one that may be copied to every worker, and where a worker's
+    estimated share of a side exceeds :data:`SPECULATION_SHARE` of the smallest limit."""
+    if node.how == "cross":
+        return None
+    known = [job.engine.memory.get(worker) for worker in job.workers]
+    limits = [memory.limit for memory in known if memory is not None and memory.limit]
+    if len(limits) < len(job.workers):
+        return None
+    left, right = (estimated(getattr(node, side)).bytes for side in SIDES)
+    if left is None or right is None:
+        return None
+    sizes = {"left": left, "right": right}
+    workers = len(job.workers)
+    if any(node.may_copy(small) and node.options.broadcasts(sizes[small], sizes[big], workers)
+           for small, big in (("right", "left"), ("left", "right"))):
+        return None
+    if max(sizes.values()) / workers > SPECULATION_SHARE * min(limits):
+        return None
+    per_worker = node.options.partitions_per_worker or 1
+    n = workers * per_worker
+    return Speculation({side: exchange(job, inputs[side],
+                                       HashSplitter(tuple(keys[side]), n, casts[side]),
+                                       Contiguous(), side)
+                        for side in SIDES}, per_worker)
 
 
 def _counted_broadcast(node: Join, inputs: dict[str, Partitions]) -> str | None:

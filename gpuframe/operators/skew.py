@@ -1,7 +1,7 @@
 """Skew: find the keys too heavy for one worker from a sample of each side, and split them.
 
 A hash shuffle sends every row of one key to one worker, so a key that holds a large share of
-the rows (or of the output) overloads that worker. :func:`profile_sides` samples each partition
+the rows (or of the output) overloads that worker. :func:`sample_sides` samples each partition
 where it lies (``gpuframe-sample-*`` tasks); :func:`plan_skew` estimates each sampled key's rows on
 both sides from that, and marks a key *heavy* when its rows on a side exceed ``threshold`` of one
 worker's share of that side. Of a heavy key, the rows of one side (the *spread* side) are dealt
@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from distributed import Future
 
 from ..backend import get_backend
 from ..cluster.memory import WorkerMemory, this_worker_memory
@@ -165,16 +166,25 @@ def can_split(how: str, threshold: float | None, n_workers: int) -> bool:
     return bool(threshold) and how in SPREADS and n_workers > 1
 
 
-def profile_sides(job: Job, inputs: dict[str, Partitions], keys: dict[str, list[str]],
-                  casts: dict[str, dict[str, Any]], sample_rows: int) -> dict[str, SideProfile]:
-    """Sample every partition of each side where it lies, all in one round trip."""
+def sample_sides(job: Job, inputs: dict[str, Partitions], keys: dict[str, list[str]],
+                 casts: dict[str, dict[str, Any]], sample_rows: int) -> dict[str, list[Future]]:
+    """Sample every partition of each side where it lies: the sampling tasks, submitted at a
+    higher priority than the rest, so that a worker samples before it sends (a join's sends may
+    be submitted before its sample returns) where both are ready: the client waits for the
+    samples."""
     futures = {}
     for side, parts in inputs.items():
         stage = job.stage(f"sample-{side}")
         futures[side] = [stage.submit(profile_partition, part, keys[side], casts[side],
                                       sample_rows, i, job.backend, index=(i,), owner=owner,
-                                      strict=False)
+                                      strict=False, priority=1)
                          for i, (part, owner) in enumerate(zip(parts.futures, parts.owners))]
+    return futures
+
+
+def profile_sides(job: Job, futures: dict[str, list[Future]]) -> dict[str, SideProfile]:
+    """Each side's profile from its sampling tasks (:func:`sample_sides`), all in one round
+    trip."""
     flat = iter(job.gather([f for side in futures.values() for f in side]))
     gathered = {side: [next(flat) for _ in side_futures]
                 for side, side_futures in futures.items()}

@@ -102,6 +102,11 @@ def explain(root: Node, n_workers: int, actual: Mapping[int, Actual] | None = No
 
 # --- estimates --------------------------------------------------------------------------------
 
+def estimated(node: Node) -> Estimate:
+    """``node``'s estimated rows and bytes, as :func:`explain` shows them."""
+    return _estimate(node, [estimated(child) for child in node.children])
+
+
 def _estimate(node: Node, children: list[Estimate]) -> Estimate:
     rows = _estimated_rows(node, children)
     return Estimate(rows, None if rows is None else rows * row_width(node.meta))

@@ -58,6 +58,9 @@ SETTLE_SECONDS = 30.0
 raises (:meth:`Job._settle`): a nanny restarts its worker within seconds."""
 SETTLE_POLL_SECONDS = 0.2
 
+LOST_RESULT_POLL = 0.1
+"""Seconds between the checks :meth:`Job.gather` makes that the results it fetches are still
+held."""
 MEMORY_RESTART_TOPIC = "worker-restart-memory"
 """The event a nanny logs when it restarts its worker for holding more than its memory limit
 allows (distributed's ``NannyMemoryManager``)."""
@@ -234,9 +237,23 @@ class Job:
         return int(sum(held.values()))
 
     def gather(self, futures: Sequence[Future]) -> list[Any]:
-        """The results of ``futures`` (small ones: samples, counts), failing as :meth:`wait`."""
-        self.wait(futures)
-        return self.engine.client.gather(list(futures))
+        """The results of ``futures`` (small ones: samples, counts), failing as :meth:`wait`.
+        A result lost on its way here (its worker died after the task finished) is waited for
+        again under :meth:`wait`'s watch: Dask's own gather waits for it to be made again, for
+        ever where its task is pinned to the worker that died."""
+        futures = list(futures)
+        while True:
+            self.wait(futures)
+            # A fetch left waiting on a lost result ends when the job cancels its tasks.
+            fetch = _Fetch(self.engine.client, futures, f"gpuframe-gather-{self.id}")
+            while not fetch.done.wait(LOST_RESULT_POLL):
+                if any(future.status != "finished" for future in futures):
+                    break
+            else:
+                if fetch.error is None:
+                    return fetch.results
+                if all(future.status == "finished" for future in futures):
+                    raise fetch.error
 
     def fail(self, failed: Future) -> NoReturn:
         """Raise the failure of ``failed`` (see :meth:`wait`), the job's tasks cancelled: a
@@ -307,11 +324,11 @@ class Job:
             self._info[future.key] = _TaskInfo(stage, i, None)
 
     def _submit(self, key: str, info: _TaskInfo, fn: Callable[..., Any], args: tuple,
-                strict: bool) -> Future:
+                strict: bool, priority: int) -> Future:
         workers = [info.owner] if info.owner else None
         future = self.engine.client.submit(fn, *args, key=key, workers=workers,
                                            allow_other_workers=not strict and bool(workers),
-                                           pure=False)
+                                           pure=False, priority=priority)
         self._submitted.add(future)
         self._info[key] = info
         return future
@@ -321,6 +338,27 @@ class Job:
         client = self.engine.client
         assert client.loop is not None and client.scheduler is not None, "the client is closed"
         client.loop.add_callback(client.scheduler.log_event, topic=topic, msg=msg)
+
+
+class _Fetch(threading.Thread):
+    """``client.gather(futures)`` in a thread of its own, which its caller may stop waiting
+    for: ``results`` or ``error`` once ``done`` is set."""
+
+    def __init__(self, client: Any, futures: list[Future], name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.client, self.futures = client, futures
+        self.done = threading.Event()
+        self.results: list[Any] = []
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.results = self.client.gather(self.futures)
+        except BaseException as exc:  # noqa: BLE001 (the caller raises it, or the job's)
+            self.error = exc
+        finally:
+            self.done.set()
 
 
 @dataclass(frozen=True)
@@ -346,19 +384,20 @@ class Stage:
         return task_key(self.name, self.job.id, self.step, *index)
 
     def submit(self, fn: Callable[..., Any], *args: Any, index: Sequence[int | str],
-               owner: str | None = None, strict: bool = True, node: int | None = None
-               ) -> Future:
+               owner: str | None = None, strict: bool = True, node: int | None = None,
+               priority: int = 0) -> Future:
         """``fn(*args)`` as a task of this stage, on ``owner`` (any worker if None; another
         one too where ``strict`` is off). ``index[0]`` is the partition it works for. With
         ``node``, its result is that plan node's output partition ``index[0]``, and its rows
-        and bytes are reported."""
+        and bytes are reported. Of a worker's tasks ready at once, those of higher ``priority``
+        run first (Dask's task priority)."""
         key = self.key(*index)
         partition = int(index[0]) if index and str(index[0]).isdigit() else -1
         info = _TaskInfo(self.name, partition, owner)
         if node is not None:
             args = (fn, OutputReport(self.job.id, node, partition), *args)
             fn = run_reporting
-        return self.job._submit(key, info, fn, args, strict)
+        return self.job._submit(key, info, fn, args, strict, priority)
 
     def map(self, fn: Callable[..., Any], inputs: Partitions, *args: Any,
             node: int | None = None, strict: bool = True) -> list[Future]:

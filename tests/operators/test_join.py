@@ -1,4 +1,5 @@
 import io
+import time
 
 import numpy as np
 import pandas as pd
@@ -628,3 +629,71 @@ def test_an_object_key_of_other_values_than_integers_joins_like_pandas(engine, o
     joined = gpuframe.from_pandas(left, npartitions=2).merge(
         gpuframe.from_pandas(right, npartitions=2), on="k", **options)
     assert_same_typed_rows(joined.to_pandas(), left.merge(right, on="k"), "inner")
+
+
+def notes_of(frame: DistributedFrame) -> str:
+    text = io.StringIO()
+    frame.explain(text)
+    return text.getvalue()
+
+
+def mailboxes_emptied(engine, frame: DistributedFrame, seconds: float = 10.0) -> bool:
+    """Whether no worker's mailbox holds pieces of an exchange of the job that ran ``frame``,
+    within ``seconds``."""
+    from gpuframe.exchange.mailbox import PLUGIN_NAME
+
+    job = frame._execution.job
+    deadline = time.monotonic() + seconds
+    while True:
+        held = [name for names in engine.client.run(
+                    lambda dask_worker: dask_worker.plugins[PLUGIN_NAME].mailbox.exchanges()
+                ).values() for name, pieces in names.items() if job in name and pieces]
+        if not held or time.monotonic() > deadline:
+            return not held
+        time.sleep(0.1)
+
+
+def test_a_shuffle_sends_its_rows_while_the_sample_runs_once_the_workers_memory_is_known(
+        engine):
+    """Its estimates saying it shuffles, a join submits its exchange with its sample (the
+    engine knows the workers' memory from an earlier sample): the sample agrees, the sends
+    serve, one send stage a side."""
+    left = pd.DataFrame({"k": np.arange(6000) % 1500, "a": np.arange(6000.0)})
+    right = pd.DataFrame({"k": np.arange(3000), "b": np.arange(3000) * 2})
+
+    def joined() -> DistributedFrame:
+        return gpuframe.from_pandas(left, npartitions=4).merge(
+            gpuframe.from_pandas(right, npartitions=2), on="k", **SHUFFLE)
+
+    joined().persist()  # a sample tells the engine the workers' memory
+    frame = joined()
+    with get_task_stream(client=engine.client) as stream:
+        result = frame.to_pandas()
+    assert_same_rows(result, left.merge(right, on="k"))
+    assert "rows sent while sampling" in notes_of(frame)
+    sends = {name for name in stage_names(stream) if name.startswith("gpuframe-send")}
+    assert len([e for e in stream.data if key_split(e["key"]) in sends]) == 4  # 2 workers x 2
+    assert mailboxes_emptied(engine, frame)
+
+
+@pytest.mark.parametrize("how", ["inner", "left"])
+def test_rows_sent_before_a_sample_that_chose_otherwise_are_dropped(engine, how):
+    """The plan estimates a filtered side at a share of its rows; where none pass, the sample
+    copies that side to every worker instead: the sends made while it ran are cancelled, the
+    rows are pandas', and no mailbox keeps their pieces."""
+    left = pd.DataFrame({"k": np.arange(80_000) % 20_000, "a": np.arange(80_000.0)})
+    right = pd.DataFrame({"k": np.arange(40_000), "b": np.arange(40_000.0)})
+    options = {"broadcast_bytes": 100_000}
+
+    def joined() -> DistributedFrame:
+        kept = gpuframe.from_pandas(right, npartitions=2)
+        return gpuframe.from_pandas(left, npartitions=4).merge(kept[kept.b < 0], on="k",
+                                                               how=how, **options)
+
+    joined().persist()  # a sample tells the engine the workers' memory
+    frame = joined()
+    result = frame.to_pandas()
+    assert_same_rows(result, left.merge(right[right.b < 0], on="k", how=how))
+    notes = notes_of(frame)
+    assert "broadcast right side" in notes and "were dropped" in notes
+    assert mailboxes_emptied(engine, frame)
