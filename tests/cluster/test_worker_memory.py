@@ -7,7 +7,10 @@ from gpuframe.cluster.memory import this_worker_memory
 
 
 def memory_of(config: dict, memory_limit: str | int):
-    with dask.config.set(config), \
+    # The worker runs in this process, whose memory (the whole test session's) may pass the
+    # limit's pause threshold before its task runs: it would then never run.
+    unpaused = {"distributed.worker.memory.pause": False, **config}
+    with dask.config.set(unpaused), \
             LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                          memory_limit=memory_limit, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
