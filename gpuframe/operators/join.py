@@ -296,8 +296,7 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
         if speculation:
             speculation.cancel(job)
         splitters: dict[str, Splitter] = {}
-        for side in SIDES:
-            by_hash = HashSplitter(tuple(keys[side]), n, casts[side])
+        for side, by_hash in _hash_splitters(keys, casts, n).items():
             side_skew = getattr(skew, side) if skew else None
             splitters[side] = SkewSplitter(by_hash, side_skew, job.backend) if side_skew \
                 else by_hash
@@ -358,11 +357,16 @@ def _speculated(node: Join, job: Job, inputs: dict[str, Partitions],
     if max(sizes.values()) / workers > SPECULATION_SHARE * min(limits):
         return None
     per_worker = node.options.partitions_per_worker or 1
-    n = workers * per_worker
-    return Speculation({side: exchange(job, inputs[side],
-                                       HashSplitter(tuple(keys[side]), n, casts[side]),
-                                       Contiguous(), side)
+    splitters = _hash_splitters(keys, casts, workers * per_worker)
+    return Speculation({side: exchange(job, inputs[side], splitters[side], Contiguous(), side)
                         for side in SIDES}, per_worker)
+
+
+def _hash_splitters(keys: dict[str, list[str]], casts: dict[str, dict[str, Any]], n: int
+                    ) -> dict[str, HashSplitter]:
+    """Each side's rows hashed on its keys into ``n`` buckets: one maker for the speculative
+    exchange and the one the sample decides, so that the first may stand for the second."""
+    return {side: HashSplitter(tuple(keys[side]), n, casts[side]) for side in SIDES}
 
 
 def _counted_broadcast(node: Join, inputs: dict[str, Partitions]) -> str | None:
