@@ -35,10 +35,11 @@ output is estimated from the key sample, many-to-many fan-out included
 task's output would outgrow that share, and refuses up front, with
 :class:`~gpuframe.errors.MemoryLimitError`, a join that surely cannot complete.
 
-Speculation: where the plan's estimates say a join shuffles as it stands, its exchange is
-submitted with its sample (:func:`_speculated`), so that its rows leave while the sample makes
-its round trip through the client; the sample decides, and the sends are cancelled where it
-decides otherwise.
+Speculation: where the plan's estimates say a join shuffles as it stands, its exchange and
+join tasks are submitted with its sample (:func:`_speculated`), so that its rows leave while the
+sample runs, and its joins start once a verdict task on a worker has weighed the sample
+(:func:`decide`, the client's own decision), not after the sample's round trip through the
+client; the client's decision rules, and cancels them where it is otherwise.
 
 Overlap: a destination fetches each bucket as soon as its source's partition task finishes, so
 transfers overlap the partitioning of later partitions. The local join starts once all of its
@@ -50,7 +51,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -58,6 +59,8 @@ from distributed import Future
 
 from ..backend import get_backend
 from ..cluster.memory import WorkerMemory
+from ..config import JoinOptions
+from ..errors import MemoryLimitError
 from ..exchange.digest import UnhashableKeyError, holds_objects, unhashable_type
 from ..exchange.exchange import Buckets, Given, exchange
 from ..exchange.mailbox import arrivals
@@ -69,9 +72,18 @@ from ..plan.nodes import Join
 from ..runtime.runner import Job, Partitions
 from ..units import byte_text
 from .join_schema import KeysNotUniqueError, KeyTypes, conform
-from .join_size import check_fits, estimate_output, split_hashes
+from .join_size import OutputEstimate, check_fits, estimate_output, split_hashes
 from .lowering import Lowering, lower
-from .skew import SideProfile, SkewSplitter, can_split, plan_skew, profile_sides, sample_sides
+from .skew import (
+    SideProfile,
+    SkewPlan,
+    SkewSplitter,
+    can_split,
+    plan_skew,
+    profile_sides,
+    profiles_of,
+    sample_sides,
+)
 from .steps import Chain, apply_steps
 
 SIDES = ("left", "right")
@@ -246,100 +258,189 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
     # by joining them in one task, in input order.
     split = can_split(node.how, opts.skew_threshold, len(workers)) and not any(node.unique) \
         and not node.sort
+    shape = JoinShape(node.how, keys, tuple(s for s in SIDES if node.may_copy(s)), split, opts,
+                      tuple(workers), {side: len(inputs[side]) for side in SIDES},
+                      f"the {node.how} join on {', '.join(keys['left'])} = "
+                      f"{', '.join(keys['right'])}")
     samples = sample_sides(job, inputs, keys, casts, opts.skew_sample_rows)
-    speculation = _speculated(node, job, inputs, keys, casts)
+    speculation = _speculated(node, job, inputs, shape, samples, local, number, hash_types)
     profiles = profile_sides(job, samples)
     job.engine.memory.update({a: m for p in profiles.values() for a, m in p.memory.items()})
-    sizes = {side: profiles[side].nbytes for side in SIDES}
-    if node.how == "cross":
-        small = "right" if sizes["right"] <= sizes["left"] else "left"
-        lowering.note(node, f"cross: broadcast {small} side ({byte_text(sizes[small])} "
-                            "sampled)")
+    decision = decide(shape, profiles)
+    sizes = decision.sizes
+    small = decision.broadcast
+    if small is not None:
+        big = "left" if small == "right" else "right"
+        lowering.note(node, f"cross: broadcast {small} side ({byte_text(sizes[small])} sampled)"
+                      if node.how == "cross" else
+                      f"broadcast {small} side ({byte_text(sizes[small])} sampled, {big} "
+                      f"{byte_text(sizes[big])})" + (DROPPED if speculation else ""))
+        if speculation:
+            speculation.cancel(job)
         return _broadcast(node, lowering, number, local, inputs, small)
-    output = estimate_output(profiles["left"], profiles["right"], node.how)
-    task_bytes = _task_bytes(profiles, opts.join_memory_fraction)
-    made = OUTPUT_COPIES * output.nbytes
-    for small, big in (("right", "left"), ("left", "right")):
-        if node.may_copy(small) and opts.broadcasts(sizes[small], sizes[big], len(workers)) \
-                and (task_bytes is None or made <= task_bytes * len(inputs[big])):
-            lowering.note(node, f"broadcast {small} side ({byte_text(sizes[small])} sampled, "
-                                f"{big} {byte_text(sizes[big])})"
-                                + (DROPPED if speculation else ""))
-            if speculation:
-                speculation.cancel(job)
-            return _broadcast(node, lowering, number, local, inputs, small)
-
-    key_bytes = None if task_bytes is None else task_bytes / OUTPUT_COPIES
-    skew = plan_skew(profiles["left"], profiles["right"], node.how, keys["left"],
-                     keys["right"], len(workers), opts.skew_threshold or 0.0,
-                     output.most_rows_of_a_key(key_bytes)) if split else None
-    check_fits(output, _workers_memory(profiles, workers),
-               split_hashes(skew.left if skew else None, profiles["left"].samples),
-               f"the {node.how} join on {', '.join(keys['left'])} = "
-               f"{', '.join(keys['right'])}")
-    per_worker = opts.partitions_per_worker or tasks_per_worker(
-        profiles["left"].nbytes + profiles["right"].nbytes + made, len(workers), task_bytes)
-    n = len(workers) * per_worker
-    batches = {side: send_batch(profiles[side], len(inputs[side]), len(workers), task_bytes)
-               for side in SIDES}
-    sent = speculation is not None and skew is None and speculation.per_worker == per_worker \
-        and batches == {side: None for side in SIDES}
+    assert decision.output is not None
+    skew, per_worker = decision.skew, decision.per_worker
+    sent = speculation is not None and decision.shuffles_as(speculation.per_worker)
     lowering.note(node, f"shuffle: {len(workers)} workers x {per_worker} join tasks"
                         + (", heavy keys split" if skew else "")
-                        + f" (output about {byte_text(output.nbytes)} estimated)"
-                        + (", rows sent while sampling" if sent
+                        + f" (output about {byte_text(decision.output.nbytes)} estimated)"
+                        + (", rows sent and joined while sampling" if sent
                            else DROPPED if speculation else ""))
     if sent:
         assert speculation is not None
-        buckets = speculation.buckets
-    else:
-        if speculation:
-            speculation.cancel(job)
-        splitters: dict[str, Splitter] = {}
-        for side, by_hash in _hash_splitters(keys, casts, n).items():
-            side_skew = getattr(skew, side) if skew else None
-            splitters[side] = SkewSplitter(by_hash, side_skew, job.backend) if side_skew \
-                else by_hash
-        buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side,
-                                  batches[side])
-                   for side in SIDES}
+        return speculation.joined
+    if speculation:
+        speculation.cancel(job)
+    n = len(workers) * per_worker
+    splitters: dict[str, Splitter] = {}
+    for side, by_hash in _hash_splitters(keys, casts, n).items():
+        side_skew = getattr(skew, side) if skew else None
+        splitters[side] = SkewSplitter(by_hash, side_skew, job.backend) if side_skew \
+            else by_hash
+    buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side,
+                              decision.batches[side])
+               for side in SIDES}
+    return _shuffle_joins(node, job, number, local, buckets, hash_types, skew is None)
+
+
+def _shuffle_joins(node: Join, job: Job, number: int | None, local: LocalJoin,
+                   buckets: dict[str, Buckets], hash_types: tuple[str, ...], placed: bool,
+                   verdict: Future | None = None) -> Partitions:
+    """The join task of each bucket, on its owner; with ``verdict``, each joins only where it
+    is true (:func:`join_standing`). ``placed``: the output is hash-partitioned on the keys
+    (no key split over several tasks)."""
     owners = buckets["left"].owners
     stage = job.stage("join")
     futures = [stage.submit(join_parts, local, buckets["left"].parts[b],
-                            buckets["right"].parts[b], index=(b,), owner=owner,
-                            node=number)
+                            buckets["right"].parts[b], index=(b,), owner=owner, node=number)
+               if verdict is None else
+               stage.submit(join_standing, verdict, local, buckets["left"].parts[b],
+                            buckets["right"].parts[b], index=(b,), owner=owner, node=number)
                for b, owner in enumerate(owners)]
-    placement = None if skew else _output_placement(node, hash_types, n, owners)
+    placement = _output_placement(node, hash_types, len(owners), owners) if placed else None
     return Partitions(futures, owners, node.meta, placement)
+
+
+def join_standing(standing: bool, local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
+    """A speculative join task (:func:`_speculated`): the join of its buckets where the
+    sample's verdict is that the speculation stands; None otherwise, a result no one reads,
+    since the client, deciding from the same sample, cancels these tasks."""
+    return join_parts(local, left, right) if standing else None
+
+
+@dataclass(frozen=True)
+class JoinShape:
+    """What a join's sample is weighed against (:func:`decide`), on the client and in the
+    verdict task on a worker: the join's type, keys, the sides it may copy to every worker,
+    whether it may split heavy keys, its options, the workers, each side's partitions, and
+    its name for errors."""
+
+    how: str
+    keys: dict[str, list[str]]
+    copyable: tuple[str, ...]
+    split: bool
+    options: JoinOptions
+    workers: tuple[str, ...]
+    partitions: dict[str, int]
+    name: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a join's sample decides: each side's sampled bytes; the side to copy to every
+    worker (None: shuffle); else the estimated output, the heavy keys to split, the join tasks
+    per worker, and the most partitions of each side one send task takes."""
+
+    sizes: dict[str, int]
+    broadcast: str | None
+    output: OutputEstimate | None = None
+    skew: SkewPlan | None = None
+    per_worker: int = 1
+    batches: dict[str, int | None] = field(default_factory=dict)
+
+    def shuffles_as(self, per_worker: int) -> bool:
+        """Whether this is the shuffle a speculation made: ``per_worker`` join tasks a
+        worker, no key split, a worker's share of a side in one send task."""
+        return self.broadcast is None and self.skew is None and self.per_worker == per_worker \
+            and all(b is None for b in self.batches.values())
+
+
+def decide(shape: JoinShape, profiles: dict[str, SideProfile]) -> Decision:
+    """The join's strategy from its sample (the module's docstring); raises
+    :class:`~gpuframe.errors.MemoryLimitError` where it surely cannot complete. A function of
+    its arguments alone, so that a worker's verdict and the client agree."""
+    sizes = {side: profiles[side].nbytes for side in SIDES}
+    opts, workers = shape.options, len(shape.workers)
+    if shape.how == "cross":
+        return Decision(sizes, "right" if sizes["right"] <= sizes["left"] else "left")
+    output = estimate_output(profiles["left"], profiles["right"], shape.how)
+    task_bytes = _task_bytes(profiles, opts.join_memory_fraction)
+    made = OUTPUT_COPIES * output.nbytes
+    for small, big in (("right", "left"), ("left", "right")):
+        if small in shape.copyable and opts.broadcasts(sizes[small], sizes[big], workers) \
+                and (task_bytes is None or made <= task_bytes * shape.partitions[big]):
+            return Decision(sizes, small)
+    key_bytes = None if task_bytes is None else task_bytes / OUTPUT_COPIES
+    skew = plan_skew(profiles["left"], profiles["right"], shape.how, shape.keys["left"],
+                     shape.keys["right"], workers, opts.skew_threshold or 0.0,
+                     output.most_rows_of_a_key(key_bytes)) if shape.split else None
+    check_fits(output, _workers_memory(profiles, shape.workers),
+               split_hashes(skew.left if skew else None, profiles["left"].samples), shape.name)
+    per_worker = opts.partitions_per_worker or tasks_per_worker(
+        profiles["left"].nbytes + profiles["right"].nbytes + made, workers, task_bytes)
+    batches = {side: send_batch(profiles[side], shape.partitions[side], workers, task_bytes)
+               for side in SIDES}
+    return Decision(sizes, None, output, skew, per_worker, batches)
+
+
+def speculation_stands(shape: JoinShape, per_worker: int, *sampled: Any) -> bool:
+    """The verdict task, on a worker: whether the join's sample (its sampling tasks' results,
+    the left side's then the right's) decides the shuffle its speculation made with
+    ``per_worker`` join tasks a worker (:meth:`Decision.shuffles_as`); False where the join
+    surely cannot complete, which the client then reports."""
+    left = shape.partitions["left"]
+    profiles = profiles_of({"left": list(sampled[:left]), "right": list(sampled[left:])})
+    try:
+        return decide(shape, profiles).shuffles_as(per_worker)
+    except MemoryLimitError:
+        return False
 
 
 @dataclass(frozen=True)
 class Speculation:
-    """A shuffle's exchange submitted before the join's sample returned (:func:`_speculated`):
-    each side's buckets, for ``per_worker`` join tasks a worker."""
+    """A shuffle submitted before the join's sample returned (:func:`_speculated`): each
+    side's buckets, for ``per_worker`` join tasks a worker; the verdict task that weighs the
+    sample on a worker; and the join tasks, which join only where it is true."""
 
     buckets: dict[str, Buckets]
     per_worker: int
+    verdict: Future
+    joined: Partitions
 
     def cancel(self, job: Job) -> None:
-        """Stop the sends (the sample chose otherwise): their buckets are dropped."""
+        """Stop the sends, the verdict and the joins (the sample chose otherwise): their
+        buckets are dropped."""
         job.engine.client.cancel([part for buckets in self.buckets.values()
                                   for bucket in buckets.parts for part in bucket
-                                  if isinstance(part, Future)])
+                                  if isinstance(part, Future)]
+                                 + [self.verdict, *self.joined.futures])
 
 
-def _speculated(node: Join, job: Job, inputs: dict[str, Partitions],
-                keys: dict[str, list[str]], casts: dict[str, dict[str, Any]]
-                ) -> Speculation | None:
-    """The shuffle's exchange, submitted before the sample returns where the plan's estimates
+def _speculated(node: Join, job: Job, inputs: dict[str, Partitions], shape: JoinShape,
+                samples: dict[str, list[Future]], local: LocalJoin, number: int | None,
+                hash_types: tuple[str, ...]) -> Speculation | None:
+    """The shuffle, submitted before the sample returns where the plan's estimates
     (:func:`~gpuframe.plan.explain.estimated`) say the join shuffles as it stands:
     ``partitions_per_worker`` (else one) join tasks a worker, no key split, a worker's share of
-    a side in one send task. Its rows then leave while the samples make their round trip
-    through the client, the longest wait between a join's stages. The sample still decides,
-    and where it decides otherwise the sends are cancelled, their rows sent for nothing. None
-    where the estimates cannot say: before any sample has told the workers' memory limits, for
-    a side without an estimate or one that may be copied to every worker, and where a worker's
-    estimated share of a side exceeds :data:`SPECULATION_SHARE` of the smallest limit."""
+    a side in one send task. Its rows then leave while the samples run and make their round
+    trip through the client, the longest wait between a join's stages; and its join tasks
+    start once a verdict task on a worker has weighed the sample (:func:`speculation_stands`)
+    as the client does, rather than once the client has. The client's decision still rules:
+    where it is otherwise, the sends, verdict and joins are cancelled, the rows sent for
+    nothing. None where the estimates cannot say: before any sample has told the workers'
+    memory limits, for a side without an estimate or one that may be copied to every worker,
+    and where a worker's estimated share of a side exceeds :data:`SPECULATION_SHARE` of the
+    smallest limit."""
     if node.how == "cross":
         return None
     known = [job.engine.memory.get(worker) for worker in job.workers]
@@ -351,15 +452,22 @@ def _speculated(node: Join, job: Job, inputs: dict[str, Partitions],
         return None
     sizes = {"left": left, "right": right}
     workers = len(job.workers)
-    if any(node.may_copy(small) and node.options.broadcasts(sizes[small], sizes[big], workers)
+    if any(small in shape.copyable
+           and node.options.broadcasts(sizes[small], sizes[big], workers)
            for small, big in (("right", "left"), ("left", "right"))):
         return None
     if max(sizes.values()) / workers > SPECULATION_SHARE * min(limits):
         return None
     per_worker = node.options.partitions_per_worker or 1
-    splitters = _hash_splitters(keys, casts, workers * per_worker)
-    return Speculation({side: exchange(job, inputs[side], splitters[side], Contiguous(), side)
-                        for side in SIDES}, per_worker)
+    casts = {"left": local.types.left, "right": local.types.right}
+    splitters = _hash_splitters(shape.keys, casts, workers * per_worker)
+    buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side)
+               for side in SIDES}
+    verdict = job.stage("verdict").submit(speculation_stands, shape, per_worker,
+                                          *samples["left"], *samples["right"], index=(0,),
+                                          priority=1)
+    joined = _shuffle_joins(node, job, number, local, buckets, hash_types, True, verdict)
+    return Speculation(buckets, per_worker, verdict, joined)
 
 
 def _hash_splitters(keys: dict[str, list[str]], casts: dict[str, dict[str, Any]], n: int

@@ -186,13 +186,17 @@ def profile_sides(job: Job, futures: dict[str, list[Future]]) -> dict[str, SideP
     """Each side's profile from its sampling tasks (:func:`sample_sides`), all in one round
     trip."""
     flat = iter(job.gather([f for side in futures.values() for f in side]))
-    gathered = {side: [next(flat) for _ in side_futures]
-                for side, side_futures in futures.items()}
+    return profiles_of({side: [next(flat) for _ in side_futures]
+                        for side, side_futures in futures.items()})
+
+
+def profiles_of(sampled: dict[str, list[Any]]) -> dict[str, SideProfile]:
+    """Each side's profile from its sampling tasks' results (:func:`profile_partition`)."""
     return {side: SideProfile([p[0] for p in parts], [p[1] for p in parts],
                               sum(p[2] for p in parts),
                               {p[3].address: p[3] for p in parts if p[3] is not None},
                               [p[4] for p in parts])
-            for side, parts in gathered.items()}
+            for side, parts in sampled.items()}
 
 
 def profile_partition(part: Any, keys: list[str], casts: dict[str, Any], rows: int, seed: int,

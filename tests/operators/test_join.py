@@ -9,10 +9,14 @@ from distributed import get_task_stream
 
 import gpuframe
 from gpuframe.backend import get_backend
-from gpuframe.errors import JoinError
+from gpuframe.cluster.memory import WorkerMemory
+from gpuframe.config import JoinOptions, resolve
+from gpuframe.errors import JoinError, MemoryLimitError
 from gpuframe.frame import DistributedFrame
+from gpuframe.operators.join import JoinShape, decide, speculation_stands
 from gpuframe.operators.join_schema import HOWS as ALL_HOWS
 from gpuframe.operators.join_schema import hash_type
+from gpuframe.operators.skew import profile_partition, profiles_of
 from gpuframe.plan.nodes import Persisted
 from gpuframe.runtime.runner import Partitions
 
@@ -653,11 +657,12 @@ def mailboxes_emptied(engine, frame: DistributedFrame, seconds: float = 10.0) ->
         time.sleep(0.1)
 
 
-def test_a_shuffle_sends_its_rows_while_the_sample_runs_once_the_workers_memory_is_known(
+def test_a_shuffle_sends_and_joins_its_rows_while_the_sample_runs_once_the_workers_memory_is_known(
         engine):
-    """Its estimates saying it shuffles, a join submits its exchange with its sample (the
-    engine knows the workers' memory from an earlier sample): the sample agrees, the sends
-    serve, one send stage a side."""
+    """Its estimates saying it shuffles, a join submits its exchange and its join tasks with
+    its sample (the engine knows the workers' memory from an earlier sample), the joins gated
+    by a verdict task on a worker: the sample agrees, the sends and joins serve, one send stage
+    a side and one join stage."""
     left = pd.DataFrame({"k": np.arange(6000) % 1500, "a": np.arange(6000.0)})
     right = pd.DataFrame({"k": np.arange(3000), "b": np.arange(3000) * 2})
 
@@ -670,10 +675,71 @@ def test_a_shuffle_sends_its_rows_while_the_sample_runs_once_the_workers_memory_
     with get_task_stream(client=engine.client) as stream:
         result = frame.to_pandas()
     assert_same_rows(result, left.merge(right, on="k"))
-    assert "rows sent while sampling" in notes_of(frame)
-    sends = {name for name in stage_names(stream) if name.startswith("gpuframe-send")}
-    assert len([e for e in stream.data if key_split(e["key"]) in sends]) == 4  # 2 workers x 2
+    assert "rows sent and joined while sampling" in notes_of(frame)
+    names = [key_split(e["key"]) for e in stream.data]
+    sends = {name for name in names if name.startswith("gpuframe-send")}
+    assert len([name for name in names if name in sends]) == 4  # 2 workers x 2 sides
+    assert names.count("gpuframe-verdict") == 1
+    assert names.count("gpuframe-join") == 2  # one task a worker, run once
     assert mailboxes_emptied(engine, frame)
+
+
+def test_a_speculation_whose_sample_finds_heavy_keys_is_dropped(engine):
+    """The estimates cannot see a heavy key; the sample does, and splits it: the verdict task
+    stops the speculative joins, the client cancels them with their sends, and the join runs
+    again from the sample's plan, its rows pandas'."""
+    left = pd.DataFrame({"k": np.where(np.arange(8000) % 2 == 0, 7, np.arange(8000)),
+                         "a": np.arange(8000.0)})
+    right = pd.DataFrame({"k": np.arange(4000), "b": np.arange(4000) * 2})
+
+    def joined() -> DistributedFrame:
+        return gpuframe.from_pandas(left, npartitions=4).merge(
+            gpuframe.from_pandas(right, npartitions=2), on="k", **SHUFFLE)
+
+    joined().persist()  # a sample tells the engine the workers' memory
+    frame = joined()
+    result = frame.to_pandas()
+    assert_same_rows(result, left.merge(right, on="k"))
+    notes = notes_of(frame)
+    assert "heavy keys split" in notes and "were dropped" in notes
+    assert mailboxes_emptied(engine, frame)
+
+
+def sampled_parts(frame: pd.DataFrame, parts: int, memory: WorkerMemory | None = None
+                  ) -> list[tuple]:
+    """What the sampling tasks of ``frame`` in ``parts`` partitions hand the verdict task,
+    each made on a worker with ``memory``."""
+    sampled = [profile_partition(frame.iloc[rows], ["k"], {}, 1000, i, "pandas")
+               for i, rows in enumerate(np.array_split(np.arange(len(frame)), parts))]
+    return [(*found[:3], memory, found[4]) for found in sampled]
+
+
+def verdict_shape(workers: int = 2) -> JoinShape:
+    return JoinShape("inner", {"left": ["k"], "right": ["k"]}, ("left", "right"), True,
+                     resolve(JoinOptions, SHUFFLE), tuple(f"w{i}" for i in range(workers)),
+                     {"left": 4, "right": 2}, "the inner join on k = k")
+
+
+@pytest.mark.parametrize("case", ["even", "heavy", "refused"])
+def test_the_verdict_task_weighs_the_sample_as_the_client_does(case):
+    """The verdict a worker gives the speculative joins is the client's decision on the same
+    sample: they stand for evenly spread keys, not where a key is heavy, nor where the join
+    cannot complete (the client then raises; the verdict only stops the joins)."""
+    rows = 8000
+    keys = np.arange(rows) if case == "even" else np.zeros(rows, dtype="int64")
+    left = pd.DataFrame({"k": keys, "a": np.arange(rows, dtype="f8")})
+    right = pd.DataFrame({"k": keys[:4000], "b": np.arange(4000, dtype="f8")})
+    memory = WorkerMemory("w0", 2**20, 2**26) if case == "refused" else None
+    shape = verdict_shape()
+    sampled = {"left": sampled_parts(left, 4, memory), "right": sampled_parts(right, 2, memory)}
+    stands = speculation_stands(shape, 1, *sampled["left"], *sampled["right"])
+    assert stands is (case == "even")
+    if case == "refused":
+        with pytest.raises(MemoryLimitError):
+            decide(shape, profiles_of(sampled))
+    else:
+        assert decide(shape, profiles_of(sampled)).shuffles_as(1) is stands
+        assert not speculation_stands(shape, 2, *sampled["left"], *sampled["right"])
 
 
 @pytest.mark.parametrize("how", ["inner", "left"])
