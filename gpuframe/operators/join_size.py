@@ -2,10 +2,11 @@
 
 Each sampled key tuple (by the shuffle's row hash) stands for its rows on the whole side: its
 count in a partition's sample times the partition's rows over the sample's
-(:func:`key_rows`). A key's output is the product of its rows on both sides, or its rows on a
-side the join keeps unmatched where the other has none, so a many-to-many key's fan-out is
-counted (:func:`estimate_output`). Both sides are sampled independently, so the product of two
-scaled counts is an unbiased estimate of a key's output, and the sum of them of the join's.
+(:attr:`~.skew.SideProfile.key_rows`). A key's output is the product of its rows on both sides,
+or its rows on a side the join keeps unmatched where the other has none, so a many-to-many key's
+fan-out is counted (:func:`estimate_output`). Both sides are sampled independently, so the
+product of two scaled counts is an unbiased estimate of a key's output, and the sum of them of
+the join's.
 
 The estimate sizes the join tasks, where erring high only costs more tasks. Refusing a join
 (:func:`check_fits`) must not err high, so it takes a lower bound of each key's rows instead:
@@ -46,17 +47,6 @@ KEEPS_UNMATCHED = {"left": ("left",), "right": ("right",), "outer": ("left", "ri
 
 
 @dataclass(frozen=True)
-class KeyRows:
-    """One side's sampled keys, by the hash of their tuple (sorted, unique): each one's
-    estimated rows on the whole side, a lower bound of them, and its rows in the samples."""
-
-    hashes: np.ndarray
-    rows: np.ndarray
-    at_least: np.ndarray
-    sampled: np.ndarray
-
-
-@dataclass(frozen=True)
 class OutputEstimate:
     """A join's output per sampled key (by hash): estimated rows, a lower bound of them, the
     bytes an output row takes, and whether the samples hold more than one row of the key on a
@@ -91,27 +81,11 @@ class OutputEstimate:
         return float(kept.max(initial=0.0)) * self.row_bytes
 
 
-def key_rows(profile: SideProfile) -> KeyRows:
-    """Each sampled key's rows on the side of ``profile``, estimated and at least."""
-    hashes, rows, at_least, sampled = [], [], [], []
-    for sample, length, (unique, counts) in zip(profile.samples, profile.lengths,
-                                                profile.hashes):
-        if not len(sample):
-            continue
-        scale = length / len(sample)
-        deviation = np.sqrt(counts * (1 - len(sample) / length))
-        hashes.append(unique)
-        rows.append(counts * scale)
-        at_least.append(np.maximum(counts - 2 * deviation, 0) * scale)
-        sampled.append(counts)
-    return KeyRows(*summed_by_hash(hashes, rows, at_least, sampled))
-
-
 def estimate_output(left: SideProfile, right: SideProfile, how: str) -> OutputEstimate:
     """The output of a join of type ``how`` of the sides ``left`` and ``right`` profile."""
     widths = [p.nbytes / p.rows if p.rows else 0.0 for p in (left, right)]
     row_bytes = widths[0] if how in LEFT_COLUMNS_ONLY else widths[0] + widths[1]
-    sides = key_rows(left), key_rows(right)
+    sides = left.key_rows, right.key_rows
     one_side = AT_MOST_ONE_SIDE.get(how)
     if one_side is not None:
         counted = sides[0] if one_side == "left" else sides[1]

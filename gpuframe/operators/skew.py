@@ -37,6 +37,7 @@ copied side is preserved, could leave a bucket with its copied rows and none of 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -115,6 +116,34 @@ class SideProfile:
     @property
     def rows(self) -> int:
         return sum(self.lengths)
+
+    @functools.cached_property
+    def key_rows(self) -> KeyRows:
+        """Each sampled key's rows on the side, estimated and at least, and in the samples:
+        summed over the partitions once, for the output's estimate and the skew check both
+        (a sort of every sampled hash, the most of a join's decision)."""
+        hashes, rows, at_least, sampled = [], [], [], []
+        for sample, length, (unique, counts) in zip(self.samples, self.lengths, self.hashes):
+            if not len(sample):
+                continue
+            scale = length / len(sample)
+            deviation = np.sqrt(counts * (1 - len(sample) / length))
+            hashes.append(unique)
+            rows.append(counts * scale)
+            at_least.append(np.maximum(counts - 2 * deviation, 0) * scale)
+            sampled.append(counts)
+        return KeyRows(*summed_by_hash(hashes, rows, at_least, sampled))
+
+
+@dataclass(frozen=True)
+class KeyRows:
+    """One side's sampled keys, by the hash of their tuple (sorted, unique): each one's
+    estimated rows on the whole side, a lower bound of them, and its rows in the samples."""
+
+    hashes: np.ndarray
+    rows: np.ndarray
+    at_least: np.ndarray
+    sampled: np.ndarray
 
 
 def sample_hashes(sample: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -259,8 +288,7 @@ def _most_rows(profile: SideProfile) -> float:
     by value; a collision only adds), times the most rows that one sampled row stands for."""
     if not any(len(s) for s in profile.samples):
         return 0.0
-    _, counts = summed_by_hash([h for h, _ in profile.hashes], [c for _, c in profile.hashes])
-    most = int(counts.max())
+    most = int(profile.key_rows.sampled.max())
     weight = max(length / len(s) for s, length in zip(profile.samples, profile.lengths)
                  if len(s))
     return most * weight
