@@ -118,8 +118,21 @@ def test_empty_partitions_and_an_empty_frame(engine, data, strategy):
 
 
 def test_whole_frame_aggregate_is_one_row(engine, data):
-    named = {name: pair for name, pair in EVERY.items() if pair[1] not in ("first", "last")}
-    result = aggregate(gpuframe.from_pandas(data, npartitions=3), **named)
+    check_whole_frame_aggregate(engine, data, with_nunique=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("with_nunique", [True, False], ids=["nunique", "host-finish"])
+def test_whole_frame_aggregate_is_one_row_on_gpus(gpu_engine, data, with_nunique):
+    """Without nunique, a whole-frame aggregate's last task finishes its partials on the host:
+    the same answer and schema as on the device."""
+    check_whole_frame_aggregate(gpu_engine, data, with_nunique)
+
+
+def check_whole_frame_aggregate(engine, data: pd.DataFrame, with_nunique: bool) -> None:
+    named = {name: pair for name, pair in EVERY.items() if pair[1] not in ("first", "last")
+             and (with_nunique or pair[1] != "nunique")}
+    result = aggregate(gpuframe.from_pandas(data, npartitions=3, engine=engine), **named)
     got = result.to_pandas()
     assert len(got) == 1
     assert got.dtypes.to_dict() == result.dtypes.to_dict()
@@ -128,8 +141,9 @@ def test_whole_frame_aggregate_is_one_row(engine, data):
         if not isinstance(expected, str):
             expected = pytest.approx(expected, rel=1e-9)
         assert got[name].iloc[0] == expected, name
-    empty = aggregate(gpuframe.from_pandas(data.head(0)), n=("x", "count"), t=("f", "sum"),
-                      m=("f", "mean"), low=("x", "min"), s=("s", "max")).to_pandas()
+    empty = aggregate(gpuframe.from_pandas(data.head(0), engine=engine), n=("x", "count"),
+                      t=("f", "sum"), m=("f", "mean"), low=("x", "min"),
+                      s=("s", "max")).to_pandas()
     assert empty["n"].tolist() == [0] and empty["t"].tolist() == [0.0]
     assert empty[["m", "low", "s"]].isna().all(axis=None)
 
