@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import pandas as pd
@@ -265,14 +265,7 @@ def combine_partials(partials: list[list[Any]], partial: Partial) -> list[Any]:
 
 
 def finish_partials(partials: list[list[Any]], partial: Partial) -> Any:
-    """The tree's last task: the remaining partials merged and finalized. A whole-frame
-    aggregate's without nunique (a row a partial) is finished on the host, in pandas: on frames
-    of a few rows a device library's fixed costs per call, a kernel launch or more per column
-    and step, are all of the work."""
-    frames = get_backend(partial.backend)
-    if frames.on_device and partial.whole and not partial.distinct:
-        on_host = [[frames.to_pandas(component) for component in p] for p in partials]
-        return frames.from_pandas(finish_partials(on_host, replace(partial, backend="pandas")))
+    """The tree's last task: the remaining partials merged and finalized."""
     return finalize(combine_partials(partials, partial), partial)
 
 

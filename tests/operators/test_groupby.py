@@ -122,10 +122,8 @@ def test_whole_frame_aggregate_is_one_row(engine, data):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("with_nunique", [True, False], ids=["nunique", "host-finish"])
+@pytest.mark.parametrize("with_nunique", [True, False], ids=["nunique", "no-nunique"])
 def test_whole_frame_aggregate_is_one_row_on_gpus(gpu_engine, data, with_nunique):
-    """Without nunique, a whole-frame aggregate's last task finishes its partials on the host:
-    the same answer and schema as on the device."""
     check_whole_frame_aggregate(gpu_engine, data, with_nunique)
 
 
