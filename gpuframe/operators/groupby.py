@@ -176,11 +176,7 @@ def combine(components: list[Any], partial: Partial) -> list[Any]:
 
 def _chan(main: Any, keys: list[str], prefix: str) -> Any:
     """Each partial's (n, mean, m2) turned into its share of the merged group's: the mean
-    becomes the group's, and m2 gains ``n * (mean - group mean)**2`` (Chan et al.). The rows
-    are numbered afresh first: concatenated partials repeat their index labels, and cuDF's
-    transform does not give them back, so its results would be aligned to the wrong rows (a
-    whole-frame variance on GPUs came out wrong, and differently each run)."""
-    main = main.reset_index(drop=True)
+    becomes the group's, and m2 gains ``n * (mean - group mean)**2`` (Chan et al.)."""
     n, mean, m2 = main[f"{prefix}_n"], main[f"{prefix}_mean"], main[f"{prefix}_m2"]
     weighted = (mean * n).fillna(0)
     main = main.assign(**{f"{prefix}_weighted": weighted})
