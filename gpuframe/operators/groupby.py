@@ -103,9 +103,10 @@ class Partial:
             if agg.function == "size":
                 made.append(PartialColumn(f"__{i}", ROWS, "count", "sum"))
             elif agg.function in ("var", "std"):
-                made += [PartialColumn(f"__{i}_n", source, "count", "sum"),
-                         PartialColumn(f"__{i}_mean", source, "mean", "first"),
-                         PartialColumn(f"__{i}_m2", source, "var", "sum")]
+                centred = f"__{i}_centred"
+                made += [PartialColumn(f"__{i}_n", centred, "count", "sum"),
+                         PartialColumn(f"__{i}_mean", centred, "mean", "first"),
+                         PartialColumn(f"__{i}_m2", centred, "var", "sum")]
             elif agg.function == "mean":
                 made += [PartialColumn(f"__{i}_sum", source, "mean", "sum"),
                          PartialColumn(f"__{i}_n", source, "count", "sum")]
@@ -139,19 +140,28 @@ def partial_aggregate(part: Any, partial: Partial) -> list[Any]:
     """On a worker: one partition's partials, the main component first, then each nunique's
     distinct (keys, value) pairs."""
     part = cast_keys(part, partial.casts)
-    constants = {WHOLE: 0} if partial.whole else {}
+    added: dict[str, Any] = {WHOLE: 0} if partial.whole else {}
     if any(c.source == ROWS for c in partial.columns()):
-        constants[ROWS] = 0
-    if constants:
-        part = part.assign(**constants)
+        added[ROWS] = 0
+    # A variance's values are taken less the partition's least (it does not change with a
+    # shift): cuDF's groupby variance of one large group of values far from 0 cancels, as a
+    # sum of squares does (wrong in the fourth digit, differently each run).
+    shifts = {i: _least(part[agg.column]) for i, agg in enumerate(partial.aggregations)
+              if agg.function in ("var", "std")}
+    for i, shift in shifts.items():
+        source = partial.aggregations[i].column
+        added[f"__{i}_centred"] = part[source].astype("float64") - shift
+    if added:
+        part = part.assign(**added)
     keys = list(partial.keys)
     made = partial.columns()
     main = _grouped(part, keys, [(c.name, c.source, c.function) for c in made], partial.dropna)
+    for i, shift in shifts.items():
+        m2 = main[f"__{i}_m2"] * (main[f"__{i}_n"] - 1)
+        main[f"__{i}_m2"] = m2.fillna(0)
+        main[f"__{i}_mean"] = main[f"__{i}_mean"] + shift
     for i, agg in enumerate(partial.aggregations):
-        if agg.function in ("var", "std"):
-            m2 = main[f"__{i}_m2"] * (main[f"__{i}_n"] - 1)
-            main[f"__{i}_m2"] = m2.fillna(0)
-        elif agg.function == "mean":
+        if agg.function == "mean":
             main[f"__{i}_sum"] = (main[f"__{i}_sum"] * main[f"__{i}_n"]).fillna(0)
     components = [main]
     for agg in partial.distinct:
@@ -160,6 +170,12 @@ def partial_aggregate(part: Any, partial: Partial) -> list[Any]:
             pairs = pairs.dropna(subset=keys)
         components.append(pairs.drop_duplicates())
     return components
+
+
+def _least(column: Any) -> float:
+    """``column``'s least value as a float; 0 where it has none."""
+    least = column.min() if len(column) else None
+    return 0.0 if least is None or pd.isna(least) else float(least)
 
 
 def combine(components: list[Any], partial: Partial) -> list[Any]:
