@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import singledispatch
 from typing import TYPE_CHECKING
 
-from ..plan.nodes import Node
+from ..plan.nodes import Join, Node
 from ..runtime.runner import Job, Partitions
 
 if TYPE_CHECKING:
@@ -66,18 +66,41 @@ class Lowering:
 
     def input(self, node: Node) -> Partitions:
         """``node``'s output partitions, lowering it the first time it is asked for. Only a
-        node that several parents read is kept here: another's partitions are released as soon
-        as the tasks that read them have run."""
+        node that several parents read is kept here once asked for: another's partitions are
+        released as soon as the tasks that read them have run."""
         if id(node) in self._outputs:
-            return self._outputs[id(node)]
+            return self._outputs[id(node)] if self.shared(node) \
+                else self._outputs.pop(id(node))
         output = lower(node, self)
         if self.shared(node):
             self._outputs[id(node)] = output
         return output
 
+    def start_join_inputs(self) -> None:
+        """Lower now, in plan order, every input of a join that holds no join itself (a read,
+        with its filters and projections): a join waits on the client for its sample or its
+        copied side's check before the lowering goes on, and an input lowered only after the
+        joins below it had each waited would be read only then. So every table of a chain of
+        joins is read at once, from the start, and each join waits for its own work alone."""
+        for join in _joins(self.root, set()):
+            for side in join.children:
+                if id(side) not in self._outputs and not _joins(side, set()):
+                    self._outputs[id(side)] = lower(side, self)
+
     def note(self, node: Node, text: str) -> None:
         """Record what ``node`` decided at run time, for ``explain()``."""
         self.job.notes[self.number(node)] = text
+
+
+def _joins(node: Node, seen: set[int]) -> list[Join]:
+    """The joins of the plan under ``node`` (itself too), parents first, each once."""
+    if id(node) in seen:
+        return []
+    seen.add(id(node))
+    found = [node] if isinstance(node, Join) else []
+    for child in node.children:
+        found += _joins(child, seen)
+    return found
 
 
 @singledispatch
