@@ -39,7 +39,9 @@ Speculation: where the plan's estimates say a join shuffles as it stands, its ex
 join tasks are submitted with its sample (:func:`_speculated`), so that its rows leave while the
 sample runs, and its joins start once a verdict task on a worker has weighed the sample
 (:func:`decide`, the client's own decision), not after the sample's round trip through the
-client; the client's decision rules, and cancels them where it is otherwise.
+client; the client's decision rules, and cancels them where it is otherwise. Likewise the join
+tasks of a side copied without a sample wait on the workers for its check for repeated keys
+(:func:`keys_distinct`), not for the check's round trip through the client.
 
 Overlap: a destination fetches each bucket as soon as its source's partition task finishes, so
 transfers overlap the partitioning of later partitions. The local join starts once all of its
@@ -246,13 +248,17 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
     if copied is not None:
         whole = _gathered(job, inputs[copied], local, copied)
         # A cross join has no keys: every row of the copied side joins every row, as asked.
-        if node.how == "cross" or unique_on(getattr(node, copied), keys[copied]) \
-                or not _repeats_keys(job, whole, keys[copied]):
+        checked = None if node.how == "cross" or unique_on(getattr(node, copied),
+                                                          keys[copied]) \
+            else job.stage("fanout").submit(keys_distinct, whole, keys[copied], index=(0,))
+        joined = _broadcast(node, lowering, number, local, inputs, copied, whole, checked)
+        if checked is None or job.gather([checked])[0]:
             lowering.note(node, f"broadcast {copied} side (at most "
                                 + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
                                    if unsampled else
                                    f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
-            return _broadcast(node, lowering, number, local, inputs, copied, whole)
+            return joined
+        job.engine.client.cancel(joined.futures)
     # validate= checks each side's keys where all of their rows meet: a side split by heavy
     # keys has them spread over several tasks. sort=True keeps pandas' order of a key's rows
     # by joining them in one task, in input order.
@@ -322,9 +328,10 @@ def _shuffle_joins(node: Join, job: Job, number: int | None, local: LocalJoin,
 
 
 def join_standing(standing: bool, local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
-    """A speculative join task (:func:`_speculated`): the join of its buckets where the
-    sample's verdict is that the speculation stands; None otherwise, a result no one reads,
-    since the client, deciding from the same sample, cancels these tasks."""
+    """A join task submitted before the client has decided (:func:`_speculated`,
+    :func:`_broadcast`): the join of its parts where the verdict its worker weighed is that
+    the join stands; None otherwise, a result no one reads, since the client, deciding from
+    the same verdict, cancels these tasks."""
     return join_parts(local, left, right) if standing else None
 
 
@@ -533,11 +540,13 @@ def _into_buckets(node: Join, lowering: Lowering, number: int | None, local: Loc
 
 
 def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
-               inputs: dict[str, Partitions], small: str, whole: Future | None = None
-               ) -> Partitions:
+               inputs: dict[str, Partitions], small: str, whole: Future | None = None,
+               verdict: Future | None = None) -> Partitions:
     """The ``small`` side gathered on one worker (``whole``, where it is already), and copied
     from there to every worker that joins with it; each partition of the other side joined
-    with it where it lies."""
+    with it where it lies. With ``verdict``, each task joins only where it is true
+    (:func:`join_standing`): a copied side's check (:func:`keys_distinct`), which the tasks
+    then wait for on the workers, not after its round trip through the client."""
     job = lowering.job
     big = "left" if small == "right" else "right"
     if whole is None:
@@ -547,7 +556,10 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
     for i, (part, owner) in enumerate(zip(inputs[big].futures, inputs[big].owners)):
         sides = {big: [part], small: [whole]}
         futures.append(stage.submit(join_parts, local, sides["left"], sides["right"],
-                                    index=(i,), owner=owner, node=number))
+                                    index=(i,), owner=owner, node=number)
+                       if verdict is None else
+                       stage.submit(join_standing, verdict, local, sides["left"],
+                                    sides["right"], index=(i,), owner=owner, node=number))
     placed = inputs[big].partitioning
     placement = None
     if placed is not None:
@@ -563,18 +575,12 @@ def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str) -> Futur
                                          index=(0,))
 
 
-def _repeats_keys(job: Job, whole: Future, keys: list[str]) -> bool:
-    """Whether the side gathered as ``whole``, copied without a sample, holds a key more than
-    once: each broadcast task's output may then be many times its partition of the other side
-    (a many-to-many fan-out), which only a sample of both sides estimates. Waits for that side
-    alone, not the other."""
-    stage = job.stage("fanout")
-    return bool(job.gather([stage.submit(repeats_keys, whole, keys, index=(0,))])[0])
-
-
-def repeats_keys(frame: Any, keys: list[str]) -> bool:
-    """On a worker: whether ``frame`` (None: no rows) holds a key tuple more than once."""
-    return frame is not None and bool(frame.duplicated(subset=keys).any())
+def keys_distinct(frame: Any, keys: list[str]) -> bool:
+    """On a worker: whether ``frame`` (None: no rows), the side a join copies without a
+    sample, holds each key tuple once. Where it repeats one, each broadcast task's output may
+    be many times its partition of the other side (a many-to-many fan-out), which only a
+    sample of both sides estimates."""
+    return frame is None or not bool(frame.duplicated(subset=keys).any())
 
 
 def gather_side(parts: list[Any], casts: dict[str, Any], backend: str) -> Any:

@@ -18,7 +18,7 @@ from gpuframe.operators.join_schema import HOWS as ALL_HOWS
 from gpuframe.operators.join_schema import hash_type
 from gpuframe.operators.skew import profile_partition, profiles_of
 from gpuframe.plan.nodes import Persisted
-from gpuframe.runtime.runner import Partitions
+from gpuframe.runtime.runner import Job, Partitions
 
 HOWS = tuple(how for how in ALL_HOWS if how != "cross")  # the join types with keys
 
@@ -267,16 +267,32 @@ def test_a_side_counted_small_as_it_ran_is_broadcast_unsampled(engine, tmp_path)
     assert "counted as it ran" in text.getvalue()
 
 
-def test_a_side_copied_unsampled_whose_keys_may_repeat_is_looked_at_first(engine):
+def test_a_side_copied_unsampled_whose_keys_may_repeat_is_looked_at_first(engine,
+                                                                          monkeypatch):
     """A small side the plan bounds but cannot show unique on the keys is checked for
-    repeated keys (the fanout stage) before it is copied; either way the rows are pandas'."""
+    repeated keys (the fanout stage): its join tasks are submitted before the check returns,
+    and join only where it finds each key once; where one repeats, the join samples both
+    sides instead. Either way the rows are pandas'."""
+    joins_at_check: list[int] = []
+    gather = Job.gather
+
+    def counting(self: Job, futures):
+        if {self._info[f.key].stage for f in futures} == {"fanout"}:
+            joins_at_check.append(sum(1 for i in self._info.values() if i.stage == "join"))
+        return gather(self, futures)
+
+    monkeypatch.setattr(Job, "gather", counting)
     big = pd.DataFrame({"k": np.arange(3000) % 50, "a": np.arange(3000)})
-    for small in (pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}),
-                  pd.DataFrame({"k": [1, 2, 3], "b": [1, 2, 3]})):
+    for small, repeats in ((pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}), True),
+                           (pd.DataFrame({"k": [1, 2, 3], "b": [1, 2, 3]}), False)):
+        joins_at_check.clear()
         with get_task_stream(client=engine.client) as stream:
             result = gpuframe.from_pandas(big, npartitions=3).merge(
                 gpuframe.from_pandas(small), on="k").to_pandas()
-        assert any("fanout" in key_split(entry["key"]) for entry in stream.data)
+        stages = {key_split(entry["key"]) for entry in stream.data}
+        assert "gpuframe-fanout" in stages
+        assert joins_at_check == [3]  # one join task per partition of the big side
+        assert any("sample" in stage for stage in stages) == repeats, stages
         expected = big.merge(small, on="k")
         pd.testing.assert_frame_equal(
             result.sort_values(list(result.columns)).reset_index(drop=True),
