@@ -92,6 +92,11 @@ class Partial:
         """Whether partials must be combined in partition order (first, last)."""
         return any(a.function in ("first", "last") for a in self.aggregations)
 
+    def centred(self, column: str | None) -> str:
+        """The name of ``column`` less its partition's least, which a variance is made of
+        (:func:`partial_aggregate`): one per column, however many variances read it."""
+        return f"__centred_{list(self.source.columns).index(column)}"
+
     def columns(self) -> list[PartialColumn]:
         """The main component's partial columns. A variance's mean merges as "first": after
         :func:`_chan` every partial row of a group holds the group's; a mean's and a
@@ -103,7 +108,7 @@ class Partial:
             if agg.function == "size":
                 made.append(PartialColumn(f"__{i}", ROWS, "count", "sum"))
             elif agg.function in ("var", "std"):
-                centred = f"__{i}_centred"
+                centred = self.centred(source)
                 made += [PartialColumn(f"__{i}_n", centred, "count", "sum"),
                          PartialColumn(f"__{i}_mean", centred, "mean", "first"),
                          PartialColumn(f"__{i}_m2", centred, "var", "sum")]
@@ -146,22 +151,22 @@ def partial_aggregate(part: Any, partial: Partial) -> list[Any]:
     # A variance's values are taken less the partition's least (it does not change with a
     # shift): cuDF's groupby variance of one large group of values far from 0 cancels, as a
     # sum of squares does (wrong in the fourth digit, differently each run).
-    shifts = {i: _least(part[agg.column]) for i, agg in enumerate(partial.aggregations)
-              if agg.function in ("var", "std")}
-    for i, shift in shifts.items():
-        source = partial.aggregations[i].column
-        added[f"__{i}_centred"] = part[source].astype("float64") - shift
+    least: dict[str | None, float] = {agg.column: _least(part[agg.column])
+                                      for agg in partial.aggregations
+                                      if agg.function in ("var", "std")}
+    for column, shift in least.items():
+        added[partial.centred(column)] = part[column].astype("float64") - shift
     if added:
         part = part.assign(**added)
     keys = list(partial.keys)
     made = partial.columns()
     main = _grouped(part, keys, [(c.name, c.source, c.function) for c in made], partial.dropna)
-    for i, shift in shifts.items():
-        m2 = main[f"__{i}_m2"] * (main[f"__{i}_n"] - 1)
-        main[f"__{i}_m2"] = m2.fillna(0)
-        main[f"__{i}_mean"] = main[f"__{i}_mean"] + shift
     for i, agg in enumerate(partial.aggregations):
-        if agg.function == "mean":
+        if agg.function in ("var", "std"):
+            m2 = main[f"__{i}_m2"] * (main[f"__{i}_n"] - 1)
+            main[f"__{i}_m2"] = m2.fillna(0)
+            main[f"__{i}_mean"] = main[f"__{i}_mean"] + least[agg.column]
+        elif agg.function == "mean":
             main[f"__{i}_sum"] = (main[f"__{i}_sum"] * main[f"__{i}_n"]).fillna(0)
     components = [main]
     for agg in partial.distinct:
