@@ -29,19 +29,19 @@ them out of memory like any other data (to disk past distributed's ``memory_limi
 the CPU; device to host past dask-cuda's ``device_memory_limit`` on GPUs). One join task's buckets
 and output must fit at once, and Dask refuses a task whose inputs exceed its worker's memory
 limit, so each worker gets as many join tasks as keep one task's buckets and output within
-``join_memory_fraction`` of the smallest worker limit (``partitions_per_worker`` overrides). The
-output is estimated from the key sample, many-to-many fan-out included
-(:mod:`~gpuframe.operators.join_size`), which also keeps a side from being broadcast where each
-task's output would outgrow that share, and refuses up front, with
+``join_memory_fraction`` of the smallest worker limit (``partitions_per_worker`` overrides;
+:mod:`~.join_decision`). The output is estimated from the key sample, many-to-many fan-out
+included (:mod:`~gpuframe.operators.join_size`), which also keeps a side from being broadcast
+where each task's output would outgrow that share, and refuses up front, with
 :class:`~gpuframe.errors.MemoryLimitError`, a join that surely cannot complete.
 
 Speculation: where the plan's estimates say a join shuffles as it stands, its exchange and
 join tasks are submitted with its sample (:func:`_speculated`), so that its rows leave while the
 sample runs, and its joins start once a verdict task on a worker has weighed the sample
-(:func:`decide`, the client's own decision), not after the sample's round trip through the
-client; the client's decision rules, and cancels them where it is otherwise. Likewise the join
-tasks of a side copied without a sample wait on the workers for its check for repeated keys
-(:func:`keys_distinct`), not for the check's round trip through the client.
+(:func:`~.join_decision.decide`, the client's own decision), not after the sample's round trip
+through the client; the client's decision rules, and cancels them where it is otherwise.
+Likewise the join tasks of a side copied without a sample wait on the workers for its check for
+repeated keys (:func:`keys_distinct`), not for the check's round trip through the client.
 
 Overlap: a destination fetches each bucket as soon as its source's partition task finishes, so
 transfers overlap the partitioning of later partitions. The local join starts once all of its
@@ -51,18 +51,14 @@ bucket, and a CPU worker with one thread has no idle time to hide it in.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from distributed import Future
 
 from ..backend import get_backend
-from ..cluster.memory import WorkerMemory
-from ..config import JoinOptions
-from ..errors import MemoryLimitError
 from ..exchange.digest import UnhashableKeyError, holds_objects, unhashable_type
 from ..exchange.exchange import Buckets, Given, exchange
 from ..exchange.mailbox import arrivals
@@ -73,22 +69,12 @@ from ..plan.explain import estimated, row_width, unsampled_broadcast
 from ..plan.nodes import Join
 from ..runtime.runner import Job, Partitions
 from ..units import byte_text
+from .join_decision import SIDES, JoinShape, decide, speculation_stands
 from .join_schema import KeysNotUniqueError, KeyTypes, conform
-from .join_size import OutputEstimate, check_fits, estimate_output, split_hashes
 from .lowering import Lowering, lower
-from .skew import (
-    SideProfile,
-    SkewPlan,
-    SkewSplitter,
-    can_split,
-    plan_skew,
-    profile_sides,
-    profiles_of,
-    sample_sides,
-)
+from .skew import SkewSplitter, can_split, profile_sides, sample_sides
 from .steps import Chain, apply_steps
 
-SIDES = ("left", "right")
 SPECULATION_SHARE = 1 / 32
 """The most of the smallest worker memory limit that the plan's estimate of one worker's share
 of a side may be for the join to send its rows before its sample returns (:func:`_speculated`):
@@ -96,11 +82,6 @@ a send task holds its worker's whole share at once, and the estimate takes a str
 a fixed width that a side of long strings may outgrow many times over."""
 DROPPED = "; the rows sent before the sample returned were dropped"
 """The note of a join whose sample chose otherwise than its speculative sends."""
-OUTPUT_COPIES = 4
-"""The bytes a join task holds at its peak, in multiples of its output's: the output, the row
-indexers and columns the merge builds on the way, and as much again for the results its worker
-keeps in memory until it spills (tests/reliability/test_memory.py's many-to-many join is the
-case that needs the last)."""
 
 
 @dataclass(frozen=True)
@@ -336,84 +317,6 @@ def join_standing(standing: bool, local: LocalJoin, left: list[Any], right: list
 
 
 @dataclass(frozen=True)
-class JoinShape:
-    """What a join's sample is weighed against (:func:`decide`), on the client and in the
-    verdict task on a worker: the join's type, keys, the sides it may copy to every worker,
-    whether it may split heavy keys, its options, the workers, each side's partitions, and
-    its name for errors."""
-
-    how: str
-    keys: dict[str, list[str]]
-    copyable: tuple[str, ...]
-    split: bool
-    options: JoinOptions
-    workers: tuple[str, ...]
-    partitions: dict[str, int]
-    name: str
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What a join's sample decides: each side's sampled bytes; the side to copy to every
-    worker (None: shuffle); else the estimated output, the heavy keys to split, the join tasks
-    per worker, and the most partitions of each side one send task takes."""
-
-    sizes: dict[str, int]
-    broadcast: str | None
-    output: OutputEstimate | None = None
-    skew: SkewPlan | None = None
-    per_worker: int = 1
-    batches: dict[str, int | None] = field(default_factory=dict)
-
-    def shuffles_as(self, per_worker: int) -> bool:
-        """Whether this is the shuffle a speculation made: ``per_worker`` join tasks a
-        worker, no key split, a worker's share of a side in one send task."""
-        return self.broadcast is None and self.skew is None and self.per_worker == per_worker \
-            and all(b is None for b in self.batches.values())
-
-
-def decide(shape: JoinShape, profiles: dict[str, SideProfile]) -> Decision:
-    """The join's strategy from its sample (the module's docstring); raises
-    :class:`~gpuframe.errors.MemoryLimitError` where it surely cannot complete. A function of
-    its arguments alone, so that a worker's verdict and the client agree."""
-    sizes = {side: profiles[side].nbytes for side in SIDES}
-    opts, workers = shape.options, len(shape.workers)
-    if shape.how == "cross":
-        return Decision(sizes, "right" if sizes["right"] <= sizes["left"] else "left")
-    output = estimate_output(profiles["left"], profiles["right"], shape.how)
-    task_bytes = _task_bytes(profiles, opts.join_memory_fraction)
-    made = OUTPUT_COPIES * output.nbytes
-    for small, big in (("right", "left"), ("left", "right")):
-        if small in shape.copyable and opts.broadcasts(sizes[small], sizes[big], workers) \
-                and (task_bytes is None or made <= task_bytes * shape.partitions[big]):
-            return Decision(sizes, small)
-    key_bytes = None if task_bytes is None else task_bytes / OUTPUT_COPIES
-    skew = plan_skew(profiles["left"], profiles["right"], shape.how, shape.keys["left"],
-                     shape.keys["right"], workers, opts.skew_threshold or 0.0,
-                     output.most_rows_of_a_key(key_bytes)) if shape.split else None
-    check_fits(output, _workers_memory(profiles, shape.workers),
-               split_hashes(skew.left if skew else None, profiles["left"].samples), shape.name)
-    per_worker = opts.partitions_per_worker or tasks_per_worker(
-        profiles["left"].nbytes + profiles["right"].nbytes + made, workers, task_bytes)
-    batches = {side: send_batch(profiles[side], shape.partitions[side], workers, task_bytes)
-               for side in SIDES}
-    return Decision(sizes, None, output, skew, per_worker, batches)
-
-
-def speculation_stands(shape: JoinShape, per_worker: int, *sampled: Any) -> bool:
-    """The verdict task, on a worker: whether the join's sample (its sampling tasks' results,
-    the left side's then the right's) decides the shuffle its speculation made with
-    ``per_worker`` join tasks a worker (:meth:`Decision.shuffles_as`); False where the join
-    surely cannot complete, which the client then reports."""
-    left = shape.partitions["left"]
-    profiles = profiles_of({"left": list(sampled[:left]), "right": list(sampled[left:])})
-    try:
-        return decide(shape, profiles).shuffles_as(per_worker)
-    except MemoryLimitError:
-        return False
-
-
-@dataclass(frozen=True)
 class Speculation:
     """A shuffle submitted before the join's sample returned (:func:`_speculated`): each
     side's buckets, for ``per_worker`` join tasks a worker; the verdict task that weighs the
@@ -441,7 +344,8 @@ def _speculated(node: Join, job: Job, inputs: dict[str, Partitions], shape: Join
     ``partitions_per_worker`` (else one) join tasks a worker, no key split, a worker's share of
     a side in one send task. Its rows then leave while the samples run and make their round
     trip through the client, the longest wait between a join's stages; and its join tasks
-    start once a verdict task on a worker has weighed the sample (:func:`speculation_stands`)
+    start once a verdict task on a worker has weighed the sample
+    (:func:`~.join_decision.speculation_stands`)
     as the client does, rather than once the client has. The client's decision still rules:
     where it is otherwise, the sends, verdict and joins are cancelled, the rows sent for
     nothing. None where the estimates cannot say: before any sample has told the workers'
@@ -608,42 +512,3 @@ def _output_placement(node: Join, hash_types: Sequence[str], n: int, owners: Seq
     return HashPartitioning(tuple(out), tuple(hash_types), n, tuple(owners))  # type: ignore[arg-type]
 
 
-def tasks_per_worker(nbytes: float, n_workers: int, task_bytes: float | None) -> int:
-    """Join tasks per worker such that one task's even share of ``nbytes``, both sides' buckets
-    and the estimated output, which it holds at once, takes at most ``task_bytes``. Dask
-    refuses to run a task whose inputs exceed its worker's limit, spilling or not, and a task's
-    output is made in memory whole, so a join larger than the workers' memory, or one whose
-    keys fan out many times its inputs, must be cut into several tasks per worker to complete
-    by spilling."""
-    if task_bytes is None:
-        return 1
-    return max(1, math.ceil(nbytes / n_workers / task_bytes))
-
-
-def send_batch(profile: SideProfile, partitions: int, workers: int,
-               task_bytes: float | None) -> int | None:
-    """The most partitions of a side one send task takes: as many as fit half of what a join
-    task may hold (:func:`_task_bytes`), since it also cuts them into buckets; None (all of a
-    worker's) where a worker's share fits, or no worker has a limit."""
-    budget = None if task_bytes is None else task_bytes / 2
-    if budget is None or not partitions or profile.nbytes / max(1, workers) <= budget:
-        return None
-    return max(1, int(budget // max(1.0, profile.nbytes / partitions)))
-
-
-def _task_bytes(profiles: dict[str, SideProfile], fraction: float) -> float | None:
-    """The bytes one join task may hold: ``fraction`` of the smallest worker memory limit
-    (None: no worker has one)."""
-    limits = [m.limit for p in profiles.values() for m in p.memory.values() if m.limit]
-    return fraction * min(limits) if limits else None
-
-
-def _workers_memory(profiles: dict[str, SideProfile], workers: Sequence[str]
-                    ) -> list[WorkerMemory]:
-    """Each of ``workers``' memory, as the sampling tasks found it; a worker that sampled
-    nothing is taken to have the least memory of those that did."""
-    known = {a: m for p in profiles.values() for a, m in p.memory.items()}
-    if not known:
-        return []
-    least = min(known.values(), key=lambda m: (m.limit or math.inf, m.room or math.inf))
-    return [known.get(worker, least) for worker in workers]

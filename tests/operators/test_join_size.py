@@ -8,7 +8,7 @@ import pytest
 
 from gpuframe.cluster.memory import WorkerMemory
 from gpuframe.errors import MemoryLimitError
-from gpuframe.operators.join import tasks_per_worker
+from gpuframe.operators.join_decision import tasks_per_worker
 from gpuframe.operators.join_size import check_fits, estimate_output, split_hashes
 from gpuframe.operators.skew import SideProfile, SideSkew, plan_skew
 
@@ -121,7 +121,7 @@ def test_split_keys_are_known_by_the_hashes_of_the_sample(keys):
 def test_a_side_larger_than_a_send_tasks_share_is_sent_in_batches():
     """A send task holds its partitions at once: a worker's share of a side beyond half a join
     task's bytes goes in batches that fit it; one that fits, or no limit, in one task."""
-    from gpuframe.operators.join import send_batch
+    from gpuframe.operators.join_decision import send_batch
 
     side = SideProfile(samples=[], lengths=[], nbytes=48 * 30 * 2**20, memory={}, hashes=[])
     assert send_batch(side, 48, 2, task_bytes=256 * 2**20) == 4  # 30 MiB partitions, 128 MiB
