@@ -673,6 +673,18 @@ def mailboxes_emptied(engine, frame: DistributedFrame, seconds: float = 10.0) ->
         time.sleep(0.1)
 
 
+def speculating_shuffle(left: pd.DataFrame, right: pd.DataFrame) -> DistributedFrame:
+    """The shuffle join of ``left`` (4 partitions) and ``right`` (2) on k, not yet run, once
+    the same join has run: its sample told the engine the workers' memory, so this one's
+    estimates may send its rows before its own sample returns."""
+    def joined() -> DistributedFrame:
+        return gpuframe.from_pandas(left, npartitions=4).merge(
+            gpuframe.from_pandas(right, npartitions=2), on="k", **SHUFFLE)
+
+    joined().persist()
+    return joined()
+
+
 def test_a_shuffle_sends_and_joins_its_rows_while_the_sample_runs_once_the_workers_memory_is_known(
         engine):
     """Its estimates saying it shuffles, a join submits its exchange and its join tasks with
@@ -681,13 +693,7 @@ def test_a_shuffle_sends_and_joins_its_rows_while_the_sample_runs_once_the_worke
     a side and one join stage."""
     left = pd.DataFrame({"k": np.arange(6000) % 1500, "a": np.arange(6000.0)})
     right = pd.DataFrame({"k": np.arange(3000), "b": np.arange(3000) * 2})
-
-    def joined() -> DistributedFrame:
-        return gpuframe.from_pandas(left, npartitions=4).merge(
-            gpuframe.from_pandas(right, npartitions=2), on="k", **SHUFFLE)
-
-    joined().persist()  # a sample tells the engine the workers' memory
-    frame = joined()
+    frame = speculating_shuffle(left, right)
     with get_task_stream(client=engine.client) as stream:
         result = frame.to_pandas()
     assert_same_rows(result, left.merge(right, on="k"))
@@ -707,13 +713,7 @@ def test_a_speculation_whose_sample_finds_heavy_keys_is_dropped(engine):
     left = pd.DataFrame({"k": np.where(np.arange(8000) % 2 == 0, 7, np.arange(8000)),
                          "a": np.arange(8000.0)})
     right = pd.DataFrame({"k": np.arange(4000), "b": np.arange(4000) * 2})
-
-    def joined() -> DistributedFrame:
-        return gpuframe.from_pandas(left, npartitions=4).merge(
-            gpuframe.from_pandas(right, npartitions=2), on="k", **SHUFFLE)
-
-    joined().persist()  # a sample tells the engine the workers' memory
-    frame = joined()
+    frame = speculating_shuffle(left, right)
     result = frame.to_pandas()
     assert_same_rows(result, left.merge(right, on="k"))
     notes = notes_of(frame)
