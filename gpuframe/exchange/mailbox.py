@@ -17,7 +17,9 @@ that every partition's piece came with the rows its receipt counts.
 Nothing is left behind: when a worker releases a send task's receipt and the scheduler keeps it
 nowhere else (every consumer has run, or the job was cancelled or failed), the worker tells every
 peer to drop what the exchange still holds, and a worker keeps the ids of dropped exchanges for a
-while, so pieces that a cancelled sender delivers late are discarded. A replica released alone
+while, so pieces that a cancelled sender delivers late are discarded. A send task released while
+it runs (its job or its speculation cancelled) drops the exchange itself when it ends: Dask
+discards such a task's result, so no receipt of it is ever released. A replica released alone
 (Dask's active memory manager keeps one copy of a key) drops nothing: the consumers on other
 workers still need their pieces.
 
@@ -295,6 +297,11 @@ def send_from(worker: Worker, exchange: str, splitter: Splitter, owners: Sequenc
             _finish(waves.pop(0), worker, key)
     for wave in waves:
         _finish(wave, worker, key)
+    if key is not None and not _wanted(worker, key):
+        # Released while it ran (a speculation or a job cancelled): Dask discards the result of
+        # a task it cancelled, so no receipt would ever be released to drop what it delivered.
+        raise SendReleasedError(f"send task {key} on {worker.address} was released by its "
+                                "job while it ran")
     return Receipt(rows, exchange, tuple(sorted(set(owners))))
 
 

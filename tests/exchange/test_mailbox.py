@@ -3,6 +3,7 @@ dropped when no consumer needs them, even when the job fails."""
 
 import socket
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -194,3 +195,41 @@ def test_send_tasks_in_batches_deliver_every_partition_once(engine, frames):
     pd.testing.assert_frame_equal(got.sort_values(["k", "a"], ignore_index=True),
                                   left.sort_values(["k", "a"], ignore_index=True))
     assert not any(wait_until_empty(engine).values())
+
+
+@dataclass(frozen=True)
+class SlowSecondPartition:
+    """A hash splitter that takes its time over partition 1: a send task still running after
+    partition 0's pieces were delivered."""
+
+    splitter: HashSplitter
+
+    @property
+    def n(self) -> int:
+        return self.splitter.n
+
+    def split(self, frame: pd.DataFrame, index: int) -> list:
+        if index == 1:
+            time.sleep(1.5)
+        return self.splitter.split(frame, index)
+
+
+def test_a_send_task_cancelled_while_it_runs_drops_what_it_delivered(engine):
+    """Dask discards the result of a task cancelled while it runs, so its receipt is never
+    released to drop the exchange: the task drops it itself when it ends (a speculation's sends
+    are cancelled so whenever its sample decides otherwise)."""
+    workers = engine.workers
+    exchange_id = "gpuframe-send-test-0c.1"
+    parts = [pd.DataFrame({"k": range(20)}), pd.DataFrame({"k": range(20, 40)})]
+    sending = engine.client.submit(send, f"{exchange_id}-0", exchange_id,
+                                   SlowSecondPartition(HashSplitter(("k",), 2)),
+                                   tuple(workers), [0, 1], False, *parts,
+                                   key=f"{exchange_id}-0", workers=[workers[0]])
+    deadline = time.monotonic() + 10
+    while not any(exchange_id in pieces for pieces in held(engine).values()):
+        assert time.monotonic() < deadline, "partition 0 was never delivered"
+        time.sleep(0.05)
+    sending.cancel()  # while partition 1 is being cut
+    time.sleep(2)  # the task has ended by now
+    left = wait_until_empty(engine)
+    assert not any(exchange_id in pieces for pieces in left.values()), left
