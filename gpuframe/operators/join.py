@@ -67,7 +67,7 @@ from ..exchange.splitters import HashSplitter, Splitter, cast_keys
 from ..plan.bounds import rows_at_most, unique_on
 from ..plan.explain import estimated, row_width, unsampled_broadcast
 from ..plan.nodes import Join
-from ..runtime.runner import Job, Partitions
+from ..runtime.runner import Job, Partitions, Stage
 from ..units import byte_text
 from .join_decision import SIDES, JoinShape, decide, speculation_stands
 from .join_schema import KeysNotUniqueError, KeyTypes, conform
@@ -298,14 +298,22 @@ def _shuffle_joins(node: Join, job: Job, number: int | None, local: LocalJoin,
     (no key split over several tasks)."""
     owners = buckets["left"].owners
     stage = job.stage("join")
-    futures = [stage.submit(join_parts, local, buckets["left"].parts[b],
-                            buckets["right"].parts[b], index=(b,), owner=owner, node=number)
-               if verdict is None else
-               stage.submit(join_standing, verdict, local, buckets["left"].parts[b],
-                            buckets["right"].parts[b], index=(b,), owner=owner, node=number)
+    futures = [_join_task(stage, local, buckets["left"].parts[b], buckets["right"].parts[b],
+                          b, owner, number, verdict)
                for b, owner in enumerate(owners)]
     placement = _output_placement(node, hash_types, len(owners), owners) if placed else None
     return Partitions(futures, owners, node.meta, placement)
+
+
+def _join_task(stage: Stage, local: LocalJoin, left: list[Any], right: list[Any], index: int,
+               owner: str, number: int | None, verdict: Future | None = None) -> Future:
+    """The join task of output partition ``index`` on ``owner``, of the parts of each side it
+    takes; with ``verdict``, one that joins only where it is true (:func:`join_standing`)."""
+    if verdict is None:
+        return stage.submit(join_parts, local, left, right, index=(index,), owner=owner,
+                            node=number)
+    return stage.submit(join_standing, verdict, local, left, right, index=(index,),
+                        owner=owner, node=number)
 
 
 def join_standing(standing: bool, local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
@@ -344,14 +352,13 @@ def _speculated(node: Join, job: Job, inputs: dict[str, Partitions], shape: Join
     ``partitions_per_worker`` (else one) join tasks a worker, no key split, a worker's share of
     a side in one send task. Its rows then leave while the samples run and make their round
     trip through the client, the longest wait between a join's stages; and its join tasks
-    start once a verdict task on a worker has weighed the sample
-    (:func:`~.join_decision.speculation_stands`)
-    as the client does, rather than once the client has. The client's decision still rules:
-    where it is otherwise, the sends, verdict and joins are cancelled, the rows sent for
-    nothing. None where the estimates cannot say: before any sample has told the workers'
-    memory limits, for a side without an estimate or one that may be copied to every worker,
-    and where a worker's estimated share of a side exceeds :data:`SPECULATION_SHARE` of the
-    smallest limit."""
+    start once a verdict task on a worker has weighed the sample as the client does
+    (:func:`~.join_decision.speculation_stands`), rather than once the client has. The
+    client's decision still rules: where it is otherwise, the sends, verdict and joins are
+    cancelled, the rows sent for nothing. None where the estimates cannot say: before any
+    sample has told the workers' memory limits, for a side without an estimate or one that may
+    be copied to every worker, and where a worker's estimated share of a side exceeds
+    :data:`SPECULATION_SHARE` of the smallest limit."""
     if node.how == "cross":
         return None
     known = [job.engine.memory.get(worker) for worker in job.workers]
@@ -416,8 +423,7 @@ def _colocated(node: Join, lowering: Lowering, number: int | None, local: LocalJ
     """Both sides hashed alike: partition ``b`` of each joined where both lie."""
     stage = lowering.job.stage("join")
     left, right = inputs["left"], inputs["right"]
-    futures = [stage.submit(join_parts, local, [lf], [rf], index=(b,), owner=owner,
-                            node=number)
+    futures = [_join_task(stage, local, [lf], [rf], b, owner, number)
                for b, (lf, rf, owner) in enumerate(zip(left.futures, right.futures,
                                                        left.owners))]
     placement = _output_placement(node, placed.hash_types, placed.n, placed.owners)
@@ -437,8 +443,8 @@ def _into_buckets(node: Join, lowering: Lowering, number: int | None, local: Loc
     futures = []
     for b, (part, owner) in enumerate(zip(inputs[placed_side].futures, owners)):
         sides = {placed_side: [part], other: buckets.parts[b]}
-        futures.append(stage.submit(join_parts, local, sides["left"], sides["right"],
-                                    index=(b,), owner=owner, node=number))
+        futures.append(_join_task(stage, local, sides["left"], sides["right"], b, owner,
+                                  number))
     placement = _output_placement(node, hash_types, len(owners), owners)
     return Partitions(futures, owners, node.meta, placement)
 
@@ -459,11 +465,8 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
     futures = []
     for i, (part, owner) in enumerate(zip(inputs[big].futures, inputs[big].owners)):
         sides = {big: [part], small: [whole]}
-        futures.append(stage.submit(join_parts, local, sides["left"], sides["right"],
-                                    index=(i,), owner=owner, node=number)
-                       if verdict is None else
-                       stage.submit(join_standing, verdict, local, sides["left"],
-                                    sides["right"], index=(i,), owner=owner, node=number))
+        futures.append(_join_task(stage, local, sides["left"], sides["right"], i, owner,
+                                  number, verdict))
     placed = inputs[big].partitioning
     placement = None
     if placed is not None:
