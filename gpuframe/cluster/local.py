@@ -7,8 +7,10 @@ the CPU. Options come from :class:`gpuframe.config.ClusterOptions`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -182,6 +184,8 @@ def ucx_environment(protocol: str) -> Iterator[dict[str, str]]:
     sets any of it (the user chose), set in this process (UCX-Py reads it once, when the
     scheduler's first connection starts it here) and given back for the nannies to set in every
     worker process they start, restarts included; nothing for TCP."""
+    if protocol == "ucx":
+        stop_stale_ucx_notifier()
     chosen = any(name in os.environ for name in UCX_ENVIRONMENT)
     env = {} if protocol != "ucx" or chosen else dict(UCX_ENVIRONMENT)
     os.environ.update(env)
@@ -190,3 +194,24 @@ def ucx_environment(protocol: str) -> Iterator[dict[str, str]]:
     finally:
         for name in env:
             os.environ.pop(name, None)
+
+
+def stop_stale_ucx_notifier() -> None:
+    """Stop this process's UCX-Py notifier thread where the event loop it completes futures on
+    no longer runs or the thread has died.
+
+    UCX-Py binds that thread to the loop that ran its first connection, and distributed-ucxx stops
+    it only once its last connection is gone. One left from a closed cluster (a connection not yet
+    collected) hands the next cluster's UCX requests futures of the dead loop, and that cluster
+    fails to start ("attached to a different loop"). Stopped, the next connection starts a thread
+    on its own loop."""
+    context = getattr(sys.modules.get("ucxx.core"), "_ctx", None)
+    thread = getattr(context, "notifier_thread", None)
+    if context is None or thread is None:
+        return
+    loop = getattr(thread, "_args", (None,))[0]  # a thread's arguments go once it has ended
+    if thread.is_alive() and isinstance(loop, asyncio.AbstractEventLoop) and loop.is_running():
+        return
+    context.stop_notifier_thread()
+    context.worker.clear_python_futures_pool()  # what a thread that died left made on its loop
+    logger.info("stopped a UCX-Py notifier thread left on an event loop that has stopped")

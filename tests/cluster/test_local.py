@@ -1,5 +1,7 @@
+import asyncio
 import os
 
+import pandas as pd
 import pytest
 
 import gpuframe
@@ -141,3 +143,32 @@ def test_ucx_workers_progress_by_thread_with_futures(monkeypatch):
         assert len(frame) == 10
         assert list(engine.client.run(ucx_progress).values()) == [("thread", True)] * 2
     assert not any(name in os.environ for name in UCX_ENVIRONMENT)
+
+
+def notifier_on_a_stopped_loop() -> None:
+    """What a closed UCX cluster can leave in its process: UCX-Py's notifier thread bound to the
+    cluster's event loop, which has stopped and closed."""
+    import distributed_ucxx.ucxx
+    import ucxx
+
+    async def start_notifier():
+        distributed_ucxx.ucxx.init_once()
+        ucxx.core._get_ctx().start_notifier_thread()
+
+    loop = asyncio.new_event_loop()
+    with ucx_environment("ucx"):
+        loop.run_until_complete(start_notifier())
+    loop.close()
+    assert ucxx.core._get_ctx().notifier_thread is not None
+
+
+@pytest.mark.skipif(not ucx_available(), reason="distributed-ucxx not installed")
+def test_a_ucx_cluster_starts_after_one_left_its_notifier_on_a_stopped_loop(monkeypatch):
+    for name in UCX_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    notifier_on_a_stopped_loop()
+    with start_cluster(backend="pandas", protocol="ucx", n_workers=2,
+                       dashboard_address="127.0.0.1:0") as engine:
+        keys = gpuframe.from_pandas(pd.DataFrame({"k": range(10)}), npartitions=2)
+        assert len(keys.merge(keys, on="k", broadcast_bytes=0).to_pandas()) == 10
+        assert all(worker.startswith("ucx://") for worker in engine.workers)
