@@ -17,11 +17,11 @@ that every partition's piece came with the rows its receipt counts.
 Nothing is left behind: when a worker releases a send task's receipt and the scheduler keeps it
 nowhere else (every consumer has run, or the job was cancelled or failed), the worker tells every
 peer to drop what the exchange still holds, and a worker keeps the ids of dropped exchanges for a
-while, so pieces that a cancelled sender delivers late are discarded. A send task released while
-it runs (its job or its speculation cancelled) drops the exchange itself when it ends: Dask
-discards such a task's result, so no receipt of it is ever released. A replica released alone
-(Dask's active memory manager keeps one copy of a key) drops nothing: the consumers on other
-workers still need their pieces.
+while, so pieces that a cancelled sender delivers late are discarded. A send task released
+before its receipt is kept (its job or its speculation cancelled while it ran, even as it
+returned) drops the exchange the same way: Dask discards such a task's result, so no receipt
+of it is ever released. A replica released alone (Dask's active memory manager keeps one copy of
+a key) drops nothing: the consumers on other workers still need their pieces.
 
 Each delivery logs :data:`~gpuframe.diagnostics.stages.SEND_EVENT_TOPIC` with its bytes and
 interval, which the engine's metrics count as a transfer between the two workers.
@@ -144,6 +144,8 @@ class MailboxPlugin(WorkerPlugin):
     def __init__(self) -> None:
         self.worker: Worker | None = None
         self._receipts: dict[Any, Receipt] = {}  # the receipts this worker holds, by key
+        self.sending: dict[Any, Receipt] = {}
+        """The send tasks running here, by key: what each one's receipt will name."""
 
     def setup(self, worker: Worker) -> None:
         self.worker = worker
@@ -160,14 +162,19 @@ class MailboxPlugin(WorkerPlugin):
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         worker = self.worker
-        if worker is None:
+        if worker is None or not str(key).startswith(SEND_PREFIX):
             return
-        if finish == "memory" and str(key).startswith(SEND_PREFIX):
-            held = worker.data.get(key)
-            if isinstance(held, Receipt):
-                self._receipts[key] = held
+        ran = self.sending.pop(key, None) if finish != "executing" else None
+        held = worker.data.get(key) if finish == "memory" else None
+        if isinstance(held, Receipt):
+            self._receipts[key] = held
         elif finish in ("released", "forgotten") and key in self._receipts:
             asyncio.ensure_future(self._release(worker, key, self._receipts.pop(key)))
+        elif ran is not None and finish != "error":  # send() drops where the task failed
+            # Released while it ran (here, or already as it began: then its end, its result
+            # discarded, comes as 'memory' with no receipt kept): Dask discards a cancelled
+            # task's result, and the exchange, dropped, refuses its late deliveries.
+            asyncio.ensure_future(self._drop_everywhere(worker, ran))
 
     async def _release(self, worker: Worker, key: Any, receipt: Receipt) -> None:
         """Drop ``receipt``'s exchange here and at its peers, unless the scheduler still keeps
@@ -177,8 +184,10 @@ class MailboxPlugin(WorkerPlugin):
             holders = await worker.scheduler.who_has(keys=[key])
         except Exception:  # noqa: BLE001 (a scheduler gone: nothing will consume the pieces)
             holders = {}
-        if holders.get(key):
-            return
+        if not holders.get(key):
+            await self._drop_everywhere(worker, receipt)
+
+    async def _drop_everywhere(self, worker: Worker, receipt: Receipt) -> None:
         self.mailbox.drop(receipt.exchange)
         for peer in receipt.peers:
             if peer != worker.address:
@@ -247,6 +256,7 @@ def send(key: str, exchange: str, splitter: Splitter, owners: Sequence[str],
     exchange dropped everywhere when the task's receipt is released, or at once where the task
     fails and leaves no receipt."""
     worker = get_worker()
+    _plugin(worker).sending[key] = Receipt({}, exchange, tuple(sorted(set(owners))))
     try:
         return send_from(worker, exchange, splitter, owners, sources, wrap, parts, job_of(key),
                          key)
@@ -297,11 +307,6 @@ def send_from(worker: Worker, exchange: str, splitter: Splitter, owners: Sequenc
             _finish(waves.pop(0), worker, key)
     for wave in waves:
         _finish(wave, worker, key)
-    if key is not None and not _wanted(worker, key):
-        # Released while it ran (a speculation or a job cancelled): Dask discards the result of
-        # a task it cancelled, so no receipt would ever be released to drop what it delivered.
-        raise SendReleasedError(f"send task {key} on {worker.address} was released by its "
-                                "job while it ran")
     return Receipt(rows, exchange, tuple(sorted(set(owners))))
 
 

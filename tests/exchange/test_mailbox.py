@@ -17,6 +17,7 @@ from gpuframe.exchange.mailbox import (
     Claim,
     ExchangeError,
     Mailbox,
+    MailboxPlugin,
     Receipt,
     arrivals,
     send,
@@ -216,8 +217,8 @@ class SlowSecondPartition:
 
 def test_a_send_task_cancelled_while_it_runs_drops_what_it_delivered(engine):
     """Dask discards the result of a task cancelled while it runs, so its receipt is never
-    released to drop the exchange: the task drops it itself when it ends (a speculation's sends
-    are cancelled so whenever its sample decides otherwise)."""
+    released to drop the exchange: its worker drops it when the task is released (a
+    speculation's sends are cancelled so whenever its sample decides otherwise)."""
     workers = engine.workers
     exchange_id = "gpuframe-send-test-0c.1"
     parts = [pd.DataFrame({"k": range(20)}), pd.DataFrame({"k": range(20, 40)})]
@@ -233,3 +234,47 @@ def test_a_send_task_cancelled_while_it_runs_drops_what_it_delivered(engine):
     time.sleep(2)  # the task has ended by now
     left = wait_until_empty(engine)
     assert not any(exchange_id in pieces for pieces in left.values()), left
+
+
+@dataclass
+class OneWorker:
+    """What the mailbox plugin reads of its worker, for its transitions alone."""
+
+    data: dict
+    address: str = "tcp://127.0.0.1:1"
+
+
+REGISTERED = ("the task's thread", "registers")
+"""Where, among a send task's transitions, its thread tells the plugin it runs."""
+
+
+@pytest.mark.parametrize("transitions", [
+    [("ready", "executing"), REGISTERED, ("executing", "released"), ("cancelled", "memory"),
+     ("released", "forgotten")],
+    # released as it began, before the plugin knew it ran: its end is what tells
+    [("ready", "executing"), ("executing", "released"), REGISTERED, ("cancelled", "memory"),
+     ("released", "forgotten")],
+], ids=["while-running", "as-it-began"])
+def test_a_send_task_released_before_its_receipt_is_kept_drops_its_exchange(transitions):
+    """However late in the task the release comes (CI's joins left pieces where a speculation
+    was cancelled as its send task returned), the exchange is dropped: the task's result, its
+    only receipt, is discarded."""
+    import asyncio
+
+    async def run() -> dict:
+        plugin = MailboxPlugin()
+        plugin.worker = OneWorker({})
+        plugin.mailbox = Mailbox(plugin.worker.data)
+        key, receipt = "gpuframe-send-x-0c.1-0", Receipt({}, "gpuframe-send-x-0c.1",
+                                                         (OneWorker.address,))
+        for start, finish in transitions:
+            if (start, finish) == REGISTERED:
+                plugin.sending[key] = receipt
+                plugin.mailbox.put(receipt.exchange, 0, {0: pd.DataFrame({"k": [1]})})
+            else:
+                plugin.transition(key, start, finish)
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.01)
+        return plugin.mailbox.exchanges()
+
+    assert asyncio.run(run()) == {}
