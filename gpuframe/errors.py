@@ -47,6 +47,12 @@ class JoinError(GpuframeError, ValueError):
     """A join was asked for with keys, types or options that cannot be joined."""
 
 
+class KeysRepeatError(JoinError):
+    """A side that a join copied to every worker without a sample repeats a key, so each of its
+    tasks' output may fan out past the task's memory: the action runs again, its job sampling
+    such sides (:func:`~gpuframe.execute.in_job`)."""
+
+
 class ColumnTypeError(GpuframeError, TypeError):
     """A column's type is one that this operation cannot handle."""
 

@@ -7,14 +7,20 @@ modules are imported; :data:`OPERATORS` names them all, so a run finds every ope
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+from .cluster.engine import Engine
+from .errors import KeysRepeatError
 from .operators import concat, distinct, groupby, join, load, scan, sort, topk
 from .operators import map as per_partition
 from .operators.lowering import Lowering, ScanRecord
 from .plan.nodes import Node
 from .plan.optimize import optimize
 from .runtime.runner import Job, Partitions
+
+T = TypeVar("T")
 
 OPERATORS = (concat, distinct, groupby, join, load, per_partition, scan, sort, topk)
 """The operator modules; importing them registers their lowerings."""
@@ -50,3 +56,16 @@ def submit_plan(job: Job, root: Node, keep_read_stats: bool = False) -> Executio
     lowering.start_join_inputs()
     output = lowering.input(plan)
     return Execution(plan, output, job.id, job.notes, lowering.scans)
+
+
+def in_job(engine: Engine, name: str, action: Callable[[Job], T]) -> T:
+    """``action`` run within a new job named ``name``; where a join's side copied without a
+    sample turned out to repeat a key (:class:`~gpuframe.errors.KeysRepeatError`, the first
+    job's tasks cancelled), once more in a job that samples such sides."""
+    try:
+        with Job(engine, name) as job:
+            return action(job)
+    except KeysRepeatError:
+        pass
+    with Job(engine, name, sample_copies=True) as job:
+        return action(job)

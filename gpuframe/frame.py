@@ -27,7 +27,7 @@ from .cluster.engine import Engine, current_engine
 from .config import JoinOptions, resolve
 from .diagnostics.jobs import operator_stats
 from .errors import JoinError, MemoryLimitError, OptionError, UnknownColumnError
-from .execute import Execution, run_plan, submit_plan
+from .execute import Execution, in_job, run_plan, submit_plan
 from .plan.bounds import rows_at_most
 from .plan.explain import Actual, explain
 from .plan.expr import Col, Expr, as_expr
@@ -205,13 +205,9 @@ class DistributedFrame:
     def _run(self, job: Job) -> Partitions:
         return self.run_within(job).output
 
-    def _action(self, name: str) -> Job:
-        return Job(self.engine, name)
-
     def persist(self) -> DistributedFrame:
         """Run the plan (once) and keep the partitions on the workers; returns this frame."""
-        with self._action("persist") as job:
-            self._run(job)
+        in_job(self.engine, "persist", self._run)
         return self
 
     @property
@@ -242,21 +238,25 @@ class DistributedFrame:
 
     def partition_lengths(self) -> list[int]:
         """Rows in each partition, counted on the workers once and remembered."""
-        with self._action("count") as job:
+        def count(job: Job) -> list[int]:
             parts = self._run(job)
             if parts.lengths is None:
                 parts.lengths = job.gather(job.stage("count").map(len, parts, strict=False))
-        return list(parts.lengths)
+            return list(parts.lengths)
+
+        return in_job(self.engine, "count", count)
 
     def __len__(self) -> int:
         return sum(self.partition_lengths())
 
     def nbytes(self) -> int:
         """Bytes the partitions hold in worker memory (device memory on the cudf backend)."""
-        with self._action("nbytes") as job:
+        def held(job: Job) -> int:
             parts = self._run(job)
             stage = job.stage("nbytes")
             return sum(job.gather(stage.map(_nbytes, parts, job.backend, strict=False)))
+
+        return in_job(self.engine, "nbytes", held)
 
     def head(self, n: int = 5) -> pd.DataFrame:
         """The first ``n`` rows as pandas, fetched from as few partitions as hold them (all of
@@ -267,7 +267,8 @@ class DistributedFrame:
         if top is not None:  # a sort not run yet: its first rows without sorting it whole
             return self._derive(top).to_pandas()
         lengths = self.partition_lengths()
-        with self._action("head") as job:
+
+        def first_rows(job: Job) -> pd.DataFrame:
             parts = self._run(job)
             stage = job.stage("head")
             futures, need = [], n
@@ -283,13 +284,15 @@ class DistributedFrame:
                 return self.meta.head(0)
             return pd.concat(job.gather(futures), ignore_index=True)
 
+        return in_job(self.engine, "head", first_rows)
+
     def to_pandas(self) -> pd.DataFrame:
         """Every partition, converted to pandas on its worker and concatenated in order, with
         a RangeIndex as pandas gives a merge's result. A merge with ``sort=True`` is sorted
         here, on the client: its partitions are hashed on the keys, not ranged. A frame the
         client has no memory for raises :class:`~gpuframe.errors.MemoryLimitError` before
         anything is gathered."""
-        with self._action("to_pandas") as job:
+        def gather(job: Job) -> pd.DataFrame:
             execution = self._execution or submit_plan(job, self._plan)
             parts = execution.output
             converted = job.stage("gather").map(_as_pandas, parts, job.backend, strict=False)
@@ -301,7 +304,9 @@ class DistributedFrame:
                 else rows_at_most(execution.plan)
             if bound is None or bound > UNMEASURED_ROWS:
                 _check_fits_here(job.held_bytes(converted), len(converted))
-            gathered = pd.concat(job.gather(converted), ignore_index=True)
+            return pd.concat(job.gather(converted), ignore_index=True)
+
+        gathered = in_job(self.engine, "to_pandas", gather)
         if isinstance(self._plan, Join) and self._plan.sort:
             return sorted_by_keys(gathered, self._plan)
         return gathered

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import pyarrow as pa
 
 from .errors import OptionError, UnknownColumnError
+from .execute import in_job
 from .io.storage import open_store
 from .io.storage.base import StorageOptions, storage_options
 from .io.writers.commit import Commit, check_target
-from .io.writers.parquet import ParquetWrite, parquet_compression
+from .io.writers.parquet import ParquetWrite, WrittenFile, parquet_compression
 from .operators.write import write_partitions
 from .runtime.runner import Job
 
@@ -80,12 +81,15 @@ def write_parquet(frame: RunnableFrame, path: str | os.PathLike[str], *,
     store = open_store(target, options)
     check_target(store, target, overwrite)
     schema = pa.Schema.from_pandas(frame.meta, preserve_index=False)
-    with Job(frame.engine, "write_parquet") as job:
+
+    def write(job: Job) -> list[WrittenFile]:
         parts = frame.run_within(job).output
         commit = Commit(store, target, job.id, overwrite)
-        write = ParquetWrite(commit.staged, options, schema, codec, hive,
+        files = ParquetWrite(commit.staged, options, schema, codec, hive,
                              max(5, len(str(len(parts) - 1))))
-        files = write_partitions(job, parts, write, commit)
+        return write_partitions(job, parts, files, commit)
+
+    files = in_job(frame.engine, "write_parquet", write)
     return WrittenDataset(target, tuple(f.path for f in files), sum(f.rows for f in files))
 
 

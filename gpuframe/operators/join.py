@@ -40,8 +40,10 @@ join tasks are submitted with its sample (:func:`_speculated`), so that its rows
 sample runs, and its joins start once a verdict task on a worker has weighed the sample
 (:func:`~.join_decision.decide`, the client's own decision), not after the sample's round trip
 through the client; the client's decision rules, and cancels them where it is otherwise.
-Likewise the join tasks of a side copied without a sample wait on the workers for its check for
-repeated keys (:func:`keys_distinct`), not for the check's round trip through the client.
+The join tasks of a side copied without a sample wait on the workers for its check for
+repeated keys (:func:`keys_distinct`), and the client not at all: where a key repeats, the check
+fails the action's job, and the action runs again in a job that samples such sides
+(:func:`~gpuframe.execute.in_job`), a rare cost rather than a wait in every such join.
 
 Overlap: a destination fetches each bucket as soon as its source's partition task finishes, so
 transfers overlap the partitioning of later partitions. The local join starts once all of its
@@ -59,6 +61,7 @@ import pandas as pd
 from distributed import Future
 
 from ..backend import get_backend
+from ..errors import KeysRepeatError
 from ..exchange.digest import UnhashableKeyError, holds_objects, unhashable_type
 from ..exchange.exchange import Buckets, Given, exchange
 from ..exchange.mailbox import arrivals
@@ -226,20 +229,18 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
     unsampled = unsampled_broadcast(node)
     counted = None if unsampled is not None else _counted_broadcast(node, inputs)
     copied = unsampled or counted
-    if copied is not None:
+    # A cross join has no keys: every row of the copied side joins every row, as asked.
+    may_repeat = copied is not None and node.how != "cross" \
+        and not unique_on(getattr(node, copied), keys[copied])
+    if copied is not None and not (may_repeat and job.sample_copies):
         whole = _gathered(job, inputs[copied], local, copied)
-        # A cross join has no keys: every row of the copied side joins every row, as asked.
-        checked = None if node.how == "cross" or unique_on(getattr(node, copied),
-                                                          keys[copied]) \
-            else job.stage("fanout").submit(keys_distinct, whole, keys[copied], index=(0,))
-        joined = _broadcast(node, lowering, number, local, inputs, copied, whole, checked)
-        if checked is None or job.gather([checked])[0]:
-            lowering.note(node, f"broadcast {copied} side (at most "
-                                + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
-                                   if unsampled else
-                                   f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
-            return joined
-        job.engine.client.cancel(joined.futures)
+        checked = job.stage("fanout").submit(keys_distinct, whole, keys[copied], copied,
+                                             index=(0,)) if may_repeat else None
+        lowering.note(node, f"broadcast {copied} side (at most "
+                            + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
+                               if unsampled else
+                               f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
+        return _broadcast(node, lowering, number, local, inputs, copied, whole, checked)
     # validate= checks each side's keys where all of their rows meet: a side split by heavy
     # keys has them spread over several tasks. sort=True keeps pandas' order of a key's rows
     # by joining them in one task, in input order.
@@ -317,10 +318,11 @@ def _join_task(stage: Stage, local: LocalJoin, left: list[Any], right: list[Any]
 
 
 def join_standing(standing: bool, local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
-    """A join task submitted before the client has decided (:func:`_speculated`,
-    :func:`_broadcast`): the join of its parts where the verdict its worker weighed is that
+    """A join task submitted before the client has decided (:func:`_speculated`) or checked
+    (:func:`_broadcast`): the join of its parts where the verdict its worker weighed is that
     the join stands; None otherwise, a result no one reads, since the client, deciding from
-    the same verdict, cancels these tasks."""
+    the same verdict, cancels these tasks. A check never says false: it fails, and these
+    tasks with it."""
     return join_parts(local, left, right) if standing else None
 
 
@@ -454,9 +456,9 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
                verdict: Future | None = None) -> Partitions:
     """The ``small`` side gathered on one worker (``whole``, where it is already), and copied
     from there to every worker that joins with it; each partition of the other side joined
-    with it where it lies. With ``verdict``, each task joins only where it is true
-    (:func:`join_standing`): a copied side's check (:func:`keys_distinct`), which the tasks
-    then wait for on the workers, not after its round trip through the client."""
+    with it where it lies. With ``verdict``, a copied side's check (:func:`keys_distinct`),
+    each task joins once the check has passed on the workers: the client never waits for it,
+    and where a key repeats, the tasks fail with the check and the action runs again."""
     job = lowering.job
     big = "left" if small == "right" else "right"
     if whole is None:
@@ -482,12 +484,16 @@ def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str) -> Futur
                                          index=(0,))
 
 
-def keys_distinct(frame: Any, keys: list[str]) -> bool:
-    """On a worker: whether ``frame`` (None: no rows), the side a join copies without a
-    sample, holds each key tuple once. Where it repeats one, each broadcast task's output may
-    be many times its partition of the other side (a many-to-many fan-out), which only a
-    sample of both sides estimates."""
-    return frame is None or not bool(frame.duplicated(subset=keys).any())
+def keys_distinct(frame: Any, keys: list[str], side: str) -> bool:
+    """On a worker: true where ``frame`` (None: no rows), the ``side`` a join copies without a
+    sample, holds each key tuple once; else :class:`~gpuframe.errors.KeysRepeatError`, which
+    fails the join's tasks and runs the action again, sampling. Where a key repeats, each
+    broadcast task's output may be many times its partition of the other side (a many-to-many
+    fan-out), which only a sample of both sides estimates."""
+    if frame is not None and bool(frame.duplicated(subset=keys).any()):
+        raise KeysRepeatError(f"the join's {side} side, copied to every worker unsampled, "
+                              f"repeats a value of its keys {keys}")
+    return True
 
 
 def gather_side(parts: list[Any], casts: dict[str, Any], backend: str) -> Any:

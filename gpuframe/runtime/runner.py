@@ -105,9 +105,12 @@ class Job:
     Use it as a context manager: it logs the job's start and end for the metrics, and cancels
     every task it submitted if the block fails."""
 
-    def __init__(self, engine: Engine, name: str) -> None:
+    def __init__(self, engine: Engine, name: str, sample_copies: bool = False) -> None:
         self.engine = engine
         self.name = name
+        self.sample_copies = sample_copies
+        """Whether joins sample a side they would copy unsampled whose keys may repeat, rather
+        than check it on the workers (an action's second run, where a check failed)."""
         self.id = new_job()
         self.backend = engine.backend.name
         self.workers = engine.workers

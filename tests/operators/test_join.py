@@ -267,36 +267,46 @@ def test_a_side_counted_small_as_it_ran_is_broadcast_unsampled(engine, tmp_path)
     assert "counted as it ran" in text.getvalue()
 
 
-def test_a_side_copied_unsampled_whose_keys_may_repeat_is_looked_at_first(engine,
-                                                                          monkeypatch):
+def test_a_side_copied_unsampled_whose_keys_may_repeat_is_checked_on_the_workers(engine,
+                                                                               monkeypatch):
     """A small side the plan bounds but cannot show unique on the keys is checked for
-    repeated keys (the fanout stage): its join tasks are submitted before the check returns,
-    and join only where it finds each key once; where one repeats, the join samples both
-    sides instead. Either way the rows are pandas'."""
-    joins_at_check: list[int] = []
-    gather = Job.gather
+    repeated keys (the fanout stage) on the workers: the join tasks wait for the check there,
+    and the client never does. Where a key repeats, the check fails the job, and the action
+    runs again in a job that samples both sides. Either way the rows are pandas'."""
+    jobs: list[bool] = []
+    gathered: list[str] = []
+    start, gather = Job.__init__, Job.gather
 
-    def counting(self: Job, futures):
-        if {self._info[f.key].stage for f in futures} == {"fanout"}:
-            joins_at_check.append(sum(1 for i in self._info.values() if i.stage == "join"))
+    def starting(self: Job, *args, **kwargs):
+        start(self, *args, **kwargs)
+        jobs.append(self.sample_copies)
+
+    def gathering(self: Job, futures):
+        gathered.extend(self._info[f.key].stage for f in futures)
         return gather(self, futures)
 
-    monkeypatch.setattr(Job, "gather", counting)
+    monkeypatch.setattr(Job, "__init__", starting)
+    monkeypatch.setattr(Job, "gather", gathering)
     big = pd.DataFrame({"k": np.arange(3000) % 50, "a": np.arange(3000)})
     for small, repeats in ((pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}), True),
                            (pd.DataFrame({"k": [1, 2, 3], "b": [1, 2, 3]}), False)):
-        joins_at_check.clear()
+        left, right = gpuframe.from_pandas(big, npartitions=3), gpuframe.from_pandas(small)
+        jobs.clear()
+        gathered.clear()
         with get_task_stream(client=engine.client) as stream:
-            result = gpuframe.from_pandas(big, npartitions=3).merge(
-                gpuframe.from_pandas(small), on="k").to_pandas()
+            result = left.merge(right, on="k").to_pandas()
         stages = {key_split(entry["key"]) for entry in stream.data}
         assert "gpuframe-fanout" in stages
-        assert joins_at_check == [3]  # one join task per partition of the big side
+        assert "fanout" not in gathered
+        assert jobs == ([False, True] if repeats else [False])
         assert any("sample" in stage for stage in stages) == repeats, stages
         expected = big.merge(small, on="k")
         pd.testing.assert_frame_equal(
             result.sort_values(list(result.columns)).reset_index(drop=True),
             expected.sort_values(list(expected.columns)).reset_index(drop=True))
+        jobs.clear()
+        assert len(left.merge(right, on="k")) == len(expected)  # any action runs again
+        assert jobs == ([False, True] if repeats else [False])
 
 
 INTEGERS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -11,9 +11,9 @@ from gpuframe.runtime.runner import Job
 
 def test_every_table_of_a_chain_of_joins_is_read_before_any_join_waits(engine, tmp_path,
                                                                         monkeypatch):
-    """A join waits on the client (its sample, or its copied side's check) before the
-    lowering goes on: the tables of the joins above it must be read already, not only once it
-    has waited. So every read task is submitted before the job's first wait for a result."""
+    """A join that samples waits on the client for its sample before the lowering goes on:
+    the tables of the joins above it must be read already, not only once it has waited. So
+    every read task is submitted before the job's first wait for a result."""
     tables = {
         "a": pd.DataFrame({"k": np.arange(300) % 40, "x": np.arange(300.0)}),
         "b": pd.DataFrame({"k": np.arange(40), "j": np.arange(40) % 7}),
@@ -33,10 +33,11 @@ def test_every_table_of_a_chain_of_joins_is_read_before_any_join_waits(engine, t
 
     frames = {name: gpuframe.read_parquet(str(tmp_path / f"{name}.parquet")) for name in tables}
     monkeypatch.setattr(Job, "gather", counting)
-    result = frames["a"].merge(frames["b"], on="k").merge(frames["c"], on="j").to_pandas()
+    result = frames["a"].merge(frames["b"], on="k", broadcast_bytes=0).merge(
+        frames["c"], on="j", broadcast_bytes=0).to_pandas()  # shuffles: each samples
     expected = tables["a"].merge(tables["b"], on="k").merge(tables["c"], on="j")
     pd.testing.assert_frame_equal(
         result.sort_values("x").reset_index(drop=True),
         expected.sort_values("x").reset_index(drop=True), check_dtype=False)
-    assert len(reads_at_gather) >= 2  # the joins waited (a check or a sample each)
+    assert len(reads_at_gather) >= 2  # the joins waited (a sample each)
     assert reads_at_gather[0] == reads_at_gather[-1] >= 3  # every table's read, from the start
