@@ -40,10 +40,10 @@ join tasks are submitted with its sample (:func:`_speculated`), so that its rows
 sample runs, and its joins start once a verdict task on a worker has weighed the sample
 (:func:`~.join_decision.decide`, the client's own decision), not after the sample's round trip
 through the client; the client's decision rules, and cancels them where it is otherwise.
-The join tasks of a side copied without a sample wait on the workers for its check for
-repeated keys (:func:`keys_distinct`), and the client not at all: where a key repeats, the check
-fails the action's job, and the action runs again in a job that samples such sides
-(:func:`~gpuframe.execute.in_job`), a rare cost rather than a wait in every such join.
+The join tasks of a side copied without a sample whose keys may repeat check on their workers
+that their output fits (:func:`join_copied`), and the client waits for no check: where one
+cannot fit, it fails the action's job, and the action runs again in a job that samples such
+sides (:func:`~gpuframe.execute.in_job`), a rare cost rather than a wait in every such join.
 
 Overlap: a destination fetches each bucket as soon as its source's partition task finishes, so
 transfers overlap the partitioning of later partitions. The local join starts once all of its
@@ -61,6 +61,7 @@ import pandas as pd
 from distributed import Future
 
 from ..backend import get_backend
+from ..cluster.memory import this_worker_memory
 from ..errors import KeysRepeatError
 from ..exchange.digest import UnhashableKeyError, holds_objects, unhashable_type
 from ..exchange.exchange import Buckets, Given, exchange
@@ -72,7 +73,7 @@ from ..plan.explain import estimated, row_width, unsampled_broadcast
 from ..plan.nodes import Join
 from ..runtime.runner import Job, Partitions, Stage
 from ..units import byte_text
-from .join_decision import SIDES, JoinShape, decide, speculation_stands
+from .join_decision import OUTPUT_COPIES, SIDES, JoinShape, decide, speculation_stands
 from .join_schema import KeysNotUniqueError, KeyTypes, conform
 from .lowering import Lowering, lower
 from .skew import SkewSplitter, can_split, profile_sides, sample_sides
@@ -234,13 +235,13 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
         and not unique_on(getattr(node, copied), keys[copied])
     if copied is not None and not (may_repeat and job.sample_copies):
         whole = _gathered(job, inputs[copied], local, copied)
-        checked = job.stage("fanout").submit(keys_distinct, whole, keys[copied], copied,
+        repeats = job.stage("fanout").submit(most_repeats, whole, keys[copied],
                                              index=(0,)) if may_repeat else None
         lowering.note(node, f"broadcast {copied} side (at most "
                             + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
                                if unsampled else
                                f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
-        return _broadcast(node, lowering, number, local, inputs, copied, whole, checked)
+        return _broadcast(node, lowering, number, local, inputs, copied, whole, repeats)
     # validate= checks each side's keys where all of their rows meet: a side split by heavy
     # keys has them spread over several tasks. sort=True keeps pandas' order of a key's rows
     # by joining them in one task, in input order.
@@ -318,11 +319,10 @@ def _join_task(stage: Stage, local: LocalJoin, left: list[Any], right: list[Any]
 
 
 def join_standing(standing: bool, local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
-    """A join task submitted before the client has decided (:func:`_speculated`) or checked
-    (:func:`_broadcast`): the join of its parts where the verdict its worker weighed is that
-    the join stands; None otherwise, a result no one reads, since the client, deciding from
-    the same verdict, cancels these tasks. A check never says false: it fails, and these
-    tasks with it."""
+    """A join task submitted before the client has decided (:func:`_speculated`): the join of
+    its parts where the verdict its worker weighed is that the join stands; None otherwise, a
+    result no one reads, since the client, deciding from the same verdict, cancels these
+    tasks."""
     return join_parts(local, left, right) if standing else None
 
 
@@ -453,12 +453,12 @@ def _into_buckets(node: Join, lowering: Lowering, number: int | None, local: Loc
 
 def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
                inputs: dict[str, Partitions], small: str, whole: Future | None = None,
-               verdict: Future | None = None) -> Partitions:
+               repeats: Future | None = None) -> Partitions:
     """The ``small`` side gathered on one worker (``whole``, where it is already), and copied
     from there to every worker that joins with it; each partition of the other side joined
-    with it where it lies. With ``verdict``, a copied side's check (:func:`keys_distinct`),
-    each task joins once the check has passed on the workers: the client never waits for it,
-    and where a key repeats, the tasks fail with the check and the action runs again."""
+    with it where it lies. With ``repeats`` (:func:`most_repeats` of a side copied without a
+    sample), each task first checks on its worker that its output fits (:func:`join_copied`):
+    the client never waits for that check."""
     job = lowering.job
     big = "left" if small == "right" else "right"
     if whole is None:
@@ -467,8 +467,11 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
     futures = []
     for i, (part, owner) in enumerate(zip(inputs[big].futures, inputs[big].owners)):
         sides = {big: [part], small: [whole]}
-        futures.append(_join_task(stage, local, sides["left"], sides["right"], i, owner,
-                                  number, verdict))
+        futures.append(
+            _join_task(stage, local, sides["left"], sides["right"], i, owner, number)
+            if repeats is None else
+            stage.submit(join_copied, repeats, local, small, node.options.join_memory_fraction,
+                         sides["left"], sides["right"], index=(i,), owner=owner, node=number))
     placed = inputs[big].partitioning
     placement = None
     if placed is not None:
@@ -484,16 +487,38 @@ def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str) -> Futur
                                          index=(0,))
 
 
-def keys_distinct(frame: Any, keys: list[str], side: str) -> bool:
-    """On a worker: true where ``frame`` (None: no rows), the ``side`` a join copies without a
-    sample, holds each key tuple once; else :class:`~gpuframe.errors.KeysRepeatError`, which
-    fails the join's tasks and runs the action again, sampling. Where a key repeats, each
-    broadcast task's output may be many times its partition of the other side (a many-to-many
-    fan-out), which only a sample of both sides estimates."""
-    if frame is not None and bool(frame.duplicated(subset=keys).any()):
-        raise KeysRepeatError(f"the join's {side} side, copied to every worker unsampled, "
-                              f"repeats a value of its keys {keys}")
-    return True
+def most_repeats(frame: Any, keys: list[str]) -> int:
+    """On a worker: the most rows of ``frame`` (None: no rows), the side a join copies without
+    a sample, that share a key tuple (nulls too: they match each other). Each row of the other
+    side joins at most that many of them, which bounds a broadcast task's output
+    (:func:`join_copied`)."""
+    if frame is None or not len(frame):
+        return 0
+    return int(frame.groupby(keys, dropna=False).size().max())
+
+
+def join_copied(repeats: int, local: LocalJoin, copied: str, fraction: float, left: list[Any],
+                right: list[Any]) -> Any:
+    """A broadcast join task whose copied side repeats a key up to ``repeats`` times: its
+    join, where its output, at most ``repeats`` rows a row of its partition, fits ``fraction``
+    of its worker's memory as the join's tasks are sized (:data:`~.join_decision.OUTPUT_COPIES`
+    times over); else :class:`~gpuframe.errors.KeysRepeatError`, which fails the job and runs
+    the action again in one that samples the copied side, estimating the output."""
+    if repeats > 1:
+        memory = this_worker_memory()
+        if memory is not None and memory.limit:
+            frames = get_backend(local.backend)
+            parts = {"left": left, "right": right}
+            whole, big = parts[copied][0], parts["left" if copied == "right" else "right"][0]
+            width = frames.nbytes(big) / max(len(big), 1) \
+                + frames.nbytes(whole) / max(len(whole), 1)
+            most = len(big) * repeats * width * OUTPUT_COPIES
+            if most > fraction * memory.limit:
+                raise KeysRepeatError(
+                    f"the join's {copied} side, copied to every worker unsampled, repeats a key "
+                    f"up to {repeats} times: a task's output may take {byte_text(most)}, past "
+                    f"{fraction:g} of its worker's memory ({byte_text(memory.limit)})")
+    return join_parts(local, left, right)
 
 
 def gather_side(parts: list[Any], casts: dict[str, Any], backend: str) -> Any:

@@ -13,6 +13,7 @@ from gpuframe.cluster.memory import WorkerMemory
 from gpuframe.config import JoinOptions, resolve
 from gpuframe.errors import JoinError, MemoryLimitError
 from gpuframe.frame import DistributedFrame
+from gpuframe.operators.join import most_repeats
 from gpuframe.operators.join_decision import JoinShape, decide, speculation_stands
 from gpuframe.operators.join_schema import HOWS as ALL_HOWS
 from gpuframe.operators.join_schema import hash_type
@@ -267,12 +268,22 @@ def test_a_side_counted_small_as_it_ran_is_broadcast_unsampled(engine, tmp_path)
     assert "counted as it ran" in text.getvalue()
 
 
-def test_a_side_copied_unsampled_whose_keys_may_repeat_is_checked_on_the_workers(engine,
-                                                                               monkeypatch):
-    """A small side the plan bounds but cannot show unique on the keys is checked for
-    repeated keys (the fanout stage) on the workers: the join tasks wait for the check there,
-    and the client never does. Where a key repeats, the check fails the job, and the action
-    runs again in a job that samples both sides. Either way the rows are pandas'."""
+def test_the_most_repeated_key_counts_null_keys_too():
+    """Null keys join each other, as in pandas: they repeat like any key."""
+    frame = pd.DataFrame({"k": [None, None, None, 1.0, 1.0], "j": [1, 1, 1, 2, 3]})
+    assert most_repeats(frame, ["k"]) == 3
+    assert most_repeats(frame, ["k", "j"]) == 3
+    assert most_repeats(frame.iloc[3:], ["k", "j"]) == 1
+    assert most_repeats(frame.head(0), ["k"]) == most_repeats(None, ["k"]) == 0
+
+
+def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(engine,
+                                                                             monkeypatch):
+    """A small side the plan bounds but cannot show unique on the keys is copied with the
+    count of its most repeated key (the fanout stage): each join task checks on its worker
+    that its output, at most that many rows a row of its partition, fits its share of memory,
+    and the client waits for no check. Where it cannot fit, the job fails and the action runs
+    again in a job that samples both sides. Either way the rows are pandas'."""
     jobs: list[bool] = []
     gathered: list[str] = []
     start, gather = Job.__init__, Job.gather
@@ -287,26 +298,31 @@ def test_a_side_copied_unsampled_whose_keys_may_repeat_is_checked_on_the_workers
 
     monkeypatch.setattr(Job, "__init__", starting)
     monkeypatch.setattr(Job, "gather", gathering)
+    limit = min(engine.client.run(lambda dask_worker: dask_worker.memory_manager.memory_limit)
+                .values())
     big = pd.DataFrame({"k": np.arange(3000) % 50, "a": np.arange(3000)})
-    for small, repeats in ((pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}), True),
-                           (pd.DataFrame({"k": [1, 2, 3], "b": [1, 2, 3]}), False)):
+    # a task's output here is at most 1,000 rows x 2 x about 40 bytes x 4 copies: 320 kB
+    tight = {"join_memory_fraction": 100_000 / limit}
+    for small, options, again in ((pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}), {}, False),
+                                  (pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}), tight, True),
+                                  (pd.DataFrame({"k": [1, 2, 3], "b": [1, 2, 3]}), tight, False)):
         left, right = gpuframe.from_pandas(big, npartitions=3), gpuframe.from_pandas(small)
         jobs.clear()
         gathered.clear()
         with get_task_stream(client=engine.client) as stream:
-            result = left.merge(right, on="k").to_pandas()
+            result = left.merge(right, on="k", **options).to_pandas()
         stages = {key_split(entry["key"]) for entry in stream.data}
         assert "gpuframe-fanout" in stages
         assert "fanout" not in gathered
-        assert jobs == ([False, True] if repeats else [False])
-        assert any("sample" in stage for stage in stages) == repeats, stages
+        assert jobs == ([False, True] if again else [False])
+        assert any("sample" in stage for stage in stages) == again, stages
         expected = big.merge(small, on="k")
         pd.testing.assert_frame_equal(
             result.sort_values(list(result.columns)).reset_index(drop=True),
             expected.sort_values(list(expected.columns)).reset_index(drop=True))
         jobs.clear()
-        assert len(left.merge(right, on="k")) == len(expected)  # any action runs again
-        assert jobs == ([False, True] if repeats else [False])
+        assert len(left.merge(right, on="k", **options)) == len(expected)  # any action
+        assert jobs == ([False, True] if again else [False])
 
 
 INTEGERS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
