@@ -47,10 +47,11 @@ class JoinError(GpuframeError, ValueError):
     """A join was asked for with keys, types or options that cannot be joined."""
 
 
-class KeysRepeatError(JoinError):
-    """A side that a join copied to every worker without a sample repeats a key, so each of its
-    tasks' output may fan out past the task's memory: the action runs again, its job sampling
-    such sides (:func:`~gpuframe.execute.in_job`)."""
+class SpeculationError(GpuframeError):
+    """A join acted before its check returned (a side copied unsampled whose keys may repeat, a
+    shuffle sent as the plan's estimates said), and its workers found that it guessed wrong:
+    the action runs again in a job that waits for every sample (:func:`~gpuframe.execute.in_job`).
+    """
 
 
 class ColumnTypeError(GpuframeError, TypeError):

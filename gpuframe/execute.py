@@ -7,18 +7,21 @@ modules are imported; :data:`OPERATORS` names them all, so a run finds every ope
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from .cluster.engine import Engine
-from .errors import KeysRepeatError
+from .errors import SpeculationError
 from .operators import concat, distinct, groupby, join, load, scan, sort, topk
 from .operators import map as per_partition
 from .operators.lowering import Lowering, ScanRecord
 from .plan.nodes import Node
 from .plan.optimize import optimize
 from .runtime.runner import Job, Partitions
+
+logger = logging.getLogger("gpuframe")
 
 T = TypeVar("T")
 
@@ -59,13 +62,13 @@ def submit_plan(job: Job, root: Node, keep_read_stats: bool = False) -> Executio
 
 
 def in_job(engine: Engine, name: str, action: Callable[[Job], T]) -> T:
-    """``action`` run within a new job named ``name``; where a join's side copied without a
-    sample turned out to repeat a key (:class:`~gpuframe.errors.KeysRepeatError`, the first
-    job's tasks cancelled), once more in a job that samples such sides."""
+    """``action`` run within a new job named ``name``; where a join's speculation failed on
+    the workers (:class:`~gpuframe.errors.SpeculationError`, the first job's tasks cancelled),
+    once more in a job that does not speculate."""
     try:
         with Job(engine, name) as job:
             return action(job)
-    except KeysRepeatError:
-        pass
-    with Job(engine, name, sample_copies=True) as job:
+    except SpeculationError as exc:
+        logger.info("%s: %s; running it again without speculating", name, exc)
+    with Job(engine, name, speculates=False) as job:
         return action(job)

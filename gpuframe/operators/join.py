@@ -36,14 +36,14 @@ where each task's output would outgrow that share, and refuses up front, with
 :class:`~gpuframe.errors.MemoryLimitError`, a join that surely cannot complete.
 
 Speculation: where the plan's estimates say a join shuffles as it stands, its exchange and
-join tasks are submitted with its sample (:func:`_speculated`), so that its rows leave while the
-sample runs, and its joins start once a verdict task on a worker has weighed the sample
-(:func:`~.join_decision.decide`, the client's own decision), not after the sample's round trip
-through the client; the client's decision rules, and cancels them where it is otherwise.
-The join tasks of a side copied without a sample whose keys may repeat check on their workers
-that their output fits (:func:`join_copied`), and the client waits for no check: where one
-cannot fit, it fails the action's job, and the action runs again in a job that samples such
-sides (:func:`~gpuframe.execute.in_job`), a rare cost rather than a wait in every such join.
+join tasks are submitted with its sample (:func:`_speculated`): its rows leave while the sample
+runs, its joins start once a verdict task on a worker has weighed the sample
+(:func:`~.join_decision.decide`, the client's own decision), and the client goes on lowering the
+plan without waiting for the sample. Likewise the join tasks of a side copied without a sample
+whose keys may repeat check on their workers that their output fits (:func:`join_copied`).
+Where a verdict or a check fails, so does the action's job, and the action runs again in a job
+that waits for every sample on the client (:func:`~gpuframe.execute.in_job`): a rare cost,
+rather than a round trip through the client in every such join.
 
 Overlap: a destination fetches each bucket as soon as its source's partition task finishes, so
 transfers overlap the partitioning of later partitions. The local join starts once all of its
@@ -53,6 +53,7 @@ bucket, and a CPU worker with one thread has no idle time to hide it in.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +63,7 @@ from distributed import Future
 
 from ..backend import get_backend
 from ..cluster.memory import this_worker_memory
-from ..errors import KeysRepeatError
+from ..errors import SpeculationError
 from ..exchange.digest import UnhashableKeyError, holds_objects, unhashable_type
 from ..exchange.exchange import Buckets, Given, exchange
 from ..exchange.mailbox import arrivals
@@ -84,8 +85,6 @@ SPECULATION_SHARE = 1 / 32
 of a side may be for the join to send its rows before its sample returns (:func:`_speculated`):
 a send task holds its worker's whole share at once, and the estimate takes a string value at
 a fixed width that a side of long strings may outgrow many times over."""
-DROPPED = "; the rows sent before the sample returned were dropped"
-"""The note of a join whose sample chose otherwise than its speculative sends."""
 
 
 @dataclass(frozen=True)
@@ -233,7 +232,7 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
     # A cross join has no keys: every row of the copied side joins every row, as asked.
     may_repeat = copied is not None and node.how != "cross" \
         and not unique_on(getattr(node, copied), keys[copied])
-    if copied is not None and not (may_repeat and job.sample_copies):
+    if copied is not None and not (may_repeat and not job.speculates):
         whole = _gathered(job, inputs[copied], local, copied)
         repeats = job.stage("fanout").submit(most_repeats, whole, keys[copied],
                                              index=(0,)) if may_repeat else None
@@ -252,7 +251,9 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
                       f"the {node.how} join on {', '.join(keys['left'])} = "
                       f"{', '.join(keys['right'])}")
     samples = sample_sides(job, inputs, keys, casts, opts.skew_sample_rows)
-    speculation = _speculated(node, job, inputs, shape, samples, local, number, hash_types)
+    speculated = _speculated(node, lowering, inputs, shape, samples, local, number, hash_types)
+    if speculated is not None:
+        return speculated
     profiles = profile_sides(job, samples)
     job.engine.memory.update({a: m for p in profiles.values() for a, m in p.memory.items()})
     decision = decide(shape, profiles)
@@ -263,23 +264,13 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
         lowering.note(node, f"cross: broadcast {small} side ({byte_text(sizes[small])} sampled)"
                       if node.how == "cross" else
                       f"broadcast {small} side ({byte_text(sizes[small])} sampled, {big} "
-                      f"{byte_text(sizes[big])})" + (DROPPED if speculation else ""))
-        if speculation:
-            speculation.cancel(job)
+                      f"{byte_text(sizes[big])})")
         return _broadcast(node, lowering, number, local, inputs, small)
     assert decision.output is not None
     skew, per_worker = decision.skew, decision.per_worker
-    sent = speculation is not None and decision.shuffles_as(speculation.per_worker)
     lowering.note(node, f"shuffle: {len(workers)} workers x {per_worker} join tasks"
                         + (", heavy keys split" if skew else "")
-                        + f" (output about {byte_text(decision.output.nbytes)} estimated)"
-                        + (", rows sent and joined while sampling" if sent
-                           else DROPPED if speculation else ""))
-    if sent:
-        assert speculation is not None
-        return speculation.joined
-    if speculation:
-        speculation.cancel(job)
+                        + f" (output about {byte_text(decision.output.nbytes)} estimated)")
     n = len(workers) * per_worker
     splitters: dict[str, Splitter] = {}
     for side, by_hash in _hash_splitters(keys, casts, n).items():
@@ -295,9 +286,9 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
 def _shuffle_joins(node: Join, job: Job, number: int | None, local: LocalJoin,
                    buckets: dict[str, Buckets], hash_types: tuple[str, ...], placed: bool,
                    verdict: Future | None = None) -> Partitions:
-    """The join task of each bucket, on its owner; with ``verdict``, each joins only where it
-    is true (:func:`join_standing`). ``placed``: the output is hash-partitioned on the keys
-    (no key split over several tasks)."""
+    """The join task of each bucket, on its owner; with ``verdict``, each joins once it has
+    passed (:func:`join_after`). ``placed``: the output is hash-partitioned on the keys (no
+    key split over several tasks)."""
     owners = buckets["left"].owners
     stage = job.stage("join")
     futures = [_join_task(stage, local, buckets["left"].parts[b], buckets["right"].parts[b],
@@ -307,61 +298,66 @@ def _shuffle_joins(node: Join, job: Job, number: int | None, local: LocalJoin,
     return Partitions(futures, owners, node.meta, placement)
 
 
+class _QuietSpeculation(logging.Filter):
+    """Keeps a failed speculation (:class:`~gpuframe.errors.SpeculationError`), a turn its
+    action recovers from by running again, out of its worker's error log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (str(record.msg).startswith("Compute Failed")
+                    and any("SpeculationError(" in str(arg) for arg in args))
+
+
+# On import, in every process that runs a join's tasks; the filter is idle in the others.
+logging.getLogger("distributed.worker").addFilter(_QuietSpeculation())
+
+
 def _join_task(stage: Stage, local: LocalJoin, left: list[Any], right: list[Any], index: int,
                owner: str, number: int | None, verdict: Future | None = None) -> Future:
     """The join task of output partition ``index`` on ``owner``, of the parts of each side it
-    takes; with ``verdict``, one that joins only where it is true (:func:`join_standing`)."""
+    takes; with ``verdict``, one that joins once the verdict has passed (:func:`join_after`)."""
     if verdict is None:
         return stage.submit(join_parts, local, left, right, index=(index,), owner=owner,
                             node=number)
-    return stage.submit(join_standing, verdict, local, left, right, index=(index,),
-                        owner=owner, node=number)
+    return stage.submit(join_after, verdict, local, left, right, index=(index,), owner=owner,
+                        node=number)
 
 
-def join_standing(standing: bool, local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
-    """A join task submitted before the client has decided (:func:`_speculated`): the join of
-    its parts where the verdict its worker weighed is that the join stands; None otherwise, a
-    result no one reads, since the client, deciding from the same verdict, cancels these
-    tasks."""
-    return join_parts(local, left, right) if standing else None
+def join_after(verdict: bool, local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
+    """A join task submitted before its sample was weighed (:func:`_speculated`): it runs once
+    its verdict task has passed, and fails with it where the sample chose otherwise."""
+    return join_parts(local, left, right)
 
 
-@dataclass(frozen=True)
-class Speculation:
-    """A shuffle submitted before the join's sample returned (:func:`_speculated`): each
-    side's buckets, for ``per_worker`` join tasks a worker; the verdict task that weighs the
-    sample on a worker; and the join tasks, which join only where it is true."""
-
-    buckets: dict[str, Buckets]
-    per_worker: int
-    verdict: Future
-    joined: Partitions
-
-    def cancel(self, job: Job) -> None:
-        """Stop the sends, the verdict and the joins (the sample chose otherwise): their
-        buckets are dropped."""
-        job.engine.client.cancel([part for buckets in self.buckets.values()
-                                  for bucket in buckets.parts for part in bucket
-                                  if isinstance(part, Future)]
-                                 + [self.verdict, *self.joined.futures])
+def speculation_verdict(shape: JoinShape, per_worker: int, *sampled: Any) -> bool:
+    """The verdict task of a speculative shuffle, on a worker: true where the join's sample
+    decides the shuffle it made (:func:`~.join_decision.speculation_stands`); else
+    :class:`~gpuframe.errors.SpeculationError`, which fails the job, and the action runs again
+    in one that decides from the sample on the client."""
+    if not speculation_stands(shape, per_worker, *sampled):
+        raise SpeculationError(f"{shape.name}: its sample chose otherwise than the shuffle of "
+                               f"{per_worker} join task(s) a worker its estimates sent")
+    return True
 
 
-def _speculated(node: Join, job: Job, inputs: dict[str, Partitions], shape: JoinShape,
-                samples: dict[str, list[Future]], local: LocalJoin, number: int | None,
-                hash_types: tuple[str, ...]) -> Speculation | None:
-    """The shuffle, submitted before the sample returns where the plan's estimates
+def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
+                shape: JoinShape, samples: dict[str, list[Future]], local: LocalJoin,
+                number: int | None, hash_types: tuple[str, ...]) -> Partitions | None:
+    """The shuffle, submitted with the sample where the plan's estimates
     (:func:`~gpuframe.plan.explain.estimated`) say the join shuffles as it stands:
     ``partitions_per_worker`` (else one) join tasks a worker, no key split, a worker's share of
-    a side in one send task. Its rows then leave while the samples run and make their round
-    trip through the client, the longest wait between a join's stages; and its join tasks
-    start once a verdict task on a worker has weighed the sample as the client does
-    (:func:`~.join_decision.speculation_stands`), rather than once the client has. The
-    client's decision still rules: where it is otherwise, the sends, verdict and joins are
-    cancelled, the rows sent for nothing. None where the estimates cannot say: before any
-    sample has told the workers' memory limits, for a side without an estimate or one that may
-    be copied to every worker, and where a worker's estimated share of a side exceeds
-    :data:`SPECULATION_SHARE` of the smallest limit."""
-    if node.how == "cross":
+    a side in one send task. Its rows leave while the samples run, its join tasks start once a
+    verdict task on a worker has weighed the sample as the client would
+    (:func:`speculation_verdict`), and the client goes on lowering the plan without waiting
+    for the sample at all: a round trip through the client, the longest wait between a join's
+    stages, taken off every such join. Where the sample chooses otherwise, the verdict fails
+    the job and the action runs again, deciding from the sample on the client. None where the
+    job does not speculate, or the estimates cannot say: before any sample has told the
+    workers' memory limits, for a side without an estimate or one that may be copied to every
+    worker, and where a worker's estimated share of a side exceeds :data:`SPECULATION_SHARE` of
+    the smallest limit."""
+    job = lowering.job
+    if node.how == "cross" or not job.speculates:
         return None
     known = [job.engine.memory.get(worker) for worker in job.workers]
     limits = [memory.limit for memory in known if memory is not None and memory.limit]
@@ -383,11 +379,12 @@ def _speculated(node: Join, job: Job, inputs: dict[str, Partitions], shape: Join
     splitters = _hash_splitters(shape.keys, casts, workers * per_worker)
     buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side)
                for side in SIDES}
-    verdict = job.stage("verdict").submit(speculation_stands, shape, per_worker,
+    verdict = job.stage("verdict").submit(speculation_verdict, shape, per_worker,
                                           *samples["left"], *samples["right"], index=(0,),
                                           priority=1)
-    joined = _shuffle_joins(node, job, number, local, buckets, hash_types, True, verdict)
-    return Speculation(buckets, per_worker, verdict, joined)
+    lowering.note(node, f"shuffle: {workers} workers x {per_worker} join tasks, rows sent and "
+                        "joined while sampling (the sample weighed on a worker)")
+    return _shuffle_joins(node, job, number, local, buckets, hash_types, True, verdict)
 
 
 def _hash_splitters(keys: dict[str, list[str]], casts: dict[str, dict[str, Any]], n: int
@@ -502,7 +499,7 @@ def join_copied(repeats: int, local: LocalJoin, copied: str, fraction: float, le
     """A broadcast join task whose copied side repeats a key up to ``repeats`` times: its
     join, where its output, at most ``repeats`` rows a row of its partition, fits ``fraction``
     of its worker's memory as the join's tasks are sized (:data:`~.join_decision.OUTPUT_COPIES`
-    times over); else :class:`~gpuframe.errors.KeysRepeatError`, which fails the job and runs
+    times over); else :class:`~gpuframe.errors.SpeculationError`, which fails the job and runs
     the action again in one that samples the copied side, estimating the output."""
     if repeats > 1:
         memory = this_worker_memory()
@@ -514,7 +511,7 @@ def join_copied(repeats: int, local: LocalJoin, copied: str, fraction: float, le
                 + frames.nbytes(whole) / max(len(whole), 1)
             most = len(big) * repeats * width * OUTPUT_COPIES
             if most > fraction * memory.limit:
-                raise KeysRepeatError(
+                raise SpeculationError(
                     f"the join's {copied} side, copied to every worker unsampled, repeats a key "
                     f"up to {repeats} times: a task's output may take {byte_text(most)}, past "
                     f"{fraction:g} of its worker's memory ({byte_text(memory.limit)})")

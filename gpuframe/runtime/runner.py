@@ -105,12 +105,13 @@ class Job:
     Use it as a context manager: it logs the job's start and end for the metrics, and cancels
     every task it submitted if the block fails."""
 
-    def __init__(self, engine: Engine, name: str, sample_copies: bool = False) -> None:
+    def __init__(self, engine: Engine, name: str, speculates: bool = True) -> None:
         self.engine = engine
         self.name = name
-        self.sample_copies = sample_copies
-        """Whether joins sample a side they would copy unsampled whose keys may repeat, rather
-        than check it on the workers (an action's second run, where a check failed)."""
+        self.speculates = speculates
+        """Whether the job's joins act before their checks return, each checked on the workers
+        (a side copied unsampled whose keys may repeat, a shuffle sent as the plan's estimates
+        say); not in an action's second run, once a check has failed."""
         self.id = new_job()
         self.backend = engine.backend.name
         self.workers = engine.workers

@@ -1,4 +1,5 @@
 import io
+import logging
 import time
 
 import numpy as np
@@ -277,26 +278,20 @@ def test_the_most_repeated_key_counts_null_keys_too():
     assert most_repeats(frame.head(0), ["k"]) == most_repeats(None, ["k"]) == 0
 
 
-def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(engine,
-                                                                             monkeypatch):
+def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
+        engine, monkeypatch, speculating):
     """A small side the plan bounds but cannot show unique on the keys is copied with the
     count of its most repeated key (the fanout stage): each join task checks on its worker
     that its output, at most that many rows a row of its partition, fits its share of memory,
     and the client waits for no check. Where it cannot fit, the job fails and the action runs
     again in a job that samples both sides. Either way the rows are pandas'."""
-    jobs: list[bool] = []
     gathered: list[str] = []
-    start, gather = Job.__init__, Job.gather
-
-    def starting(self: Job, *args, **kwargs):
-        start(self, *args, **kwargs)
-        jobs.append(self.sample_copies)
+    gather = Job.gather
 
     def gathering(self: Job, futures):
         gathered.extend(self._info[f.key].stage for f in futures)
         return gather(self, futures)
 
-    monkeypatch.setattr(Job, "__init__", starting)
     monkeypatch.setattr(Job, "gather", gathering)
     limit = min(engine.client.run(lambda dask_worker: dask_worker.memory_manager.memory_limit)
                 .values())
@@ -307,22 +302,22 @@ def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(eng
                                   (pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}), tight, True),
                                   (pd.DataFrame({"k": [1, 2, 3], "b": [1, 2, 3]}), tight, False)):
         left, right = gpuframe.from_pandas(big, npartitions=3), gpuframe.from_pandas(small)
-        jobs.clear()
+        speculating.clear()
         gathered.clear()
         with get_task_stream(client=engine.client) as stream:
             result = left.merge(right, on="k", **options).to_pandas()
         stages = {key_split(entry["key"]) for entry in stream.data}
         assert "gpuframe-fanout" in stages
         assert "fanout" not in gathered
-        assert jobs == ([False, True] if again else [False])
+        assert speculating == ([True, False] if again else [True])
         assert any("sample" in stage for stage in stages) == again, stages
         expected = big.merge(small, on="k")
         pd.testing.assert_frame_equal(
             result.sort_values(list(result.columns)).reset_index(drop=True),
             expected.sort_values(list(expected.columns)).reset_index(drop=True))
-        jobs.clear()
+        speculating.clear()
         assert len(left.merge(right, on="k", **options)) == len(expected)  # any action
-        assert jobs == ([False, True] if again else [False])
+        assert speculating == ([True, False] if again else [True])
 
 
 INTEGERS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -699,6 +694,20 @@ def mailboxes_emptied(engine, frame: DistributedFrame, seconds: float = 10.0) ->
         time.sleep(0.1)
 
 
+@pytest.fixture
+def speculating(monkeypatch) -> list[bool]:
+    """Whether each job started from here on speculates (an action's second run does not)."""
+    started: list[bool] = []
+    start = Job.__init__
+
+    def starting(self: Job, *args, **kwargs):
+        start(self, *args, **kwargs)
+        started.append(self.speculates)
+
+    monkeypatch.setattr(Job, "__init__", starting)
+    return started
+
+
 def speculating_shuffle(left: pd.DataFrame, right: pd.DataFrame) -> DistributedFrame:
     """The shuffle join of ``left`` (4 partitions) and ``right`` (2) on k, not yet run, once
     the same join has run: its sample told the engine the workers' memory, so this one's
@@ -732,19 +741,35 @@ def test_a_shuffle_sends_and_joins_its_rows_while_the_sample_runs_once_the_worke
     assert mailboxes_emptied(engine, frame)
 
 
-def test_a_speculation_whose_sample_finds_heavy_keys_is_dropped(engine):
+def test_a_speculation_whose_sample_finds_heavy_keys_runs_the_action_again(engine,
+                                                                           speculating):
     """The estimates cannot see a heavy key; the sample does, and splits it: the verdict task
-    stops the speculative joins, the client cancels them with their sends, and the join runs
-    again from the sample's plan, its rows pandas'."""
+    fails the speculative joins and their job, and the action runs again in a job that
+    decides from the sample on the client, its rows pandas'."""
     left = pd.DataFrame({"k": np.where(np.arange(8000) % 2 == 0, 7, np.arange(8000)),
                          "a": np.arange(8000.0)})
     right = pd.DataFrame({"k": np.arange(4000), "b": np.arange(4000) * 2})
     frame = speculating_shuffle(left, right)
+    speculating.clear()
     result = frame.to_pandas()
+    assert speculating == [True, False]
     assert_same_rows(result, left.merge(right, on="k"))
     notes = notes_of(frame)
-    assert "heavy keys split" in notes and "were dropped" in notes
+    assert "heavy keys split" in notes and "while sampling" not in notes
     assert mailboxes_emptied(engine, frame)
+
+
+@pytest.mark.parametrize("error, logged", [("SpeculationError('the inner join...')", False),
+                                           ("ValueError('a real failure')", True)])
+def test_a_failed_speculation_stays_out_of_the_worker_log(error, logged):
+    """A worker logs every task that fails as an error; a speculation's, which its action
+    recovers from, is left out (the record as distributed's worker makes it)."""
+    record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1,
+                               "Compute Failed\nKey:       %s\nState:     %s\nTask:  %s\n"
+                               "Exception: %r\nTraceback: %r\n",
+                               ("gpuframe-verdict-0", "executing", "<Task>", error, "..."), None)
+    kept = all(f.filter(record) for f in logging.getLogger("distributed.worker").filters)
+    assert kept is logged
 
 
 def sampled_parts(frame: pd.DataFrame, parts: int, memory: WorkerMemory | None = None
@@ -785,10 +810,11 @@ def test_the_verdict_task_weighs_the_sample_as_the_client_does(case):
 
 
 @pytest.mark.parametrize("how", ["inner", "left"])
-def test_rows_sent_before_a_sample_that_chose_otherwise_are_dropped(engine, how):
+def test_rows_sent_before_a_sample_that_chose_otherwise_are_dropped(engine, how, speculating):
     """The plan estimates a filtered side at a share of its rows; where none pass, the sample
-    copies that side to every worker instead: the sends made while it ran are cancelled, the
-    rows are pandas', and no mailbox keeps their pieces."""
+    copies that side to every worker instead: the verdict fails the job, whose sends are
+    cancelled, and the action runs again; the rows are pandas', and no mailbox keeps their
+    pieces."""
     left = pd.DataFrame({"k": np.arange(80_000) % 20_000, "a": np.arange(80_000.0)})
     right = pd.DataFrame({"k": np.arange(40_000), "b": np.arange(40_000.0)})
     options = {"broadcast_bytes": 100_000}
@@ -800,8 +826,9 @@ def test_rows_sent_before_a_sample_that_chose_otherwise_are_dropped(engine, how)
 
     joined().persist()  # a sample tells the engine the workers' memory
     frame = joined()
+    speculating.clear()
     result = frame.to_pandas()
+    assert speculating == [True, False]
     assert_same_rows(result, left.merge(right[right.b < 0], on="k", how=how))
-    notes = notes_of(frame)
-    assert "broadcast right side" in notes and "were dropped" in notes
+    assert "broadcast right side" in notes_of(frame)
     assert mailboxes_emptied(engine, frame)
