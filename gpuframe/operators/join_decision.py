@@ -1,16 +1,16 @@
 """What a join decides from its key sample (:func:`decide`): copy a side to every worker or
 shuffle both, and then how many join tasks each worker runs, which keys to split over several
 workers, and how many partitions one send task takes; or refuse the join up front. The client
-decides, and a verdict task on a worker decides the same from the same sample
-(:func:`speculation_stands`), so that join tasks submitted before the sample returned know on
-their workers whether they stand (:mod:`~.join`).
+decides; for a shuffle sent before its sample returned, a verdict task on a worker weighs the
+same sample instead (:func:`speculation_stands`), so that its join tasks know on their workers
+whether they stand (:mod:`~.join`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..cluster.memory import WorkerMemory
@@ -95,12 +95,14 @@ def decide(shape: JoinShape, profiles: dict[str, SideProfile]) -> Decision:
 def speculation_stands(shape: JoinShape, per_worker: int, *sampled: Any) -> bool:
     """The verdict task, on a worker: whether the join's sample (its sampling tasks' results,
     the left side's then the right's) decides the shuffle its speculation made with
-    ``per_worker`` join tasks a worker (:meth:`Decision.shuffles_as`); False where the join
+    ``per_worker`` join tasks a worker (:meth:`Decision.shuffles_as`), were neither side
+    copied: a side the sample finds small enough to copy has been sent already, and the
+    shuffle serves as well, where its tasks fit and no key is heavy. False where the join
     surely cannot complete, which the client then reports."""
     left = shape.partitions["left"]
     profiles = profiles_of({"left": list(sampled[:left]), "right": list(sampled[left:])})
     try:
-        return decide(shape, profiles).shuffles_as(per_worker)
+        return decide(replace(shape, copyable=()), profiles).shuffles_as(per_worker)
     except MemoryLimitError:
         return False
 

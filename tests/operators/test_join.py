@@ -1,6 +1,7 @@
 import io
 import logging
 import time
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -807,14 +808,19 @@ def test_the_verdict_task_weighs_the_sample_as_the_client_does(case):
     else:
         assert decide(shape, profiles_of(sampled)).shuffles_as(1) is stands
         assert not speculation_stands(shape, 2, *sampled["left"], *sampled["right"])
+    if case == "even":  # a side the client would copy: its rows are sent, the shuffle serves
+        copying = replace(shape, options=resolve(JoinOptions, BROADCAST))
+        assert decide(copying, profiles_of(sampled)).broadcast == "right"
+        assert speculation_stands(copying, 1, *sampled["left"], *sampled["right"])
 
 
 @pytest.mark.parametrize("how", ["inner", "left"])
-def test_rows_sent_before_a_sample_that_chose_otherwise_are_dropped(engine, how, speculating):
+def test_a_side_the_sample_would_copy_joins_by_the_shuffle_already_sent(engine, how,
+                                                                       speculating):
     """The plan estimates a filtered side at a share of its rows; where none pass, the sample
-    copies that side to every worker instead: the verdict fails the job, whose sends are
-    cancelled, and the action runs again; the rows are pandas', and no mailbox keeps their
-    pieces."""
+    would copy that side to every worker: its rows, and the other side's, were sent while it
+    ran, and the shuffle they make stands (its tasks fit, no key is heavy), with no second
+    run; the rows are pandas', and no mailbox keeps their pieces."""
     left = pd.DataFrame({"k": np.arange(80_000) % 20_000, "a": np.arange(80_000.0)})
     right = pd.DataFrame({"k": np.arange(40_000), "b": np.arange(40_000.0)})
     options = {"broadcast_bytes": 100_000}
@@ -828,7 +834,7 @@ def test_rows_sent_before_a_sample_that_chose_otherwise_are_dropped(engine, how,
     frame = joined()
     speculating.clear()
     result = frame.to_pandas()
-    assert speculating == [True, False]
+    assert speculating == [True]
     assert_same_rows(result, left.merge(right[right.b < 0], on="k", how=how))
-    assert "broadcast right side" in notes_of(frame)
+    assert "rows sent and joined while sampling" in notes_of(frame)
     assert mailboxes_emptied(engine, frame)
