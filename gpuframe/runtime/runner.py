@@ -489,11 +489,8 @@ def blamed_task(dask_scheduler: Scheduler, key: Key) -> Key | None:
 
 
 def run_reporting(fn: Callable[..., Any], report: OutputReport, *args: Any) -> Any:
-    """On a worker: ``fn(*args)``, then its rows and bytes logged for the plan node; None
-    (a task that made nothing: a speculative join its sample overruled) logs nothing."""
+    """On a worker: ``fn(*args)``, then its rows and bytes logged for the plan node."""
     result = fn(*args)
-    if result is None:
-        return result
     try:
         worker = get_worker()
     except ValueError:  # run outside a worker
