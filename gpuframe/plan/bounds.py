@@ -1,7 +1,9 @@
 """The most rows a plan node can give, known before anything runs.
 
 Estimates (:mod:`.explain`) guess what filters keep; a bound never guesses: a read gives at most
-its files' rows, and filters, groupbys, distinct and semi joins only lower that. A join may
+its files' rows, and filters, groupbys, distinct and semi joins only lower that; a join gives at
+most the product of its sides' bounds (one side's, where the other is unique on the keys), plus
+the unmatched rows it keeps. A join may
 broadcast a side so bounded without sampling it, a round trip that waits for the side to be
 computed; and where the plan shows the side's keys unique (:func:`unique_on`), without looking
 at its keys either.
@@ -26,7 +28,7 @@ KEEPS_ROWS_OF = {"leftsemi": "left", "leftanti": "left", "left_anti": "left",
 
 @singledispatch
 def rows_at_most(node: object) -> int | None:
-    """None: no bound (a join's rows may be many times its sides', a function's anything)."""
+    """None: no bound (a function's rows may be anything)."""
     return None
 
 
@@ -74,12 +76,28 @@ def _(node: Concat) -> int | None:
     return None if any(b is None for b in bounds) else sum(b for b in bounds if b is not None)
 
 
+UNMATCHED_KEPT = {"inner": (), "cross": (), "left": ("left",), "right": ("right",),
+                  "outer": ("left", "right")}
+"""Join types by the sides whose unmatched rows they keep, once each."""
+
+
 @rows_at_most.register
 def _(node: Join) -> int | None:
     side = KEEPS_ROWS_OF.get(node.how)
-    if side is None:
+    if side is not None:
+        return rows_at_most(node.left if side == "left" else node.right)
+    left, right = rows_at_most(node.left), rows_at_most(node.right)
+    kept = UNMATCHED_KEPT.get(node.how)
+    if kept is None or left is None or right is None:
         return None
-    return rows_at_most(node.left if side == "left" else node.right)
+    bounds = {"left": left, "right": right}
+    # A row meets at most one row of a side unique on the keys, else at most all of them.
+    unique = {"left": bool(node.left_keys) and unique_on(node.left, node.left_keys),
+              "right": bool(node.right_keys) and unique_on(node.right, node.right_keys)}
+    matched = min([left * right]
+                  + [bounds[other] for side, other in (("left", "right"), ("right", "left"))
+                     if unique[side]])
+    return matched + sum(bounds[side] for side in kept)
 
 
 @singledispatch

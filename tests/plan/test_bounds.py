@@ -52,14 +52,22 @@ def test_a_read_is_bounded_by_its_rows_whatever_filters_and_narrow_steps_keep():
     assert rows_at_most(Concat((orders, SMALL), "pandas")) == 1030
 
 
-def test_joins_are_bounded_only_where_their_rows_are_one_sides():
+def test_joins_are_bounded_by_their_sides_bounds():
+    """One side's rows for a semi or anti join; else at most every pair of rows matched, or
+    each row of one side once where the other is unique on the keys, plus the unmatched rows
+    kept."""
     orders = orders_read()
     assert rows_at_most(join(orders, SMALL, "leftsemi")) == 1000
     assert rows_at_most(join(SMALL, orders, "left_anti")) == 30
-    for how in ("inner", "left", "outer", "cross"):
-        plan = join(orders, SMALL, how) if how != "cross" else Join.of(
-            orders, SMALL, None, None, None, "cross", ("_x", "_y"), JoinOptions(), "pandas")
-        assert rows_at_most(plan) is None
+    expected = {"inner": 30_000, "left": 31_000, "right": 30_030, "outer": 31_030}
+    for how, bound in expected.items():
+        assert rows_at_most(join(orders, SMALL, how)) == bound
+    assert rows_at_most(Join.of(orders, SMALL, None, None, None, "cross", ("_x", "_y"),
+                                JoinOptions(), "pandas")) == 30_000
+    totals = GroupBy(orders, ("k",), (Aggregation("t", "amount", "sum"),))  # unique on k
+    assert rows_at_most(join(SMALL, totals)) == 30
+    assert rows_at_most(join(totals, SMALL, "left")) == 30 + 1000  # matched, unmatched left
+    assert rows_at_most(join(orders, MapPartitions(SMALL, lambda frame: frame))) is None
     assert rows_at_most(MapPartitions(SMALL, lambda frame: frame)) is None
 
 
