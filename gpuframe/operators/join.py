@@ -235,7 +235,7 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
     if copied is not None and not (may_repeat and not job.speculates):
         whole = _gathered(job, inputs[copied], local, copied)
         repeats = job.stage("fanout").submit(most_repeats, whole, keys[copied], copied,
-                                             index=(0,)) if may_repeat else None
+                                             job.backend, index=(0,)) if may_repeat else None
         lowering.note(node, f"broadcast {copied} side (at most "
                             + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
                                if unsampled else
@@ -484,14 +484,14 @@ def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str) -> Futur
                                          index=(0,))
 
 
-def most_repeats(frame: Any, keys: list[str], side: str) -> int:
+def most_repeats(frame: Any, keys: list[str], side: str, backend: str) -> int:
     """On a worker: the most rows of ``frame`` (None: no rows), the ``side`` a join copies
     without a sample, that share a key tuple (nulls too: they match each other). Each row of
     the other side joins at most that many of them, which bounds a broadcast task's output
     (:func:`join_copied`)."""
     if frame is None or not len(frame):
         return 0
-    if any(holds_objects(frame[key].dtype) for key in keys):
+    if get_backend(backend).holds_objects:  # as the join itself refuses them (LocalJoin)
         check_hashable(frame, keys, side)
     return int(frame.groupby(keys, dropna=False).size().max())
 

@@ -273,10 +273,12 @@ def test_a_side_counted_small_as_it_ran_is_broadcast_unsampled(engine, tmp_path)
 def test_the_most_repeated_key_counts_null_keys_too():
     """Null keys join each other, as in pandas: they repeat like any key."""
     frame = pd.DataFrame({"k": [None, None, None, 1.0, 1.0], "j": [1, 1, 1, 2, 3]})
-    assert most_repeats(frame, ["k"], "right") == 3
-    assert most_repeats(frame, ["k", "j"], "right") == 3
-    assert most_repeats(frame.iloc[3:], ["k", "j"], "right") == 1
-    assert most_repeats(frame.head(0), ["k"], "right") == most_repeats(None, ["k"], "right") == 0
+    def most(part, keys):
+        return most_repeats(part, keys, "right", "pandas")
+
+    assert most(frame, ["k"]) == most(frame, ["k", "j"]) == 3
+    assert most(frame.iloc[3:], ["k", "j"]) == 1
+    assert most(frame.head(0), ["k"]) == most(None, ["k"]) == 0
 
 
 def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
