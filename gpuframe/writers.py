@@ -82,14 +82,14 @@ def write_parquet(frame: RunnableFrame, path: str | os.PathLike[str], *,
     check_target(store, target, overwrite)
     schema = pa.Schema.from_pandas(frame.meta, preserve_index=False)
 
-    def write(job: Job) -> list[WrittenFile]:
+    def write_all(job: Job) -> list[WrittenFile]:
         parts = frame.run_within(job).output
         commit = Commit(store, target, job.id, overwrite)
-        files = ParquetWrite(commit.staged, options, schema, codec, hive,
+        write = ParquetWrite(commit.staged, options, schema, codec, hive,
                              max(5, len(str(len(parts) - 1))))
-        return write_partitions(job, parts, files, commit)
+        return write_partitions(job, parts, write, commit)
 
-    files = in_job(frame.engine, "write_parquet", write)
+    files = in_job(frame.engine, "write_parquet", write_all)
     return WrittenDataset(target, tuple(f.path for f in files), sum(f.rows for f in files))
 
 
