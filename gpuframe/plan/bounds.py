@@ -3,10 +3,9 @@
 Estimates (:mod:`.explain`) guess what filters keep; a bound never guesses: a read gives at most
 its files' rows, and filters, groupbys, distinct and semi joins only lower that; a join gives at
 most the product of its sides' bounds (one side's, where the other is unique on the keys), plus
-the unmatched rows it keeps. A join may
-broadcast a side so bounded without sampling it, a round trip that waits for the side to be
-computed; and where the plan shows the side's keys unique (:func:`unique_on`), without looking
-at its keys either.
+the unmatched rows it keeps. A join may broadcast a side so bounded without sampling it, a round
+trip that waits for the side to be computed; and where the plan shows the side's keys unique
+(:func:`unique_on`), without looking at its keys either.
 """
 
 from __future__ import annotations
