@@ -36,7 +36,6 @@ def write_partitions(job: Job, parts: Partitions, write: ParquetWrite,
     futures = [stage.submit(write_partition, future, job.backend, hidden, i, sealed,
                             index=(i,), owner=owner)
                for i, (future, owner) in enumerate(zip(parts.futures, parts.owners))]
-    job.flush()
     try:
         wait(futures)
         failed = [future for future in futures if future.status != "finished"]
