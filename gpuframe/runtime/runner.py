@@ -24,9 +24,7 @@ from dataclasses import dataclass, field
 from time import sleep
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import dask
 import pandas as pd
-from dask._task_spec import Task, parse_input
 from dask.sizeof import sizeof
 from dask.typing import Key
 from distributed import Future, as_completed, get_worker
@@ -95,19 +93,6 @@ class Partitions:
 
 
 @dataclass(frozen=True)
-class _Pending:
-    """A task submitted and not yet flushed, with where and how soon it runs."""
-
-    task: Task
-    args: tuple
-    """The task's arguments as given: their futures hold the keys the task reads, which the
-    task's references to them do not, until the scheduler has the task."""
-    workers: list[str]
-    loose: bool
-    priority: int
-
-
-@dataclass(frozen=True)
 class _TaskInfo:
     stage: str
     partition: int
@@ -142,8 +127,6 @@ class Job:
         # have run, as Dask releases any key no one holds, not when the whole action ends.
         self._submitted: weakref.WeakSet[Future] = weakref.WeakSet()
         self._info: dict[Key, _TaskInfo] = {}
-        self._pending: list[_Pending] = []
-        """Tasks submitted since the last :meth:`flush`, not yet sent to the scheduler."""
         options = resolve(RuntimeOptions)
         if options.exchange not in EXCHANGES:
             raise OptionError(f"exchange={options.exchange!r} (GPUFRAME_EXCHANGE): one of "
@@ -164,7 +147,6 @@ class Job:
     def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
         if error is not None:
             self.cancel()
-        self.flush()
         self._event(JOB_EVENT_TOPIC, {"job": self.id, "phase": "end", "name": self.name,
                                       "time": time()})
 
@@ -182,7 +164,6 @@ class Job:
         and raise naming the stage, partition and worker where it started. A worker that the
         job needs and that left the cluster or went unheard fails it too (:meth:`_watch`)."""
         futures = list(futures)
-        self.flush()
         done = threading.Event()
         lost: list[tuple[str, Key, str]] = []
         watchdog = threading.Thread(target=self._watch, args=(futures, done, lost),
@@ -256,7 +237,6 @@ class Job:
     def held_bytes(self, futures: Sequence[Future]) -> int:
         """Bytes the workers hold of ``futures``' results, as they reported them to the
         scheduler when each task finished (Dask's ``sizeof``); no data moves."""
-        self.flush()
         held = self.engine.client.nbytes(keys=[f.key for f in futures], summary=False)
         return int(sum(held.values()))
 
@@ -326,7 +306,6 @@ class Job:
 
     def cancel(self) -> None:
         """Cancel every task of this job that is still held."""
-        self._pending.clear()
         held = list(self._submitted)
         if held:
             self.engine.client.cancel(held, force=True)
@@ -350,34 +329,13 @@ class Job:
 
     def _submit(self, key: str, info: _TaskInfo, fn: Callable[..., Any], args: tuple,
                 strict: bool, priority: int) -> Future:
-        """``key``'s future at once; its task goes to the scheduler with the others of the next
-        :meth:`flush`."""
-        workers = [info.owner] if info.owner else list(self.workers)
-        task = Task(key, fn, *(parse_input(arg) for arg in args))
-        self._pending.append(_Pending(task, args, workers, not strict or not info.owner,
-                                      priority))
-        future: Future = Future(key, self.engine.client)
+        workers = [info.owner] if info.owner else None
+        future = self.engine.client.submit(fn, *args, key=key, workers=workers,
+                                           allow_other_workers=not strict and bool(workers),
+                                           pure=False, priority=priority)
         self._submitted.add(future)
         self._info[key] = info
         return future
-
-    def flush(self) -> None:
-        """Send the tasks submitted since the last flush to the scheduler, in one graph: each
-        submission of its own is a message the scheduler handles on its event loop, a
-        millisecond and more apiece, which a stage of many tasks and a query of many stages
-        paid task by task. Each task keeps its worker, looseness and priority, which the
-        scheduler reads per key from the graph's annotations (plain dicts' lookups, so that a
-        scheduler without gpuframe reads them too)."""
-        if not self._pending:
-            return
-        pending, self._pending = self._pending, []
-        keys = [p.task.key for p in pending]
-        with dask.annotate(workers={p.task.key: p.workers for p in pending}.get,
-                           allow_other_workers={p.task.key: p.loose for p in pending}.get,
-                           priority={p.task.key: p.priority for p in pending}.get):
-            # its own futures go at once: the job's, made by _submit, hold the keys
-            self.engine.client.get({p.task.key: p.task for p in pending}, keys, sync=False,
-                                   fifo_timeout="100 ms")  # as submit()
 
     def _event(self, topic: str, msg: dict[str, Any]) -> None:
         """Log ``msg`` to the scheduler without waiting for its answer."""
