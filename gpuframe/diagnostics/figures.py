@@ -35,7 +35,7 @@ def short(worker: str) -> str:
 
 
 def stage_limit(stage: str, limits: Limits) -> str:
-    """The measured limit that bounds ``stage``, named: 'disk read 1.20 GB/s'."""
+    """The measured limit that bounds ``stage``, named: 'disk read <rate> GB/s'."""
     for name in LIMIT_OF_STAGE.get(stage, COMPUTE_LIMIT):
         if limits.get(name) is not None:
             return f"{LIMIT_NAMES[name]} {rate_text(limits[name])}"

@@ -57,7 +57,7 @@ class HardwareLimits:
 
 
 def rate_text(value: float | None) -> str:
-    """A rate for people: '1.23 GB/s', or 'n/a' where it could not be measured."""
+    """A rate for people: '<rate, two decimals> GB/s', or 'n/a' where it could not be measured."""
     return "n/a" if value is None else f"{value / GB:.2f} GB/s"
 
 
