@@ -98,7 +98,7 @@ def speculation_stands(shape: JoinShape, per_worker: int, *sampled: Any) -> bool
     ``per_worker`` join tasks a worker (:meth:`Decision.shuffles_as`), were neither side
     copied: a side the sample finds small enough to copy has been sent already, and the
     shuffle serves as well, where its tasks fit and no key is heavy. False where the join
-    surely cannot complete, which the client then reports."""
+    surely cannot complete, which the action's second run, deciding on the client, reports."""
     left = shape.partitions["left"]
     profiles = profiles_of({"left": list(sampled[:left]), "right": list(sampled[left:])})
     try:
