@@ -22,7 +22,6 @@ import argparse
 import math
 import os
 import sys
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -35,6 +34,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from query_stages import print_stages  # noqa: E402
 from tpch.run import Shape, dask_cluster, timed  # noqa: E402
 
 KEYS = {"int64": ["k"], "string": ["k"], "two": ["k", "j"]}
@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["GPUFRAME_EXCHANGE"] = exchanges[0]
         if args.stages:
             for kind in kinds:
-                print_stages(engine, kind, partial(run_gpuframe, data[kind], KEYS[kind]))
+                print_stages(engine, f"on {kind} keys",
+                             partial(run_gpuframe, data[kind], KEYS[kind]))
     if "cudf-polars" in baselines:
         run_polars_baseline(shape, kinds, data, args.repeat, answers, rows)
     if "dask" in baselines:
@@ -182,27 +183,6 @@ def main(argv: list[str] | None = None) -> int:
                         partial(run_dask, data[kind], KEYS[kind]), args.repeat, answers, rows)
     print(table(rows, f"gpuframe ({exchanges[0]} exchange)", args.rows))
     return 0
-
-
-def print_stages(engine: Any, kind: str, run: Callable[[], pd.DataFrame]) -> None:
-    """One more warm query's stages, from the engine's task records: where its time goes."""
-    from gpuframe.diagnostics.jobs import mark, metrics_since
-
-    bookmark = mark(engine)
-    began = time.perf_counter()
-    run()
-    took = time.perf_counter() - began
-    metrics = metrics_since(engine, bookmark)
-    print(f"\nStages of one more gpuframe query on {kind} keys (wall: the union of the stage's "
-          "task intervals; from and to: seconds after the query's first task started)\n\n"
-          "| stage | tasks | from s | to s | wall s | task s | GiB |\n"
-          "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for stage, figures in metrics.stages.items():
-        print(f"| {stage} | {figures['tasks']} | {figures['first_start'] - metrics.start:.3f} | "
-              f"{figures['last_stop'] - metrics.start:.3f} | {figures['wall_seconds']:.3f} | "
-              f"{figures['task_seconds']:.3f} | {figures['bytes'] / 2**30:.3f} |")
-    print(f"| all (first start to last stop) | | | | {metrics.stop - metrics.start:.3f} | | |\n"
-          f"| the query, as the client timed it | | | | {took:.3f} | | |", flush=True)
 
 
 def run_polars_baseline(shape: Shape, kinds: list[str], data: dict[str, Path], repeat: int,

@@ -40,6 +40,13 @@ def _size(value: str) -> float | str:
         return value
 
 
+def _seconds(value: str) -> float:
+    seconds = float(value)
+    if seconds < 0:
+        raise ValueError("a duration is 0 or more seconds")
+    return seconds
+
+
 def _flag(value: str) -> bool:
     if value.lower() not in ("1", "0", "true", "false", "yes", "no"):
         raise ValueError(f"{value!r} is not one of 1, 0, true, false, yes, no")
@@ -153,6 +160,11 @@ class RuntimeOptions:
         "direct", _text,
         "how rows move between workers: 'direct' (one send task per worker, buckets sent "
         "straight to the peers' mailboxes) or 'tasks' (a Dask key per partition and bucket)",
+    )
+    message_interval: float = _option(
+        0.001, _seconds,
+        "seconds the engine's client, the scheduler and the workers may hold a message to send "
+        "it with later ones (Dask's own 2-10 ms delay each step from a task to the next)",
     )
 
 

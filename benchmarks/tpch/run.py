@@ -47,6 +47,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from query_stages import print_stages  # noqa: E402
+
 import gpuframe  # noqa: E402
 from gpuframe.cluster.hardware import ucx_available  # noqa: E402
 from gpuframe.config import ClusterOptions, resolve  # noqa: E402
@@ -196,6 +198,8 @@ def main() -> int:
                         "where GPUs and cuDF are present)")
     parser.add_argument("--dashboard", default="127.0.0.1:8787",
                         help="where the cluster's dashboard listens (127.0.0.1:0: any port)")
+    parser.add_argument("--stages", action="store_true",
+                        help="run each query once more and print its stages")
     parser.add_argument("--baselines", default=",".join(BASELINES),
                         help=f"comma-separated, of {', '.join(BASELINES)}")
     args = parser.parse_args()
@@ -230,6 +234,8 @@ def main() -> int:
             except Exception as error:  # one query's failure is a row of the table
                 row.update(cold=math.nan, best=math.nan, rows=0,
                            check=Verdict(False, f"{type(error).__name__}: {error}"))
+            if args.stages:
+                print_stages(engine, f"q{number}", query)
             if "tasks" in usable:
                 os.environ["GPUFRAME_EXCHANGE"] = "tasks"
                 try:

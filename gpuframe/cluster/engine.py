@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from distributed import Client
 
 from ..backend import Backend, get_backend
+from ..config import RuntimeOptions, resolve
 from ..diagnostics.attach import attach
 from ..errors import BackendError, ClusterError, OptionError
 from ..exchange.bucket import wrapped
@@ -20,6 +21,7 @@ from ..exchange.mailbox import install
 from . import warmup
 from .hardware import has_module, list_gpus
 from .memory import WorkerMemory
+from .messages import prompt
 
 if TYPE_CHECKING:
     from distributed.core import PooledRPCCall, rpc
@@ -39,9 +41,18 @@ class Engine:
         self.client = client
         self.backend = backend
         self.cluster = cluster
-        # Every worker's mailbox, now: registering it waits for every worker, which a first
-        # exchange must not do (a silent worker would hold it, unwatched).
-        install(client)
+        try:
+            interval = resolve(RuntimeOptions).message_interval
+            # Every worker's mailbox, now: registering it waits for every worker, which a first
+            # exchange must not do (a silent worker would hold it, unwatched).
+            install(client)
+        except BaseException:  # an engine that never was leaves no cluster behind
+            self.close()
+            raise
+        try:
+            prompt(client, interval)
+        except Exception as exc:  # noqa: BLE001 (only the steps between tasks are at stake)
+            logger.warning("gpuframe messages left at Dask's intervals: %r", exc)
         self.warming: list[str] = []
         """The workers warming up (:mod:`~gpuframe.cluster.warmup`)."""
         self.memory: dict[str, WorkerMemory] = {}

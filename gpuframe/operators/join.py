@@ -493,7 +493,8 @@ def most_repeats(frame: Any, keys: list[str], side: str, backend: str) -> int:
         return 0
     if get_backend(backend).holds_objects:  # as the join itself refuses them (LocalJoin)
         check_hashable(frame, keys, side)
-    return int(frame.groupby(keys, dropna=False).size().max())
+    # Group numbers per row, not sizes per group: cuDF cannot index a result by decimal keys.
+    return int(frame.groupby(keys, dropna=False, sort=False).ngroup().value_counts().max())
 
 
 def join_copied(repeats: int, local: LocalJoin, copied: str, fraction: float, left: list[Any],
