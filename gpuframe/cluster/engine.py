@@ -53,6 +53,9 @@ class Engine:
             prompt(client, interval)
         except Exception as exc:  # noqa: BLE001 (only the steps between tasks are at stake)
             logger.warning("gpuframe messages left at Dask's intervals: %r", exc)
+        self.streams_events = False
+        """Whether the scheduler takes the client's events on the stream of its tasks
+        (:data:`~gpuframe.diagnostics.stages.CLIENT_EVENT_OP`), once the diagnostics attach."""
         self.warming: list[str] = []
         """The workers warming up (:mod:`~gpuframe.cluster.warmup`)."""
         self.memory: dict[str, WorkerMemory] = {}
@@ -194,7 +197,7 @@ def connect(address: str | None = None, *, scheduler_file: str | None = None,
         raise
     logger.info("connected to %s: %d workers, backend %s", target, len(support), chosen.name)
     engine = set_current(Engine(client, chosen))
-    attach(client)
+    engine.streams_events = attach(client)
     engine.warm_up(warm_up)
     return engine
 

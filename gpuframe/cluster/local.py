@@ -69,7 +69,7 @@ def start_cluster(**options: Any) -> Engine:
         cluster.close()
         raise
     engine = set_current(Engine(client, backend, cluster))
-    attach(client)
+    engine.streams_events = attach(client)
     engine.warm_up(opts.warm_up)
     logger.info("started %r", engine)
     return engine

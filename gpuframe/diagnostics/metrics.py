@@ -30,6 +30,7 @@ from distributed.metrics import time
 
 from .page import add_engine_page
 from .stages import (
+    CLIENT_EVENT_OP,
     JOB_EVENT_TOPIC,
     OUTPUT_EVENT_TOPIC,
     READ_EVENT_TOPIC,
@@ -115,6 +116,12 @@ class EngineMetrics(SchedulerPlugin):
     async def start(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
         add_engine_page(scheduler, self.job_summary)
+        scheduler.stream_handlers[CLIENT_EVENT_OP] = self._client_event
+
+    def _client_event(self, client: str, topic: str, msg: Any) -> None:
+        """A client's event, sent on its stream: logged as ``Client.log_event`` would."""
+        if self.scheduler is not None:
+            self.scheduler.log_event(topic, msg)
 
     def transition(self, key: Key, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         stage = stage_of(key)

@@ -7,11 +7,10 @@ client threads run them at once, and names stages without a table of operators. 
 ``key_split`` stops at ``<job>.<step>``, which always holds a dot, so the task stream shows
 ``gpuframe-<stage>``.
 
-Events, each logged with ``log_event`` (the ``Client``'s, or ``get_worker()``'s in a task):
+Events, each logged with ``log_event`` (the client's, below, or ``get_worker()``'s in a task):
 
-- :data:`JOB_EVENT_TOPIC`, client, :class:`JobEvent`. The start is logged before the job's first
-  task is submitted (``Client.log_event`` returns once the scheduler has it), the end once the
-  action's results are in.
+- :data:`JOB_EVENT_TOPIC`, client, :class:`JobEvent`. The start is sent before the job's first
+  task is submitted, the end once the action's results are in.
 - :data:`STAGE_EVENT_TOPIC`, client, :class:`StageEvent`: work done on the client (planning) that
   just ended.
 - :data:`READ_EVENT_TOPIC`, read tasks: ``{"key": key, "bytes_read": int, ...}``, what one read
@@ -20,6 +19,10 @@ Events, each logged with ``log_event`` (the ``Client``'s, or ``get_worker()``'s 
   operator (``node``), so the client can show rows and bytes per operator after a run.
 - :data:`SEND_EVENT_TOPIC`, workers, :class:`SendEvent`: one per delivery of the direct
   exchange, which moves bytes between workers outside Dask's transfers.
+
+The client's events go to the scheduler as :data:`CLIENT_EVENT_OP` messages on the stream that
+carries its tasks, where the engine's metrics plugin takes them (a round trip each otherwise,
+queued behind the scheduler's other work), and so arrive in order with the job's tasks.
 
 Nothing here imports the engine: any layer may name its keys and events with this module.
 """
@@ -37,6 +40,8 @@ STAGE_EVENT_TOPIC = "gpuframe-stage"
 READ_EVENT_TOPIC = "gpuframe-read"
 OUTPUT_EVENT_TOPIC = "gpuframe-output"
 SEND_EVENT_TOPIC = "gpuframe-send"
+CLIENT_EVENT_OP = "gpuframe-event"
+"""The scheduler's stream operation that logs a client's ``{"topic": ..., "msg": ...}``."""
 
 PREFIX = "gpuframe-"
 STAGE_NAME = re.compile(r"[a-z]+(?:-[a-z]+)*")

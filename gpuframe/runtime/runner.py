@@ -32,6 +32,7 @@ from distributed.metrics import time
 
 from ..config import RuntimeOptions, resolve
 from ..diagnostics.stages import (
+    CLIENT_EVENT_OP,
     JOB_EVENT_TOPIC,
     OUTPUT_EVENT_TOPIC,
     STAGE_EVENT_TOPIC,
@@ -338,10 +339,22 @@ class Job:
         return future
 
     def _event(self, topic: str, msg: dict[str, Any]) -> None:
-        """Log ``msg`` to the scheduler without waiting for its answer."""
+        """Log ``msg`` to the scheduler without waiting for it: on the stream of the job's
+        tasks where the scheduler takes it there, else as a call of its own."""
         client = self.engine.client
         assert client.loop is not None and client.scheduler is not None, "the client is closed"
-        client.loop.add_callback(client.scheduler.log_event, topic=topic, msg=msg)
+        if self.engine.streams_events:
+            client.loop.add_callback(_send_event, client, topic, msg)
+        else:
+            client.loop.add_callback(client.scheduler.log_event, topic=topic, msg=msg)
+
+
+def _send_event(client: Any, topic: str, msg: dict[str, Any]) -> None:
+    """On the client's event loop: ``msg`` on the client's stream to the scheduler (lost, as
+    diagnostics may be, while the client reconnects)."""
+    stream = client.scheduler_comm
+    if stream is not None and not stream.closed():
+        stream.send({"op": CLIENT_EVENT_OP, "topic": topic, "msg": msg})
 
 
 class _Fetch(threading.Thread):

@@ -153,3 +153,35 @@ def test_a_task_that_cannot_reach_a_peer_fails_the_job_naming_the_peer_and_the_s
             job.wait([job.stage("send").submit(unreachable, 1, index=(0,),
                                                owner=engine.workers[0])])
     assert raised.value.worker == "tcp://127.0.0.1:9"
+
+
+def test_a_jobs_events_travel_on_the_stream_of_its_tasks(engine):
+    """The start, end and client-side stages of a job reach the scheduler on the client's
+    stream: the scheduler answers no call of its own for them, and its metrics hold the job."""
+    import functools
+
+    from gpuframe.diagnostics.jobs import job_metrics
+
+    scheduler = engine.cluster.scheduler
+    calls: list[dict] = []
+    log_event = scheduler.handlers["log_event"]
+
+    @functools.wraps(log_event)
+    def counted(*args, **kwargs):
+        calls.append(kwargs)
+        return log_event(*args, **kwargs)
+
+    assert engine.streams_events
+    scheduler.handlers["log_event"] = counted
+    try:
+        with Job(engine, "streamed") as job:
+            job.client_stage("plan", 0.01)
+            stage = job.stage("read")
+            job.gather([stage.submit(abs, -i, index=(i,), owner=w)
+                        for i, w in enumerate(engine.workers)])
+    finally:
+        scheduler.handlers["log_event"] = log_event
+    assert calls == []
+    metrics = job_metrics(job=job.id)
+    assert metrics.name == "streamed" and not metrics.running
+    assert list(metrics.stages) == ["plan", "read"]
