@@ -22,6 +22,7 @@ from . import warmup
 from .hardware import has_module, list_gpus
 from .memory import WorkerMemory
 from .messages import prompt
+from .roster import keep_roster
 
 if TYPE_CHECKING:
     from distributed.core import PooledRPCCall, rpc
@@ -53,6 +54,8 @@ class Engine:
             prompt(client, interval)
         except Exception as exc:  # noqa: BLE001 (only the steps between tasks are at stake)
             logger.warning("gpuframe messages left at Dask's intervals: %r", exc)
+        self.roster = keep_roster(client)
+        """The workers as the scheduler last sent them (None: asked of it each time)."""
         self.streams_events = False
         """Whether the scheduler takes the client's events on the stream of its tasks
         (:data:`~gpuframe.diagnostics.stages.CLIENT_EVENT_OP`), once the diagnostics attach."""
@@ -107,10 +110,14 @@ class Engine:
     def workers(self) -> list[str]:
         """Worker addresses ordered by worker name (a GPU cluster names workers by GPU).
 
-        Asked of the scheduler each time: ``Client.scheduler_info()`` returns a cache that the
-        client's own periodic refresh can empty of workers at any moment."""
-        info = self.client.sync(self.scheduler.identity, n_workers=-1)["workers"]
-        return sorted(info, key=lambda address: _natural(str(info[address].get("name")), address))
+        From the :class:`~.roster.Roster` the scheduler keeps sending, else asked of the
+        scheduler each time: ``Client.scheduler_info()`` returns a cache that the client's own
+        periodic refresh can empty of workers at any moment."""
+        names = self.roster.names if self.roster is not None else None
+        if names is None:
+            info = self.client.sync(self.scheduler.identity, n_workers=-1)["workers"]
+            names = {address: info[address].get("name") for address in info}
+        return sorted(names, key=lambda address: _natural(str(names[address]), address))
 
     @property
     def dashboard_link(self) -> str | None:
