@@ -20,9 +20,11 @@ Events, each logged with ``log_event`` (the client's, below, or ``get_worker()``
 - :data:`SEND_EVENT_TOPIC`, workers, :class:`SendEvent`: one per delivery of the direct
   exchange, which moves bytes between workers outside Dask's transfers.
 
-The client's events go to the scheduler as :data:`CLIENT_EVENT_OP` messages on the stream that
-carries its tasks, where the engine's metrics plugin takes them (a round trip each otherwise,
-queued behind the scheduler's other work), and so arrive in order with the job's tasks.
+A job's start and its client-side stages go to the scheduler as :data:`CLIENT_EVENT_OP`
+messages on the stream that carries its tasks, where the engine's metrics plugin takes them (a
+call each otherwise, queued behind the scheduler's other work), and so arrive in order with the
+job's tasks. Its end is a call of its own, as are the client's reads of the metrics, which a
+message the stream holds back could let overtake it.
 
 Nothing here imports the engine: any layer may name its keys and events with this module.
 """

@@ -139,8 +139,8 @@ class Job:
         self._check_every = min(5.0, max(self.worker_silence / 4, 0.5))
 
     def __enter__(self) -> Job:
-        # Not waited for (a round trip to the scheduler, behind whatever its event loop is
-        # doing): the metrics file a task that finishes before the start under its job too.
+        # Not waited for: the metrics file a task that finishes before the start under its
+        # job too.
         self._event(JOB_EVENT_TOPIC, {"job": self.id, "phase": "start", "name": self.name,
                                       "time": time()})
         return self
@@ -148,8 +148,10 @@ class Job:
     def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
         if error is not None:
             self.cancel()
+        # A call of its own, as the caller's reads of the job's metrics are: they must not
+        # overtake it, as they could a message the client's stream holds back.
         self._event(JOB_EVENT_TOPIC, {"job": self.id, "phase": "end", "name": self.name,
-                                      "time": time()})
+                                      "time": time()}, streamed=False)
 
     def stage(self, name: str) -> Stage:
         """A new stage of this job: its tasks' keys share a step number."""
@@ -338,12 +340,12 @@ class Job:
         self._info[key] = info
         return future
 
-    def _event(self, topic: str, msg: dict[str, Any]) -> None:
+    def _event(self, topic: str, msg: dict[str, Any], streamed: bool = True) -> None:
         """Log ``msg`` to the scheduler without waiting for it: on the stream of the job's
-        tasks where the scheduler takes it there, else as a call of its own."""
+        tasks where ``streamed`` and the scheduler takes it there, else as a call of its own."""
         client = self.engine.client
         assert client.loop is not None and client.scheduler is not None, "the client is closed"
-        if self.engine.streams_events:
+        if streamed and self.engine.streams_events:
             client.loop.add_callback(_send_event, client, topic, msg)
         else:
             client.loop.add_callback(client.scheduler.log_event, topic=topic, msg=msg)
