@@ -74,7 +74,14 @@ from ..plan.explain import estimated, row_width, unsampled_broadcast
 from ..plan.nodes import Join
 from ..runtime.runner import Job, Partitions, Stage
 from ..units import byte_text
-from .join_decision import OUTPUT_COPIES, SIDES, JoinShape, decide, speculation_stands
+from .join_decision import (
+    OUTPUT_COPIES,
+    SIDES,
+    JoinShape,
+    broadcast_stands,
+    decide,
+    speculation_stands,
+)
 from .join_schema import KeysNotUniqueError, KeyTypes, conform
 from .lowering import Lowering, lower
 from .skew import SkewSplitter, can_split, profile_sides, sample_sides
@@ -343,19 +350,23 @@ def speculation_verdict(shape: JoinShape, per_worker: int, *sampled: Any) -> boo
 def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
                 shape: JoinShape, samples: dict[str, list[Future]], local: LocalJoin,
                 number: int | None, hash_types: tuple[str, ...]) -> Partitions | None:
-    """The shuffle, submitted with the sample where the plan's estimates
-    (:func:`~gpuframe.plan.explain.estimated`) say the join shuffles as it stands:
-    ``partitions_per_worker`` (else one) join tasks a worker, no key split, a worker's share of
-    a side in one send task. Its rows leave while the samples run, its join tasks start once a
-    verdict task on a worker has weighed the sample as the client would
-    (:func:`speculation_verdict`), and the client goes on lowering the plan without waiting
-    for the sample at all: a round trip through the client, the longest wait between a join's
-    stages, taken off every such join. Where the sample chooses otherwise, the verdict fails
-    the job and the action runs again, deciding from the sample on the client. None where the
-    job does not speculate, or the estimates cannot say: before any sample has told the
-    workers' memory limits, for a side without an estimate or one that may be copied to every
-    worker, and where a worker's estimated share of a side exceeds :data:`SPECULATION_SHARE` of
-    the smallest limit."""
+    """The join the plan's estimates (:func:`~gpuframe.plan.explain.estimated`) choose,
+    submitted with the sample, and the client goes on lowering the plan without waiting for the
+    sample at all: a round trip through the client, the longest wait between a join's stages,
+    taken off every such join.
+
+    - A side the estimates copy to every worker is gathered once a verdict task on a worker
+      has found, from the sample, that it may be (:func:`broadcast_verdict`).
+    - Else the shuffle as it stands: ``partitions_per_worker`` (else one) join tasks a worker,
+      no key split, a worker's share of a side in one send task. Its rows leave while the
+      samples run, and its join tasks start once a verdict task has weighed the sample as the
+      client would (:func:`speculation_verdict`).
+
+    Where the sample chooses otherwise, the verdict fails the job and the action runs again,
+    deciding from the sample on the client. None where the job does not speculate, or the
+    estimates cannot say: before any sample has told the workers' memory limits, for a side
+    without an estimate, and for a shuffle where a worker's estimated share of a side exceeds
+    :data:`SPECULATION_SHARE` of the smallest limit."""
     job = lowering.job
     if node.how == "cross" or not job.speculates:
         return None
@@ -368,10 +379,20 @@ def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
         return None
     sizes = {"left": left, "right": right}
     workers = len(job.workers)
-    if any(small in shape.copyable
-           and node.options.broadcasts(sizes[small], sizes[big], workers)
-           for small, big in (("right", "left"), ("left", "right"))):
-        return None
+    copied = next((small for small, big in (("right", "left"), ("left", "right"))
+                   if small in shape.copyable
+                   and node.options.broadcasts(sizes[small], sizes[big], workers)), None)
+    if copied is not None:
+        verdict = job.stage("verdict").submit(broadcast_verdict, shape, copied,
+                                              *samples["left"], *samples["right"], index=(0,),
+                                              priority=1)
+        casts = local.types.left if copied == "left" else local.types.right
+        whole = job.stage("broadcast").submit(gather_side_after, verdict,
+                                              inputs[copied].futures, casts, job.backend,
+                                              index=(0,))
+        lowering.note(node, f"broadcast {copied} side, copied once the sample, weighed on a "
+                            "worker, allows it")
+        return _broadcast(node, lowering, number, local, inputs, copied, whole)
     if max(sizes.values()) / workers > SPECULATION_SHARE * min(limits):
         return None
     per_worker = node.options.partitions_per_worker or 1
@@ -385,6 +406,16 @@ def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
     lowering.note(node, f"shuffle: {workers} workers x {per_worker} join tasks, rows sent and "
                         "joined while sampling (the sample weighed on a worker)")
     return _shuffle_joins(node, job, number, local, buckets, hash_types, True, verdict)
+
+
+def broadcast_verdict(shape: JoinShape, copied: str, *sampled: Any) -> bool:
+    """The verdict task of a speculative broadcast, on a worker: true where the join's sample
+    lets the ``copied`` side be copied to every worker (:func:`~.join_decision.broadcast_stands`);
+    else :class:`~gpuframe.errors.SpeculationError`, before any of it is gathered."""
+    if not broadcast_stands(shape, copied, *sampled):
+        raise SpeculationError(f"{shape.name}: its sample found the {copied} side too large to "
+                               "copy to every worker, as its estimates had it")
+    return True
 
 
 def _hash_splitters(keys: dict[str, list[str]], casts: dict[str, dict[str, Any]], n: int
@@ -525,6 +556,13 @@ def gather_side(parts: list[Any], casts: dict[str, Any], backend: str) -> Any:
     """The broadcast task: one side's partitions as one frame, keys in their hash types (None
     for a side without partitions: the join's schema stands in)."""
     return cast_keys(get_backend(backend).concat(parts), casts) if parts else None
+
+
+def gather_side_after(verdict: bool, parts: list[Any], casts: dict[str, Any], backend: str
+                      ) -> Any:
+    """The broadcast task of a side copied before its sample was weighed
+    (:func:`_speculated`): it gathers the side once its verdict task has passed."""
+    return gather_side(parts, casts, backend)
 
 
 def _output_placement(node: Join, hash_types: Sequence[str], n: int, owners: Sequence[str],

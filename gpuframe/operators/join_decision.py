@@ -77,7 +77,7 @@ def decide(shape: JoinShape, profiles: dict[str, SideProfile]) -> Decision:
     made = OUTPUT_COPIES * output.nbytes
     for small, big in (("right", "left"), ("left", "right")):
         if small in shape.copyable and opts.broadcasts(sizes[small], sizes[big], workers) \
-                and (task_bytes is None or made <= task_bytes * shape.partitions[big]):
+                and _copy_fits(shape, small, made, task_bytes):
             return Decision(sizes, small)
     key_bytes = None if task_bytes is None else task_bytes / OUTPUT_COPIES
     skew = plan_skew(profiles["left"], profiles["right"], shape.how, shape.keys["left"],
@@ -99,12 +99,38 @@ def speculation_stands(shape: JoinShape, per_worker: int, *sampled: Any) -> bool
     copied: a side the sample finds small enough to copy has been sent already, and the
     shuffle serves as well, where its tasks fit and no key is heavy. False where the join
     surely cannot complete, which the action's second run, deciding on the client, reports."""
-    left = shape.partitions["left"]
-    profiles = profiles_of({"left": list(sampled[:left]), "right": list(sampled[left:])})
+    profiles = _sampled_profiles(shape, sampled)
     try:
         return decide(replace(shape, copyable=()), profiles).shuffles_as(per_worker)
     except MemoryLimitError:
         return False
+
+
+def broadcast_stands(shape: JoinShape, small: str, *sampled: Any) -> bool:
+    """The verdict task of a speculative broadcast, on a worker: whether the join's sample
+    (as for :func:`speculation_stands`) lets ``small``, which the plan's estimates chose, be
+    copied to every worker: it fits ``broadcast_bytes``, and the output its join tasks make
+    fits them, as :func:`decide` asks of a copy. How the sides' sizes compare only says which
+    way is faster, and running the action again costs more than the slower way: it stands."""
+    profiles = _sampled_profiles(shape, sampled)
+    sizes = {side: profiles[side].nbytes for side in SIDES}
+    output = estimate_output(profiles["left"], profiles["right"], shape.how)
+    task_bytes = _task_bytes(profiles, shape.options.join_memory_fraction)
+    return sizes[small] <= shape.options.broadcast_bytes \
+        and _copy_fits(shape, small, OUTPUT_COPIES * output.nbytes, task_bytes)
+
+
+def _sampled_profiles(shape: JoinShape, sampled: Sequence[Any]) -> dict[str, SideProfile]:
+    """Each side's profile from the sampling tasks' results, the left side's first."""
+    left = shape.partitions["left"]
+    return profiles_of({"left": list(sampled[:left]), "right": list(sampled[left:])})
+
+
+def _copy_fits(shape: JoinShape, small: str, made: float, task_bytes: float | None) -> bool:
+    """Whether the output (``made`` bytes, held at once) of joining a copy of ``small`` with
+    each partition of the other side fits those join tasks."""
+    big = "left" if small == "right" else "right"
+    return task_bytes is None or made <= task_bytes * shape.partitions[big]
 
 
 def tasks_per_worker(nbytes: float, n_workers: int, task_bytes: float | None) -> int:

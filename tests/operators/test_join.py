@@ -840,3 +840,46 @@ def test_a_side_the_sample_would_copy_joins_by_the_shuffle_already_sent(engine, 
     assert_same_rows(result, left.merge(right[right.b < 0], on="k", how=how))
     assert "rows sent and joined while sampling" in notes_of(frame)
     assert mailboxes_emptied(engine, frame)
+
+
+@pytest.mark.parametrize("kept_rows, again", [(4_000, False), (40_000, True)])
+def test_a_side_the_estimates_copy_is_gathered_once_a_worker_has_weighed_its_sample(
+        engine, monkeypatch, speculating, kept_rows, again):
+    """The plan estimates a filtered side small enough to copy: it is gathered and copied once
+    a verdict task has found from the sample that it may be, and the client waits for no
+    sample. Where the filter keeps every row and the side outgrows ``broadcast_bytes``, the
+    verdict fails the job before anything is gathered, and the action runs again, deciding
+    on the client. Either way the rows are pandas'."""
+    gathered: list[str] = []
+    gather = Job.gather
+
+    def gathering(self: Job, futures):
+        gathered.extend(self._info[f.key].stage for f in futures)
+        return gather(self, futures)
+
+    left = pd.DataFrame({"k": np.arange(80_000) % 20_000, "a": np.arange(80_000.0)})
+    right = pd.DataFrame({"k": np.arange(kept_rows), "b": np.arange(kept_rows, dtype="f8")})
+    # Estimated at a ninth of its 16-byte rows; sampled at all of them.
+    options = {"broadcast_bytes": 200_000, "broadcast_ratio": None, "broadcast_rows": 0}
+
+    def joined() -> DistributedFrame:
+        side = gpuframe.from_pandas(right, npartitions=2)
+        return gpuframe.from_pandas(left, npartitions=4).merge(
+            side[(side.b >= 0) & (side.k >= 0)], on="k", **options)
+
+    joined().persist()  # a sample tells the engine the workers' memory
+    frame = joined()
+    monkeypatch.setattr(Job, "gather", gathering)
+    speculating.clear()
+    with get_task_stream(client=engine.client) as stream:
+        result = frame.to_pandas()
+    assert speculating == ([True, False] if again else [True])
+    assert_same_rows(result, left.merge(right, on="k"))
+    names = [key_split(e["key"]) for e in stream.data]
+    assert "gpuframe-verdict" in names
+    notes = notes_of(frame)
+    if again:
+        assert "shuffle" in notes and "copied once the sample" not in notes
+    else:
+        assert "broadcast right side, copied once the sample" in notes
+        assert "sample" not in gathered and names.count("gpuframe-broadcast") == 1
