@@ -23,8 +23,8 @@ Events, each logged with ``log_event`` (the client's, below, or ``get_worker()``
 A job's start and its client-side stages go to the scheduler as :data:`CLIENT_EVENT_OP`
 messages on the stream that carries its tasks, where the engine's metrics plugin takes them (a
 call each otherwise, queued behind the scheduler's other work), and so arrive in order with the
-job's tasks. Its end is a call of its own, as are the client's reads of the metrics, which a
-message the stream holds back could let overtake it.
+job's tasks. Its end is a call of its own: the client's reads of the metrics are calls too,
+and would overtake an end that the stream held back.
 
 Nothing here imports the engine: any layer may name its keys and events with this module.
 """
