@@ -390,8 +390,8 @@ def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
         whole = job.stage("broadcast").submit(gather_side_after, verdict,
                                               inputs[copied].futures, casts, job.backend,
                                               index=(0,))
-        lowering.note(node, f"broadcast {copied} side, copied once the sample, weighed on a "
-                            "worker, allows it")
+        lowering.note(node, f"broadcast {copied} side (copied once its sample, weighed on a "
+                            "worker, allows it)")
         return _broadcast(node, lowering, number, local, inputs, copied, whole)
     if max(sizes.values()) / workers > SPECULATION_SHARE * min(limits):
         return None

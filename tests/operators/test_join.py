@@ -879,7 +879,7 @@ def test_a_side_the_estimates_copy_is_gathered_once_a_worker_has_weighed_its_sam
     assert "gpuframe-verdict" in names
     notes = notes_of(frame)
     if again:
-        assert "shuffle" in notes and "copied once the sample" not in notes
+        assert "shuffle" in notes and "copied once its sample" not in notes
     else:
-        assert "broadcast right side, copied once the sample" in notes
+        assert "broadcast right side (copied once its sample" in notes
         assert "sample" not in gathered and names.count("gpuframe-broadcast") == 1

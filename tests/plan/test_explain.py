@@ -53,9 +53,11 @@ def test_a_side_beyond_broadcast_rows_is_predicted_from_estimates(engine, orders
     top = explained(joined).splitlines()[0]
     assert "strategy: broadcast right side (predicted)" in top
     ran = joined.persist()
-    assert "broadcast right side (" in explained(ran).splitlines()[0]
-    assert "sampled" in explained(ran).splitlines()[0]
-    assert "unsampled" not in explained(ran).splitlines()[0]
+    decided = explained(ran).splitlines()[0]
+    # Decided from the sample on the client, or, once an earlier sample told the engine the
+    # workers' memory, weighed on a worker as the side is copied.
+    assert "broadcast right side (" in decided and "sample" in decided
+    assert "unsampled" not in decided
 
 
 def test_explain_after_a_run_gives_actual_rows_bytes_and_the_strategy(engine, orders_path):

@@ -186,6 +186,7 @@ def test_a_jobs_events_travel_on_the_stream_of_its_tasks(engine):
             time.sleep(0.01)
     finally:
         scheduler.handlers["log_event"] = log_event
-    assert [call["msg"]["phase"] for call in calls] == ["end"]
+    # (An earlier job's end, not waited for either, may arrive in the while.)
+    assert [call["msg"]["phase"] for call in calls if call["msg"]["job"] == job.id] == ["end"]
     assert metrics.name == "streamed"
     assert list(metrics.stages) == ["plan", "read"]
