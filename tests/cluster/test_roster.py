@@ -1,33 +1,16 @@
-import functools
 import time
 
 from distributed import LocalCluster
+from scheduler_calls import calls_answered
 
 from gpuframe.cluster.engine import connect
 from gpuframe.cluster.roster import Roster
 
 
-def _identity_calls(scheduler):
-    """Count the scheduler's answers to ``identity`` from now on."""
-    calls: list[dict] = []
-    identity = scheduler.handlers["identity"]
-
-    @functools.wraps(identity)
-    def counted(*args, **kwargs):
-        calls.append(kwargs)
-        return identity(*args, **kwargs)
-
-    scheduler.handlers["identity"] = counted
-    return calls, identity
-
-
 def test_the_workers_come_from_the_roster_without_asking_the_scheduler(cpu_engine):
     scheduler = cpu_engine.cluster.scheduler
-    calls, identity = _identity_calls(scheduler)
-    try:
+    with calls_answered(scheduler, "identity") as calls:
         workers = cpu_engine.workers
-    finally:
-        scheduler.handlers["identity"] = identity
     assert calls == []
     names = {address: state.name for address, state in scheduler.workers.items()}
     assert workers == sorted(names, key=lambda address: names[address])
@@ -52,12 +35,8 @@ def test_the_roster_follows_workers_that_join_and_leave():
 
 def test_without_a_roster_the_scheduler_is_asked(cpu_engine, monkeypatch):
     monkeypatch.setattr(cpu_engine, "roster", None)
-    scheduler = cpu_engine.cluster.scheduler
-    calls, identity = _identity_calls(scheduler)
-    try:
+    with calls_answered(cpu_engine.cluster.scheduler, "identity") as calls:
         workers = cpu_engine.workers
-    finally:
-        scheduler.handlers["identity"] = identity
     assert len(calls) == 1 and len(workers) == 2
 
 

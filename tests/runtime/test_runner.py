@@ -5,6 +5,7 @@ import time
 
 import pandas as pd
 import pytest
+from scheduler_calls import calls_answered
 
 import gpuframe
 from gpuframe.diagnostics.stages import task_key
@@ -159,22 +160,10 @@ def test_a_jobs_events_travel_on_the_stream_of_its_tasks(engine):
     """The start and client-side stages of a job reach the scheduler on the client's stream:
     the scheduler answers a call only for its end (which reads of the metrics must not
     overtake), and its metrics hold the job."""
-    import functools
-
     from gpuframe.diagnostics.jobs import job_metrics
 
-    scheduler = engine.cluster.scheduler
-    calls: list[dict] = []
-    log_event = scheduler.handlers["log_event"]
-
-    @functools.wraps(log_event)
-    def counted(*args, **kwargs):
-        calls.append(kwargs)
-        return log_event(*args, **kwargs)
-
     assert engine.streams_events
-    scheduler.handlers["log_event"] = counted
-    try:
+    with calls_answered(engine.cluster.scheduler, "log_event") as calls:
         with Job(engine, "streamed") as job:
             job.client_stage("plan", 0.01)
             stage = job.stage("read")
@@ -184,8 +173,6 @@ def test_a_jobs_events_travel_on_the_stream_of_its_tasks(engine):
         while (metrics := job_metrics(job=job.id)).running:  # its end not sent and waited for
             assert time.monotonic() < deadline, "the job's end never reached the scheduler"
             time.sleep(0.01)
-    finally:
-        scheduler.handlers["log_event"] = log_event
     # (An earlier job's end, not waited for either, may arrive in the while.)
     assert [call["msg"]["phase"] for call in calls if call["msg"]["job"] == job.id] == ["end"]
     assert metrics.name == "streamed"
