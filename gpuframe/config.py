@@ -164,7 +164,8 @@ class RuntimeOptions:
     message_interval: float = _option(
         0.001, _seconds,
         "seconds the engine's client, the scheduler and the workers may hold a message to send "
-        "it with later ones (Dask's own 2-10 ms delay each step from a task to the next)",
+        "it with later ones (Dask's own intervals of a few milliseconds delay each step from a "
+        "task to the next)",
     )
 
 

@@ -1,11 +1,12 @@
 """Prompt messages between the engine's client, the scheduler and the workers.
 
-Dask batches each stream's messages: a worker holds its reports up to 2 ms, the scheduler its
-orders to a worker up to 5 ms and the client its submissions up to 10 ms, after the stream's
-last send. A task whose input finished as part of a busy stream waits those intervals at each
-step from one task to the next, and a query of many short stages pays them at every stage. The
-engine shortens them to :class:`~gpuframe.config.RuntimeOptions`' ``message_interval``: still a
-batch under a burst of messages, without the wait of a step that follows one.
+Dask batches each stream's messages (``BatchedSend``): a worker's reports, the scheduler's
+orders to a worker and the client's submissions each wait out a fixed interval of a few
+milliseconds after the stream's last send, the client's the longest. A task whose input
+finished as part of a busy stream waits those intervals at each step from one task to the
+next, and a query of many short stages pays them at every stage. The engine shortens them
+to :class:`~gpuframe.config.RuntimeOptions`' ``message_interval``: still a batch under a burst
+of messages, without the wait of a step that follows one.
 """
 
 from __future__ import annotations
