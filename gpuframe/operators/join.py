@@ -386,10 +386,7 @@ def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
         verdict = job.stage("verdict").submit(broadcast_verdict, shape, copied,
                                               *samples["left"], *samples["right"], index=(0,),
                                               priority=1)
-        casts = local.types.left if copied == "left" else local.types.right
-        whole = job.stage("broadcast").submit(gather_side_after, verdict,
-                                              inputs[copied].futures, casts, job.backend,
-                                              index=(0,))
+        whole = _gathered(job, inputs[copied], local, copied, verdict)
         lowering.note(node, f"broadcast {copied} side (copied once its sample, weighed on a "
                             "worker, allows it)")
         return _broadcast(node, lowering, number, local, inputs, copied, whole)
@@ -508,11 +505,16 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
     return Partitions(futures, list(inputs[big].owners), node.meta, placement)
 
 
-def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str) -> Future:
-    """The broadcast task of ``side``: all of ``parts`` as one frame, on one worker."""
+def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str,
+              verdict: Future | None = None) -> Future:
+    """The broadcast task of ``side``: all of ``parts`` as one frame, on one worker; with
+    ``verdict``, once the verdict has passed (:func:`gather_side_after`)."""
     casts = local.types.left if side == "left" else local.types.right
-    return job.stage("broadcast").submit(gather_side, parts.futures, casts, job.backend,
-                                         index=(0,))
+    stage = job.stage("broadcast")
+    if verdict is None:
+        return stage.submit(gather_side, parts.futures, casts, job.backend, index=(0,))
+    return stage.submit(gather_side_after, verdict, parts.futures, casts, job.backend,
+                        index=(0,))
 
 
 def most_repeats(frame: Any, keys: list[str], side: str, backend: str) -> int:
