@@ -113,10 +113,9 @@ def broadcast_stands(shape: JoinShape, small: str, *sampled: Any) -> bool:
     fits them, as :func:`decide` asks of a copy. How the sides' sizes compare only says which
     way is faster, and running the action again costs more than the slower way: it stands."""
     profiles = _sampled_profiles(shape, sampled)
-    sizes = {side: profiles[side].nbytes for side in SIDES}
     output = estimate_output(profiles["left"], profiles["right"], shape.how)
     task_bytes = _task_bytes(profiles, shape.options.join_memory_fraction)
-    return sizes[small] <= shape.options.broadcast_bytes \
+    return profiles[small].nbytes <= shape.options.broadcast_bytes \
         and _copy_fits(shape, small, OUTPUT_COPIES * output.nbytes, task_bytes)
 
 
