@@ -67,6 +67,7 @@ from ..errors import SpeculationError
 from ..exchange.digest import UnhashableKeyError, holds_objects, unhashable_type
 from ..exchange.exchange import Buckets, Given, exchange
 from ..exchange.mailbox import arrivals
+from ..exchange.pack import hash_rows
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, Splitter, cast_keys
 from ..plan.bounds import rows_at_most, unique_on
@@ -526,8 +527,10 @@ def most_repeats(frame: Any, keys: list[str], side: str, backend: str) -> int:
         return 0
     if get_backend(backend).holds_objects:  # as the join itself refuses them (LocalJoin)
         check_hashable(frame, keys, side)
-    # Group numbers per row, not sizes per group: cuDF cannot index a result by decimal keys.
-    return int(frame.groupby(keys, dropna=False, sort=False).ngroup().value_counts().max())
+    # Rows counted by their keys' 64-bit hash, as the exchange hashes them: cuDF's groupby
+    # cannot index its groups by decimal keys. A collision only raises the bound.
+    hashes = get_backend(backend).module.Series(hash_rows(frame, keys))
+    return int(hashes.value_counts().max())
 
 
 def join_copied(repeats: int, local: LocalJoin, copied: str, fraction: float, left: list[Any],

@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from dask.utils import key_split
 from distributed import get_task_stream
@@ -279,6 +280,9 @@ def test_the_most_repeated_key_counts_null_keys_too():
     assert most(frame, ["k"]) == most(frame, ["k", "j"]) == 3
     assert most(frame.iloc[3:], ["k", "j"]) == 1
     assert most(frame.head(0), ["k"]) == most(None, ["k"]) == 0
+    # decimal keys, which cuDF cannot group into an index, are counted by their hashes too
+    decimals = frame.astype({"k": pd.ArrowDtype(pa.decimal128(10, 2))})
+    assert most(decimals, ["k"]) == 3 and most(decimals, ["k", "j"]) == 3
 
 
 def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
