@@ -67,6 +67,11 @@ class ClusterOptions:
     protocol: str | None = _option(
         None, _text, "'ucx', 'tcp', or None: UCX where distributed-ucxx is installed, else TCP"
     )
+    scheduler_protocol: str | None = _option(
+        "tcp", _text, "'tcp', 'ucx', or None (the workers' protocol): what the scheduler listens "
+        "on, for its small messages with the client and the workers, which TCP delivers sooner "
+        "than UCX; the workers move data between them over their own protocol"
+    )
     n_workers: int | None = _option(
         None, _count, "workers; None: one per visible GPU, or one per CPU core without GPUs"
     )

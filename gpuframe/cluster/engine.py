@@ -103,8 +103,10 @@ class Engine:
 
     @property
     def protocol(self) -> str:
-        """The comm protocol of the scheduler: 'ucx', 'tcp', ..."""
-        return self.scheduler_address.split("://", 1)[0]
+        """The comm protocol the workers move data between them over: 'ucx', 'tcp', ... (the
+        scheduler's where no worker has joined): the scheduler may listen on another."""
+        workers = self.workers
+        return (workers[0] if workers else self.scheduler_address).split("://", 1)[0]
 
     @property
     def workers(self) -> list[str]:

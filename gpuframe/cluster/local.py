@@ -55,14 +55,16 @@ def start_cluster(**options: Any) -> Engine:
     gpus = list_gpus()
     backend = choose_backend(opts.backend, gpus)
     protocol = choose_protocol(opts.protocol, backend)
+    scheduler_protocol = (protocol if opts.scheduler_protocol is None
+                          else choose_protocol(opts.scheduler_protocol, backend))
     if opts.n_workers is not None and opts.n_workers < 1:
         raise OptionError(f"n_workers={opts.n_workers}: a cluster needs at least one worker")
     if opts.threads_per_worker < 1:
         raise OptionError(f"threads_per_worker={opts.threads_per_worker} must be at least 1")
     if backend.on_device:
-        cluster = _start_gpu_cluster(opts, gpus, protocol)
+        cluster = _start_gpu_cluster(opts, gpus, protocol, scheduler_protocol)
     else:
-        cluster = _start_cpu_cluster(opts, protocol)
+        cluster = _start_cpu_cluster(opts, protocol, scheduler_protocol)
     try:
         client = Client(cluster)
     except BaseException:
@@ -136,7 +138,8 @@ def parse_devices(devices: str | None, gpus: list[Gpu]) -> list[int]:
     return indices
 
 
-def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str) -> LocalCluster:
+def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
+                       scheduler_protocol: str) -> LocalCluster:
     devices = parse_devices(opts.devices, gpus)
     n_workers = opts.n_workers or len(devices)
     if n_workers > len(devices):
@@ -147,7 +150,7 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str) -> 
     from dask_cuda import LocalCUDACluster
 
     # the worker processes take the config they start in
-    with dask.config.set(spill_settings()), ucx_environment(protocol) as env:
+    with dask.config.set(spill_settings()), ucx_environment(protocol, scheduler_protocol) as env:
         return LocalCUDACluster(
             CUDA_VISIBLE_DEVICES=devices,
             n_workers=n_workers,
@@ -160,11 +163,13 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str) -> 
             local_directory=opts.local_directory,
             pre_import=["cudf"],
             env=env,
+            scheduler_kwargs={"protocol": scheduler_protocol},
         )
 
 
-def _start_cpu_cluster(opts: ClusterOptions, protocol: str) -> LocalCluster:
-    with dask.config.set(spill_settings()), ucx_environment(protocol) as env:
+def _start_cpu_cluster(opts: ClusterOptions, protocol: str,
+                       scheduler_protocol: str) -> LocalCluster:
+    with dask.config.set(spill_settings()), ucx_environment(protocol, scheduler_protocol) as env:
         return LocalCluster(
             n_workers=opts.n_workers or os.cpu_count() or 1,
             threads_per_worker=opts.threads_per_worker,
@@ -175,19 +180,22 @@ def _start_cpu_cluster(opts: ClusterOptions, protocol: str) -> LocalCluster:
             dashboard_address=opts.dashboard_address,
             local_directory=opts.local_directory,
             env=env,
+            scheduler_kwargs={"protocol": scheduler_protocol},
         )
 
 
 @contextmanager
-def ucx_environment(protocol: str) -> Iterator[dict[str, str]]:
-    """While a cluster over ``protocol`` starts: :data:`UCX_ENVIRONMENT`, unless the environment
-    sets any of it (the user chose), set in this process (UCX-Py reads it once, when the
-    scheduler's first connection starts it here) and given back for the nannies to set in every
-    worker process they start, restarts included; nothing for TCP."""
-    if protocol == "ucx":
+def ucx_environment(*protocols: str) -> Iterator[dict[str, str]]:
+    """While a cluster starts whose ``protocols`` (the workers', the scheduler's) include UCX:
+    :data:`UCX_ENVIRONMENT`, unless the environment sets any of it (the user chose), set in
+    this process (UCX-Py reads it once, when the scheduler's first connection starts it here)
+    and given back for the nannies to set in every worker process they start, restarts
+    included; nothing for TCP alone."""
+    ucx = "ucx" in protocols
+    if ucx:
         stop_stale_ucx_notifier()
     chosen = any(name in os.environ for name in UCX_ENVIRONMENT)
-    env = {} if protocol != "ucx" or chosen else dict(UCX_ENVIRONMENT)
+    env = dict(UCX_ENVIRONMENT) if ucx and not chosen else {}
     os.environ.update(env)
     try:
         yield env

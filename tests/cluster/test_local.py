@@ -172,3 +172,23 @@ def test_a_ucx_cluster_starts_after_one_left_its_notifier_on_a_stopped_loop(monk
         keys = gpuframe.from_pandas(pd.DataFrame({"k": range(10)}), npartitions=2)
         assert len(keys.merge(keys, on="k", broadcast_bytes=0).to_pandas()) == 10
         assert all(worker.startswith("ucx://") for worker in engine.workers)
+
+
+@pytest.mark.skipif(not ucx_available(), reason="distributed-ucxx not installed")
+@pytest.mark.parametrize("options, listens_on", [
+    ({}, "tcp"), ({"scheduler_protocol": "ucx"}, "ucx"), ({"scheduler_protocol": None}, "ucx")])
+def test_the_scheduler_of_a_ucx_cluster_listens_on_tcp_unless_asked(options, listens_on):
+    """The scheduler's small messages go over TCP by default (None: the workers' protocol);
+    the workers' data goes over UCX either way."""
+    with start_cluster(backend="pandas", protocol="ucx", n_workers=2,
+                       dashboard_address="127.0.0.1:0", **options) as engine:
+        assert engine.scheduler_address.startswith(f"{listens_on}://")
+        assert engine.protocol == "ucx"
+        assert all(worker.startswith("ucx://") for worker in engine.workers)
+        keys = gpuframe.from_pandas(pd.DataFrame({"k": range(100)}), npartitions=4)
+        assert len(keys.merge(keys, on="k", broadcast_bytes=0).to_pandas()) == 100
+
+
+def test_an_unknown_scheduler_protocol_is_refused_before_anything_starts():
+    with pytest.raises(ProtocolError, match="unknown protocol 'udp'"):
+        start_cluster(backend="pandas", scheduler_protocol="udp")
