@@ -56,7 +56,7 @@ def submit_plan(job: Job, root: Node, keep_read_stats: bool = False) -> Executio
     once and waits for those alone, a round trip to the client fewer than waiting twice."""
     plan = optimize(root)
     lowering = Lowering(job, plan, keep_read_stats)
-    lowering.start_join_inputs()
+    lowering.start()
     output = lowering.input(plan)
     return Execution(plan, output, job.id, job.notes, lowering.scans)
 

@@ -26,7 +26,7 @@ The same code runs on pandas and cuDF partitions: both share the groupby API use
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -44,8 +44,8 @@ from ..plan.nodes import Join
 from ..runtime.runner import Partitions
 from .join import lower_join_partials
 from .join_schema import hash_type
-from .lowering import Lowering, lower
-from .steps import StepsFirst, chain_ending, input_with_steps
+from .lowering import Lowering, begin, lower
+from .steps import Chain, StepsAfter, StepsFirst, chain_ending, input_with_steps
 
 WHOLE = "__gpuframe_all__"
 """The constant key a whole-frame aggregate groups by."""
@@ -334,15 +334,39 @@ class PartialStep:
         return partial_aggregate(frame, self.partial)
 
 
-@lower.register
-def _(node: GroupBy, lowering: Lowering) -> Partitions:
+@dataclass
+class Local:
+    """A groupby whose input holds each group in one partition (hashed on some of its keys, or
+    a single partition): each partition is aggregated where it lies, after ``steps``."""
+
+    partial: Partial
+    inputs: Partitions
+    steps: tuple[Any, ...]
+    stage: str
+    placed: HashPartitioning | None
+
+
+@dataclass
+class Begun:
+    """A groupby's partials submitted, and the counts of their rows that its choice between a
+    tree and a shuffle waits for (None where the choice needs none)."""
+
+    partial: Partial
+    partials: list[Future]
+    owners: list[str]
+    made: str
+    counts: list[Future] | None
+
+
+@begin.register
+def _(node: GroupBy, lowering: Lowering) -> Local | Begun:
+    """The input lowered, and the partials and their counts submitted where it needs them."""
     job = lowering.job
     types = hash_types(node.child.meta, node.keys, get_backend(job.backend))
     casts = {k: t for k, t in types.items() if str(t) != str(node.child.meta[k].dtype)}
     whole = not node.keys
     partial = Partial(node.keys or (WHOLE,), casts, node.aggregations, node.dropna, whole,
                       node.child.meta, node.meta, job.backend)
-    number = lowering.number(node)
     joined = _partials_in_join(node, lowering, partial) if whole else None
     if joined is not None:
         partials, owners, made = joined.futures, list(joined.owners), ", made in the join's tasks,"
@@ -355,35 +379,68 @@ def _(node: GroupBy, lowering: Lowering) -> Partitions:
         if placed is not None or len(inputs) == 1:
             lowering.note(node, f"local: input already {placed.describe()}"
                           if placed is not None else "local: one partition")
-            futures = job.stage(f"{prefix}aggregate").map(StepsFirst(steps, aggregate_local),
-                                                          inputs, partial, node=number)
-            return Partitions(futures, list(inputs.owners), node.meta, placed)
+            return Local(partial, inputs, steps, f"{prefix}aggregate", placed)
         partials = job.stage(f"{prefix}partial").map(StepsFirst(steps, partial_aggregate),
                                                      inputs, partial)
         owners, made = list(inputs.owners), ""
-    opts = node.options
-    strategy = "tree" if whole else opts.strategy
-    seen = ""
-    rows = tree_bound(node) if strategy == "auto" else None
-    if rows is not None:
-        strategy, seen = "tree", f" (at most {rows:,} input rows, uncounted)"
-    elif strategy == "auto" and partials:
+    counts = None
+    if not whole and node.options.strategy == "auto" and tree_bound(node) is None and partials:
         count = job.stage("count-partial")
-        rows = sum(job.gather([count.submit(component_rows, f, index=(i,), owner=o)
-                               for i, (f, o) in enumerate(zip(partials, owners))]))
+        counts = [count.submit(component_rows, f, index=(i,), owner=o)
+                  for i, (f, o) in enumerate(zip(partials, owners))]
+    return Begun(partial, partials, owners, made, counts)
+
+
+@lower.register
+def _(node: GroupBy, lowering: Lowering) -> Partitions:
+    return lower_groupby(node, lowering)
+
+
+def lower_groupby(node: GroupBy, lowering: Lowering, chain: Chain | None = None) -> Partitions:
+    """``node``'s aggregate; with ``chain`` (per-partition nodes above it that nothing else
+    reads), the chain's output, its steps applied in the aggregate's last tasks."""
+    if chain is None:
+        return _aggregate(node, lowering, lowering.number(node), ())
+    chain.fused(lowering, node)
+    return chain.placed(_aggregate(node, lowering, lowering.number(chain.top), chain.steps))
+
+
+def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any, ...]
+               ) -> Partitions:
+    """The aggregate's tasks from where :func:`begin` left it, their output reported as plan
+    node ``number``'s, after ``after``."""
+    begun = lowering.begun(node) or begin(node, lowering)
+    job, opts, whole = lowering.job, node.options, not node.keys
+    if isinstance(begun, Local):
+        futures = job.stage(begun.stage).map(
+            StepsFirst(begun.steps, _then(aggregate_local, after)), begun.inputs,
+            begun.partial, node=number)
+        return Partitions(futures, list(begun.inputs.owners), node.meta, begun.placed)
+    partial, partials, owners = begun.partial, begun.partials, begun.owners
+    strategy, seen, rows = ("tree" if whole else opts.strategy), "", None
+    if begun.counts is not None:
+        rows = sum(job.gather(begun.counts))
         strategy = "tree" if rows <= opts.tree_max_rows else "shuffle"
         seen = f" ({rows:,} partial rows)"
+    elif strategy == "auto" and (rows := tree_bound(node)) is not None:
+        strategy, seen = "tree", f" (at most {rows:,} input rows, uncounted)"
     if strategy == "tree" or not partials:
-        lowering.note(node, f"tree: {len(partials)} partials{made} combined {opts.tree_fanin} "
-                            f"at a time{seen}")
-        tree = _tree(lowering, node, partial, partials, owners)
+        lowering.note(node, f"tree: {len(partials)} partials{begun.made} combined "
+                            f"{opts.tree_fanin} at a time{seen}")
+        tree = _tree(lowering, node, partial, partials, owners, number, after)
         # Each group takes one row, and each group has a partial row.
         tree.rows_at_most = 1 if whole else rows
         return tree
+    types = hash_types(node.child.meta, node.keys, get_backend(job.backend))
     n = len(job.workers) * opts.partitions_per_worker
     lowering.note(node, f"shuffle: partials hashed into {n} buckets{seen}")
     return _shuffle(lowering, node, partial, partials, owners, n,
-                    tuple(str(types[k]) for k in node.keys))
+                    tuple(str(types[k]) for k in node.keys), number, after)
+
+
+def _then(fn: Callable[..., Any], after: tuple[Any, ...]) -> Callable[..., Any]:
+    """``fn``, followed by the steps ``after`` where there are any."""
+    return StepsAfter(fn, after) if after else fn
 
 
 def _partials_in_join(node: GroupBy, lowering: Lowering, partial: Partial
@@ -404,7 +461,7 @@ def _partials_in_join(node: GroupBy, lowering: Lowering, partial: Partial
 
 
 def _tree(lowering: Lowering, node: GroupBy, partial: Partial, partials: list[Future],
-          owners: list[str]) -> Partitions:
+          owners: list[str], number: int, after: tuple[Any, ...]) -> Partitions:
     """Partials combined ``tree_fanin`` at a time until one task finishes the rest. Without
     first/last, partials are taken worker by worker, so the first round moves nothing."""
     job = lowering.job
@@ -419,8 +476,8 @@ def _tree(lowering: Lowering, node: GroupBy, partial: Partial, partials: list[Fu
                  for i, chunk in enumerate(_chunks(level, fanin))]
     stage = job.stage("aggregate")
     owner = level[0][1] if level else job.workers[0]
-    future = stage.submit(finish_partials, [f for f, _ in level], partial, index=(0,),
-                          owner=owner, node=lowering.number(node))
+    future = stage.submit(_then(finish_partials, after), [f for f, _ in level], partial,
+                          index=(0,), owner=owner, node=number)
     return Partitions([future], [owner], node.meta, None)
 
 
@@ -429,7 +486,8 @@ def _chunks(items: list[Any], size: int) -> list[list[Any]]:
 
 
 def _shuffle(lowering: Lowering, node: GroupBy, partial: Partial, partials: list[Future],
-             owners: list[str], n: int, types: tuple[str, ...]) -> Partitions:
+             owners: list[str], n: int, types: tuple[str, ...], number: int,
+             after: tuple[Any, ...]) -> Partitions:
     """Each component of the partials hashed on the keys into ``n`` buckets, each bucket's
     parts merged and finalized by its owner."""
     job = lowering.job
@@ -444,8 +502,8 @@ def _shuffle(lowering: Lowering, node: GroupBy, partial: Partial, partials: list
         buckets.append(exchange(job, parts, splitter, Contiguous(), label))
     out_owners = buckets[0].owners
     stage = job.stage("aggregate")
-    futures = [stage.submit(finish_bucket, [b.parts[i] for b in buckets], partial,
-                            index=(i,), owner=owner, node=lowering.number(node))
+    futures = [stage.submit(_then(finish_bucket, after), [b.parts[i] for b in buckets],
+                            partial, index=(i,), owner=owner, node=number)
                for i, owner in enumerate(out_owners)]
     placement = HashPartitioning(node.keys, types, n, tuple(out_owners))
     return Partitions(futures, out_owners, node.meta, placement)

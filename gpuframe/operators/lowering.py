@@ -7,13 +7,18 @@ node and the :class:`Lowering` of the plan being run, asks the lowering for its 
 :class:`~gpuframe.runtime.runner.Partitions` (futures, owners, schema, placement). It declares
 what placement it needs of its inputs by asking for it (a join reads ``partitioning``), and the
 job does the rest: names, pinning, failure, metrics.
+
+An operator that waits on the client for figures of its input (a groupby's count of its
+partials) also registers, with :func:`begin`, the part of its lowering that submits the tasks
+leading to that wait: the lowering begins every such node before it waits for any, so that
+independent waits overlap rather than follow one another.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import singledispatch
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..plan.nodes import Join, Node
 from ..runtime.runner import Job, Partitions
@@ -46,6 +51,8 @@ class Lowering:
         self.numbers: dict[int, int] = {}
         self.parents: dict[int, int] = {}
         self._outputs: dict[int, Partitions] = {}
+        self._begun: dict[int, Any] = {}
+        self._waits: dict[int, bool] = {}
         self._number(root)
 
     def _number(self, node: Node) -> None:
@@ -76,16 +83,43 @@ class Lowering:
             self._outputs[id(node)] = output
         return output
 
-    def start_join_inputs(self) -> None:
-        """Lower now, in plan order, every input of a join that holds no join itself (a read,
-        with its filters and projections): a join waits on the client for its sample or its
-        copied side's check before the lowering goes on, and an input lowered only after the
-        joins below it had each waited would be read only then. So every table of a chain of
-        joins is read at once, from the start, and each join waits for its own work alone."""
-        for join in _joins(self.root, set()):
-            for side in join.children:
-                if id(side) not in self._outputs and not _joins(side, set()):
-                    self._outputs[id(side)] = lower(side, self)
+    def start(self) -> None:
+        """Submit, before the lowering waits for anything, what later waits would hold back:
+
+        - every node that holds no join and no begun node below it is begun (:func:`begin`):
+          two groupbys' counts are then taken at once, not one after the other's;
+        - every input of a join that holds no join itself (a read, with its filters and
+          projections, perhaps a groupby) is lowered, in plan order, those that wait for a
+          begun node last: a join waits on the client for its sample or its copied side's
+          check before the lowering goes on, and an input lowered only after the joins below
+          it had each waited would be read only then. So every table of a chain of joins is
+          read at once, from the start, and each join waits for its own work alone."""
+        self._begin_under(self.root)
+        sides = [side for join in _joins(self.root, set()) for side in join.children
+                 if not _joins(side, set())]
+        for side in sorted(sides, key=lambda side: self._waits[id(side)]):
+            if id(side) not in self._outputs:
+                self._outputs[id(side)] = lower(side, self)
+
+    def _begin_under(self, node: Node) -> bool:
+        """Begin ``node`` and every node under it that holds no join and no begun node: whether
+        ``node`` holds (or is) either, so that its lowering would wait."""
+        if id(node) in self._waits:
+            return self._waits[id(node)]
+        below = [self._begin_under(child) for child in node.children]
+        waits = isinstance(node, Join) or any(below)
+        if not waits:
+            state = begin(node, self)
+            if state is not None:
+                self._begun[id(node)] = state
+                waits = True
+        self._waits[id(node)] = waits
+        return waits
+
+    def begun(self, node: Node) -> Any:
+        """What :func:`begin` returned for ``node`` where the lowering began it (once), else
+        None: its operator lowers on from there."""
+        return self._begun.pop(id(node), None)
 
     def note(self, node: Node, text: str) -> None:
         """Record what ``node`` decided at run time, for ``explain()``."""
@@ -107,3 +141,10 @@ def _joins(node: Node, seen: set[int]) -> list[Join]:
 def lower(node: Node, lowering: Lowering) -> Partitions:
     """Submit ``node``'s tasks; its output partitions (their tasks may still be running)."""
     raise NotImplementedError(f"no operator lowers {type(node).__name__} nodes")
+
+
+@singledispatch
+def begin(node: Node, lowering: Lowering) -> Any:
+    """Submit the tasks of ``node`` that lead to a wait on the client, and return what its
+    :func:`lower` goes on from (:meth:`Lowering.begun`); None for an operator that never waits."""
+    return None

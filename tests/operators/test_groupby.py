@@ -19,6 +19,7 @@ from gpuframe.plan.aggregate import Aggregation, GroupBy
 from gpuframe.plan.expr import col
 from gpuframe.plan.nodes import Filter, FromPandas, Scan
 from gpuframe.plan.optimize import optimize
+from gpuframe.runtime.runner import Job
 
 EVERY = dict(total=("x", "sum"), counted=("f", "count"), rows=("f", "size"),
              average=("x", "mean"), low=("s", "min"), high=("f", "max"), spread=("f", "var"),
@@ -343,3 +344,30 @@ def test_the_frame_methods_group_and_aggregate_as_pandas(engine, data):
     whole = frame[frame.x > 0].agg(total=("x", "sum"), n=("x", "size")).to_pandas()
     assert whole.to_dict("records") == [{"total": data.x[data.x > 0].sum(),
                                          "n": int((data.x > 0).sum())}]
+
+
+def test_groupbys_under_a_join_count_their_partials_before_either_waits(engine, data,
+                                                                        monkeypatch):
+    """Every groupby whose choice waits for its partials' count is begun before the lowering
+    waits for any: both sides' counts are submitted before the client waits for the first,
+    so the two waits overlap."""
+    counts_at_first_wait: list[int] = []
+    gather = Job.gather
+
+    def gathering(self: Job, futures):
+        futures = list(futures)
+        if not counts_at_first_wait and \
+                any(self._info[f.key].stage == "count-partial" for f in futures):
+            counts_at_first_wait.append(
+                sum(info.stage == "count-partial" for info in self._info.values()))
+        return gather(self, futures)
+
+    monkeypatch.setattr(Job, "gather", gathering)
+    frame = gpuframe.from_pandas(data, npartitions=3)
+    totals = groupby(frame, "k", tree_max_rows=10).agg(total=("x", "sum"))
+    sizes = groupby(frame[frame.x > 0], "k", tree_max_rows=10).agg(rows=("x", "size"))
+    got = totals.merge(sizes, on="k").to_pandas()
+    expected = data.groupby("k", as_index=False).agg(total=("x", "sum")).merge(
+        data[data.x > 0].groupby("k", as_index=False).agg(rows=("x", "size")), on="k")
+    pd.testing.assert_frame_equal(by_keys(got, ["k"]), by_keys(expected, ["k"]))
+    assert counts_at_first_wait == [6]  # 3 partitions a side

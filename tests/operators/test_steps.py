@@ -10,6 +10,7 @@ from dask.utils import key_split
 from distributed import get_task_stream
 
 import gpuframe
+from gpuframe.groupby import groupby
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +97,29 @@ def test_a_chain_two_nodes_read_runs_once_for_both(engine, data):
                                   expected.sort_values(["k", "x"], ignore_index=True),
                                   check_dtype=False)
     assert "filter" in stages, stages  # its own tasks, read by the aggregate and the join
+
+
+@pytest.mark.parametrize("strategy", ["tree", "shuffle", "local"])
+def test_a_chain_over_an_aggregate_runs_in_its_last_tasks(engine, data, strategy):
+    """A filter and an assign over a groupby's result run in the tasks that finish the
+    aggregate (the tree's last, each shuffled bucket's, or each partition's where the input
+    is hashed on the keys already), not in tasks of their own."""
+    frame = gpuframe.from_pandas(data, npartitions=4)
+    if strategy == "local":
+        frame = gpuframe.merge(frame, gpuframe.from_pandas(data[["k"]].drop_duplicates()),
+                               on="k", broadcast_bytes=0)
+    options = {} if strategy == "local" else {"strategy": strategy}
+    grouped = groupby(frame, ["k", "s"], **options).agg(total=("x", "sum"), n=("x", "size"))
+    kept = grouped[grouped.n > 20]
+    result_frame = kept.assign(mean=kept.total / kept.n)
+    stages, result = stages_and_result(result_frame)
+    expected = data.groupby(["k", "s"], as_index=False).agg(total=("x", "sum"), n=("x", "size"))
+    expected = expected[expected.n > 20]
+    expected = expected.assign(mean=expected.total / expected.n)
+    pd.testing.assert_frame_equal(result.sort_values(["k", "s"], ignore_index=True),
+                                  expected.sort_values(["k", "s"], ignore_index=True),
+                                  check_dtype=False)
+    assert "aggregate" in stages and not stages & {"filter", "assign", "filter-assign"}, stages
+    assert "fused into the task of" in notes(result_frame)
+    if strategy == "shuffle":  # the hash placement survives a chain that keeps the keys
+        assert result_frame.persist().partitioning.keys == ("k", "s")
