@@ -25,7 +25,6 @@ The same code runs on pandas and cuDF partitions: both share the groupby API use
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -485,6 +484,23 @@ def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
+@dataclass(frozen=True)
+class ComponentSplitter:
+    """``splitter`` over component ``component`` of a partition's partials (a list of frames):
+    the exchange's send tasks take the partials as they are, and no task of its own per
+    partition picks each component out first."""
+
+    splitter: HashSplitter
+    component: int
+
+    @property
+    def n(self) -> int:
+        return self.splitter.n
+
+    def split(self, frame: list[Any], index: int) -> list[Any]:
+        return self.splitter.split(frame[self.component], index)
+
+
 def _shuffle(lowering: Lowering, node: GroupBy, partial: Partial, partials: list[Future],
              owners: list[str], n: int, types: tuple[str, ...], number: int,
              after: tuple[Any, ...]) -> Partitions:
@@ -492,14 +508,11 @@ def _shuffle(lowering: Lowering, node: GroupBy, partial: Partial, partials: list
     parts merged and finalized by its owner."""
     job = lowering.job
     splitter = HashSplitter(partial.keys, n)
+    parts = Partitions(partials, owners, node.meta)
     buckets = []
     for c in range(1 + len(partial.distinct)):
-        pick = job.stage("component")
-        parts = Partitions([pick.submit(operator.getitem, f, c, index=(i,), owner=o)
-                            for i, (f, o) in enumerate(zip(partials, owners))],
-                           owners, node.meta)
         label = "partial" if c == 0 else "distinct" + LABELS[(c - 1) % len(LABELS)]
-        buckets.append(exchange(job, parts, splitter, Contiguous(), label))
+        buckets.append(exchange(job, parts, ComponentSplitter(splitter, c), Contiguous(), label))
     out_owners = buckets[0].owners
     stage = job.stage("aggregate")
     futures = [stage.submit(_then(finish_bucket, after), [b.parts[i] for b in buckets],

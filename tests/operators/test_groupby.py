@@ -371,3 +371,19 @@ def test_groupbys_under_a_join_count_their_partials_before_either_waits(engine, 
         data[data.x > 0].groupby("k", as_index=False).agg(rows=("x", "size")), on="k")
     pd.testing.assert_frame_equal(by_keys(got, ["k"]), by_keys(expected, ["k"]))
     assert counts_at_first_wait == [6]  # 3 partitions a side
+
+
+def test_a_shuffle_sends_each_component_of_the_partials_without_picking_it_out(engine, data):
+    """The exchange's send tasks take the partials themselves (the main frame and a nunique's
+    distinct pairs), with no task per partition and component to pick one out."""
+    frame = gpuframe.from_pandas(data, npartitions=3)
+    with get_task_stream(client=engine.client) as stream:
+        result = groupby(frame, "k", strategy="shuffle").agg(
+            total=("x", "sum"), distinct=("s", "nunique"))
+        got = result.to_pandas()
+    names = {key_split(entry["key"]) for entry in stream.data}
+    assert {"gpuframe-send-partial", "gpuframe-send-distincta"} <= names, names
+    assert "gpuframe-component" not in names
+    expected = data.groupby("k", as_index=False).agg(total=("x", "sum"),
+                                                     distinct=("s", "nunique"))
+    pd.testing.assert_frame_equal(by_keys(got, ["k"]), by_keys(expected, ["k"]))
