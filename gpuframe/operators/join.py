@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from dask.sizeof import sizeof
 from distributed import Future
 
 from ..backend import get_backend
@@ -241,14 +242,13 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
     may_repeat = copied is not None and node.how != "cross" \
         and not unique_on(getattr(node, copied), keys[copied])
     if copied is not None and not (may_repeat and not job.speculates):
-        whole = _gathered(job, inputs[copied], local, copied)
-        repeats = job.stage("fanout").submit(most_repeats, whole, keys[copied], copied,
-                                             job.backend, index=(0,)) if may_repeat else None
+        whole = _gathered(job, inputs[copied], local, copied,
+                          counted_on=keys[copied] if may_repeat else None)
         lowering.note(node, f"broadcast {copied} side (at most "
                             + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
                                if unsampled else
                                f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
-        return _broadcast(node, lowering, number, local, inputs, copied, whole, repeats)
+        return _broadcast(node, lowering, number, local, inputs, copied, whole, may_repeat)
     # validate= checks each side's keys where all of their rows meet: a side split by heavy
     # keys has them spread over several tasks. sort=True keeps pandas' order of a key's rows
     # by joining them in one task, in input order.
@@ -479,12 +479,12 @@ def _into_buckets(node: Join, lowering: Lowering, number: int | None, local: Loc
 
 def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
                inputs: dict[str, Partitions], small: str, whole: Future | None = None,
-               repeats: Future | None = None) -> Partitions:
+               counted: bool = False) -> Partitions:
     """The ``small`` side gathered on one worker (``whole``, where it is already), and copied
     from there to every worker that joins with it; each partition of the other side joined
-    with it where it lies. With ``repeats`` (:func:`most_repeats` of a side copied without a
-    sample), each task first checks on its worker that its output fits (:func:`join_copied`):
-    the client never waits for that check."""
+    with it where it lies. Where ``counted`` (``whole`` a :class:`CountedSide`: a side copied
+    without a sample), each task first checks on its worker that its output fits
+    (:func:`join_copied`): the client never waits for that check."""
     job = lowering.job
     big = "left" if small == "right" else "right"
     if whole is None:
@@ -495,8 +495,8 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
         sides = {big: [part], small: [whole]}
         futures.append(
             _join_task(stage, local, sides["left"], sides["right"], i, owner, number)
-            if repeats is None else
-            stage.submit(join_copied, repeats, local, small, node.options.join_memory_fraction,
+            if not counted else
+            stage.submit(join_copied, local, small, node.options.join_memory_fraction,
                          sides["left"], sides["right"], index=(i,), owner=owner, node=number))
     placed = inputs[big].partitioning
     placement = None
@@ -507,11 +507,15 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
 
 
 def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str,
-              verdict: Future | None = None) -> Future:
+              verdict: Future | None = None, counted_on: list[str] | None = None) -> Future:
     """The broadcast task of ``side``: all of ``parts`` as one frame, on one worker; with
-    ``verdict``, once the verdict has passed (:func:`gather_side_after`)."""
+    ``verdict``, once the verdict has passed (:func:`gather_side_after`); with ``counted_on``
+    (keys), as a :class:`CountedSide` (:func:`gather_counted`)."""
     casts = local.types.left if side == "left" else local.types.right
     stage = job.stage("broadcast")
+    if counted_on is not None:
+        return stage.submit(gather_counted, parts.futures, casts, job.backend, counted_on, side,
+                            index=(0,))
     if verdict is None:
         return stage.submit(gather_side, parts.futures, casts, job.backend, index=(0,))
     return stage.submit(gather_side_after, verdict, parts.futures, casts, job.backend,
@@ -533,18 +537,45 @@ def most_repeats(frame: Any, keys: list[str], side: str, backend: str) -> int:
     return int(hashes.value_counts().max())
 
 
-def join_copied(repeats: int, local: LocalJoin, copied: str, fraction: float, left: list[Any],
+@dataclass(frozen=True)
+class CountedSide:
+    """A side copied without a sample, as its broadcast task made it: the frame, and the most
+    rows of it that share a key tuple (:func:`most_repeats`)."""
+
+    frame: Any
+    repeats: int
+
+
+@sizeof.register(CountedSide)
+def _sizeof_counted(side: CountedSide) -> int:
+    return int(sizeof(side.frame))
+
+
+def gather_counted(parts: list[Any], casts: dict[str, Any], backend: str, keys: list[str],
+                   side: str) -> CountedSide:
+    """The broadcast task of a side copied without a sample, whose keys may repeat: the side
+    gathered (:func:`gather_side`) and its repeats counted in the one task, a step fewer
+    before the join tasks that check their output by them (:func:`join_copied`)."""
+    frame = gather_side(parts, casts, backend)
+    return CountedSide(frame, most_repeats(frame, keys, side, backend))
+
+
+def join_copied(local: LocalJoin, copied: str, fraction: float, left: list[Any],
                 right: list[Any]) -> Any:
-    """A broadcast join task whose copied side repeats a key up to ``repeats`` times: its
-    join, where its output, at most ``repeats`` rows a row of its partition, fits ``fraction``
-    of its worker's memory as the join's tasks are sized (:data:`~.join_decision.OUTPUT_COPIES`
-    times over); else :class:`~gpuframe.errors.SpeculationError`, which fails the job and runs
-    the action again in one that samples the copied side, estimating the output."""
+    """A broadcast join task whose copied side (a :class:`CountedSide`) repeats a key up to
+    ``repeats`` times: its join, where its output, at most ``repeats`` rows a row of its
+    partition, fits ``fraction`` of its worker's memory as the join's tasks are sized
+    (:data:`~.join_decision.OUTPUT_COPIES` times over); else
+    :class:`~gpuframe.errors.SpeculationError`, which fails the job and runs the action again
+    in one that samples the copied side, estimating the output."""
+    parts = {"left": left, "right": right}
+    counted: CountedSide = parts[copied][0]
+    parts[copied] = [counted.frame]
+    left, right, repeats = parts["left"], parts["right"], counted.repeats
     if repeats > 1:
         memory = this_worker_memory()
         if memory is not None and memory.limit:
             frames = get_backend(local.backend)
-            parts = {"left": left, "right": right}
             whole, big = parts[copied][0], parts["left" if copied == "right" else "right"][0]
             width = frames.nbytes(big) / max(len(big), 1) \
                 + frames.nbytes(whole) / max(len(whole), 1)

@@ -242,8 +242,7 @@ def test_a_side_the_plan_bounds_to_few_rows_is_broadcast_unsampled(engine, tmp_p
 def test_a_side_counted_small_as_it_ran_is_broadcast_unsampled(engine, tmp_path):
     """An aggregate whose partials were counted few (a tree) is copied without sampling
     either side, though the plan bounds its rows only by its input's; a filter above it keeps
-    the bound, and a bound above broadcast_rows samples as before. Its keys are the groupby's,
-    unique: nothing looks at them before it is copied (no fanout stage)."""
+    the bound, and a bound above broadcast_rows samples as before."""
     rng = np.random.default_rng(4)
     data = pd.DataFrame({"k": rng.integers(0, 300, 30_000), "a": rng.random(30_000)})
     for i in range(3):
@@ -262,7 +261,6 @@ def test_a_side_counted_small_as_it_ran_is_broadcast_unsampled(engine, tmp_path)
             result = joined.to_pandas()
         stages = {key_split(entry["key"]) for entry in stream.data}
         assert any("sample" in stage for stage in stages) == sampled, stages
-        assert not any("fanout" in stage for stage in stages), stages
         pd.testing.assert_frame_equal(
             result.sort_values(list(result.columns)).reset_index(drop=True),
             expected.sort_values(list(expected.columns)).reset_index(drop=True))
@@ -288,7 +286,8 @@ def test_the_most_repeated_key_counts_null_keys_too():
 def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
         engine, monkeypatch, speculating):
     """A small side the plan bounds but cannot show unique on the keys is copied with the
-    count of its most repeated key (the fanout stage): each join task checks on its worker
+    count of its most repeated key, taken by the task that gathers it (no task of its own):
+    each join task checks on its worker
     that its output, at most that many rows a row of its partition, fits its share of memory,
     and the client waits for no check. Where it cannot fit, the job fails and the action runs
     again in a job that samples both sides. Either way the rows are pandas'."""
@@ -314,8 +313,8 @@ def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
         with get_task_stream(client=engine.client) as stream:
             result = left.merge(right, on="k", **options).to_pandas()
         stages = {key_split(entry["key"]) for entry in stream.data}
-        assert "gpuframe-fanout" in stages
-        assert "fanout" not in gathered
+        assert "gpuframe-broadcast" in stages and "gpuframe-fanout" not in stages, stages
+        assert "broadcast" not in gathered
         assert speculating == ([True, False] if again else [True])
         assert any("sample" in stage for stage in stages) == again, stages
         expected = big.merge(small, on="k")
