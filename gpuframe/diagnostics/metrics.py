@@ -303,7 +303,11 @@ def _ordered_workers(scheduler: Scheduler | None) -> list[str]:
 
 
 def _protocol(scheduler: Scheduler | None) -> str:
-    return scheduler.address.split("://", 1)[0] if scheduler is not None else "unknown"
+    """The protocol the workers move data between them over: their addresses' (the scheduler
+    may listen on another, :func:`~gpuframe.start_cluster`'s ``scheduler_protocol``)."""
+    if scheduler is None:
+        return "unknown"
+    return next(iter(scheduler.workers), scheduler.address).split("://", 1)[0]
 
 
 def union_seconds(intervals: list[tuple[float, float]]) -> float:

@@ -43,3 +43,13 @@ def test_every_how_matches_pandas_over_ucx(ucx_engine, how):
                for startstop in task["startstops"] if startstop["action"] == "transfer"}
     assert sources & set(ucx_engine.workers)  # buckets travelled between the workers over UCX
     assert "gpuframe-join" in {key_split(task["key"]) for task in stream.data}
+
+
+def test_the_engine_page_names_the_workers_protocol(ucx_engine, tmp_path):
+    """The scheduler listens on TCP; the buckets moved over UCX, as the page says."""
+    frame = gpuframe.from_pandas(pd.DataFrame({"k": range(1000)}), npartitions=2,
+                                 engine=ucx_engine)
+    with gpuframe.report(tmp_path / "join.html", engine=ucx_engine) as report:
+        assert len(frame.merge(frame, on="k", broadcast_bytes=0).to_pandas()) == 1000
+    assert ucx_engine.scheduler_address.startswith("tcp://")
+    assert report.metrics is not None and report.metrics.protocol == "ucx"
