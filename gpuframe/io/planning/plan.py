@@ -271,9 +271,9 @@ def plan_fragments(source: DatasetSource,
     else:
         concurrency = (measure or measure_here)(paths[0], storage, partition_bytes)
     if concurrency is not None:
-        concurrency = fit_to_ranges(concurrency, [
+        concurrency = fit_to_ranges(concurrency, (
             length for f in fragments
-            for _, length in fmt.ranges(footers[f.path], f.units, columns_read)],
+            for _, length in fmt.ranges(footers[f.path], f.units, columns_read)),
             storage.max_requests_in_flight)
     if workers is not None:
         owners = assign_owners([f.bytes for f in fragments], workers)

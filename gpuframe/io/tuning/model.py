@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ...errors import OptionError
@@ -221,14 +221,17 @@ def choose_concurrency(probes: Sequence[StoreProbe], storage: StorageOptions,
                        probed_at_once=sum(p.requests_at_once for p in probes))
 
 
-def fit_to_ranges(concurrency: Concurrency, lengths: Sequence[int],
+def fit_to_ranges(concurrency: Concurrency, lengths: Iterable[int],
                   max_in_flight: int) -> Concurrency:
     """``concurrency`` for the requests a plan will make: ranges (column chunks) shorter than
     the request size are one request each, and more of them must be in flight to cover the
     same bandwidth x latency. Little's law again, with the plan's mean request; never fewer
-    requests in flight than chosen before. Configured concurrency is returned as is."""
+    requests in flight than chosen before. Configured or unmeasured concurrency is returned as
+    is, without taking ``lengths`` (which a plan makes as they are taken)."""
+    if concurrency.source != "measured":
+        return concurrency
     lengths = [n for n in lengths if n > 0]
-    if concurrency.source != "measured" or not lengths:
+    if not lengths:
         return concurrency
     size = concurrency.request_size
     mean = math.ceil(sum(lengths) / sum(math.ceil(n / size) for n in lengths))

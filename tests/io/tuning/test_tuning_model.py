@@ -52,6 +52,18 @@ def test_fit_to_ranges_keeps_small_chunks_covered():
     assert fit_to_ranges(configured, [100] * 4, 64) is configured
 
 
+def test_fit_to_ranges_takes_no_range_it_would_not_use():
+    """A plan makes its ranges as the fit takes them: configured or unmeasured concurrency
+    takes none (a read planned for its schema alone computes no page ranges)."""
+    def ranges():
+        raise AssertionError("ranges taken")
+        yield 0
+
+    for source in ("configured", "unmeasured"):
+        given = Concurrency(0.0, 0.0, 5, 2**20, source)
+        assert fit_to_ranges(given, ranges(), 64) is given
+
+
 def test_a_fetch_makes_several_rounds_of_requests():
     chosen = Concurrency(0.001, 8e9, 32, 32 * 2**20, stream_bandwidth=230e6)
     # 1.8 GiB by 32 requests of 32 MiB would be two rounds: four rounds of ~14 MiB instead
