@@ -355,6 +355,8 @@ class Begun:
     owners: list[str]
     made: str
     counts: list[Future] | None
+    types: tuple[str, ...]
+    """The keys' hash types, which a shuffle's output placement names."""
 
 
 @begin.register
@@ -387,7 +389,8 @@ def _(node: GroupBy, lowering: Lowering) -> Local | Begun:
         count = job.stage("count-partial")
         counts = [count.submit(component_rows, f, index=(i,), owner=o)
                   for i, (f, o) in enumerate(zip(partials, owners))]
-    return Begun(partial, partials, owners, made, counts)
+    return Begun(partial, partials, owners, made, counts,
+                 tuple(str(types[k]) for k in node.keys))
 
 
 @lower.register
@@ -430,11 +433,9 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
         # Each group takes one row, and each group has a partial row.
         tree.rows_at_most = 1 if whole else rows
         return tree
-    types = hash_types(node.child.meta, node.keys, get_backend(job.backend))
     n = len(job.workers) * opts.partitions_per_worker
     lowering.note(node, f"shuffle: partials hashed into {n} buckets{seen}")
-    return _shuffle(lowering, node, partial, partials, owners, n,
-                    tuple(str(types[k]) for k in node.keys), number, after)
+    return _shuffle(lowering, node, partial, partials, owners, n, begun.types, number, after)
 
 
 def _then(fn: Callable[..., Any], after: tuple[Any, ...]) -> Callable[..., Any]:
