@@ -16,10 +16,10 @@ from gpuframe.cluster.memory import WorkerMemory
 from gpuframe.config import JoinOptions, resolve
 from gpuframe.errors import JoinError, MemoryLimitError
 from gpuframe.frame import DistributedFrame
-from gpuframe.operators.join import most_repeats
 from gpuframe.operators.join_decision import JoinShape, decide, speculation_stands
 from gpuframe.operators.join_schema import HOWS as ALL_HOWS
 from gpuframe.operators.join_schema import hash_type
+from gpuframe.operators.join_tasks import most_repeats
 from gpuframe.operators.skew import profile_partition, profiles_of
 from gpuframe.plan.nodes import Persisted
 from gpuframe.runtime.runner import Job, Partitions
