@@ -8,6 +8,7 @@ engine is made, so every frame of one engine holds partitions of the same kind.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from distributed import Client
@@ -38,10 +39,13 @@ _current: Engine | None = None
 class Engine:
     """A running gpuframe cluster: its client, its backend, its workers in a fixed order."""
 
-    def __init__(self, client: Client, backend: Backend, cluster: Cluster | None = None):
+    def __init__(self, client: Client, backend: Backend, cluster: Cluster | None = None,
+                 after_close: Callable[[], None] | None = None):
         self.client = client
         self.backend = backend
         self.cluster = cluster
+        self.after_close = after_close
+        """What to release once the cluster has closed, which its close still needs."""
         try:
             interval = resolve(RuntimeOptions).message_interval
             # Every worker's mailbox, now: registering it waits for every worker, which a first
@@ -128,9 +132,14 @@ class Engine:
     def close(self) -> None:
         """Close the client, and the cluster too when this engine started it."""
         global _current
-        self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
+        try:
+            self.client.close()
+            if self.cluster is not None:
+                self.cluster.close()
+        finally:
+            release, self.after_close = self.after_close, None
+            if release is not None:
+                release()
         if _current is self:
             _current = None
 

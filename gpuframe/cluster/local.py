@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -65,12 +65,17 @@ def start_cluster(**options: Any) -> Engine:
         cluster = _start_gpu_cluster(opts, gpus, protocol, scheduler_protocol)
     else:
         cluster = _start_cpu_cluster(opts, protocol, scheduler_protocol)
+    release = hold_ucx_progress(cluster) if scheduler_protocol == "ucx" else None
     try:
         client = Client(cluster)
     except BaseException:
-        cluster.close()
+        try:
+            cluster.close()
+        finally:
+            if release is not None:
+                release()
         raise
-    engine = set_current(Engine(client, backend, cluster))
+    engine = set_current(Engine(client, backend, cluster, after_close=release))
     engine.streams_events = attach(client)
     engine.warm_up(opts.warm_up)
     logger.info("started %r", engine)
@@ -202,6 +207,22 @@ def ucx_environment(*protocols: str) -> Iterator[dict[str, str]]:
     finally:
         for name in env:
             os.environ.pop(name, None)
+
+
+def hold_ucx_progress(cluster: LocalCluster) -> Callable[[], None]:
+    """Keep this process's UCX-Py notifier thread running until the returned release is called,
+    after ``cluster`` (its scheduler listening on UCX here) has closed.
+
+    distributed-ucxx stops that thread as its last connection here aborts. The cluster's close
+    aborts its watch on the scheduler while a read is pending, and that read's future, which
+    only the thread completes, then never does: the close waits forever."""
+    from distributed_ucxx.ucxx import _deregister_dask_resource, _register_dask_resource
+
+    async def register() -> int:  # on the cluster's loop, where the thread completes futures
+        return _register_dask_resource()
+
+    resource = cluster.sync(register)
+    return lambda: _deregister_dask_resource(resource)
 
 
 def stop_stale_ucx_notifier() -> None:

@@ -192,3 +192,25 @@ def test_the_scheduler_of_a_ucx_cluster_listens_on_tcp_unless_asked(options, lis
 def test_an_unknown_scheduler_protocol_is_refused_before_anything_starts():
     with pytest.raises(ProtocolError, match="unknown protocol 'udp'"):
         start_cluster(backend="pandas", scheduler_protocol="udp")
+
+
+@pytest.mark.skipif(not ucx_available(), reason="distributed-ucxx not installed")
+def test_a_scheduler_over_ucx_keeps_the_notifier_thread_until_its_cluster_has_closed(monkeypatch):
+    """Stopped while the close aborts the cluster's watch on its scheduler, the thread never
+    completes that pending read, and the close waits forever (on a loaded machine)."""
+    import ucxx
+
+    stops = []
+    stop = ucxx.stop_notifier_thread
+    engine = start_cluster(backend="pandas", protocol="ucx", n_workers=1,
+                           dashboard_address="127.0.0.1:0", scheduler_protocol="ucx")
+    cluster = engine.cluster
+
+    def recording_stop():
+        stops.append(cluster.status.name)
+        stop()
+
+    monkeypatch.setattr(ucxx, "stop_notifier_thread", recording_stop)
+    engine.close()
+    assert stops == ["closed"]
+    assert ucxx.core._get_ctx().notifier_thread is None
