@@ -293,7 +293,7 @@ def main() -> None:
             for store in args.stores.split(","):
                 nbytes = args.bytes if store == "http" or args.s3_bytes is None else args.s3_bytes
                 name = f"remote-{nbytes}"
-                paths = write_dataset(root / name / args.kind, args.kind, 1, 0, "snappy",
+                paths = write_dataset(root / name / args.kind, "parquet", args.kind, 1, 0, "snappy",
                                       nbytes, args.files, 4)
                 relative = [p.relative_to(root / name) for p in paths]
                 if store == "http":

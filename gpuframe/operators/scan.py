@@ -19,11 +19,13 @@ import functools
 import logging
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
+from distributed.comm import get_address_host
 
 from ..backend import Backend
 from ..io.errors import FileChangedError
@@ -163,13 +165,14 @@ def measure_on_workers(job: Job, path: str, storage: StorageOptions,
     """The store's :class:`~gpuframe.io.tuning.Concurrency`, measured where the reads run: one
     task per worker, all at once, each probing ``path``, so each sees the store shared as during
     the read and its own process's limits, not the client's. Every worker thread reads a
-    fragment at a time, so the store's bandwidth is shared by that many readers. Remembered per
-    store. Local files are measured here: a round trip to the workers would cost more than the
-    measurement."""
+    fragment at a time, so the store's bandwidth is shared by that many readers, and those of
+    one host lease their requests from one budget (:mod:`~gpuframe.io.tuning.budget`).
+    Remembered per store. Local files are measured here: a round trip to the workers would cost
+    more than the measurement."""
     if scheme_of(path) == "file":
         return measure_here(path, storage, fragment_bytes)
 
-    def probe() -> tuple[list[StoreProbe], int]:
+    def probe() -> tuple[list[StoreProbe], int, int]:
         threads = job.engine.client.nthreads()
         stage = job.stage("plan-measure")
         secrets = Secrets()
@@ -177,7 +180,10 @@ def measure_on_workers(job: Job, path: str, storage: StorageOptions,
         sealed = secrets.seal(job.engine.client)
         futures = [stage.submit(probe_sealed, *hidden, sealed, index=(i,), owner=worker)
                    for i, worker in enumerate(sorted(threads))]
-        return job.gather(futures), sum(threads.values())
+        hosts: Counter[str] = Counter()
+        for worker, count in threads.items():
+            hosts[get_address_host(worker)] += count
+        return job.gather(futures), sum(threads.values()), max(hosts.values(), default=0)
 
     return remembered_concurrency(path, storage, probe, fragment_bytes)
 

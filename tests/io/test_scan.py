@@ -295,6 +295,7 @@ def test_read_measures_on_every_worker_at_once(engine, http_server):
     assert len([k for k in keys if k.startswith("gpuframe-plan-measure-")]) == len(engine.workers)
     readers = sum(engine.client.nthreads().values())
     assert chosen.readers == readers and chosen.source == "measured"
+    assert chosen.node_readers == readers, "every worker of this cluster is on this host"
     assert (readers == 1) or f"over {readers} readers" in repr(chosen)
     with get_task_stream(engine.client) as stream, Job(engine, "test") as job:
         again = measure_on_workers(job, url, storage_options(), 2**20)

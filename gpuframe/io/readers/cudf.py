@@ -15,6 +15,7 @@ from ..filters import rows_kept
 from ..storage import open_source
 from ..storage.base import scheme_of
 from ..tasks import FragmentTask
+from ..tuning.budget import node_budget
 from .arrow import ArrowReader, hive_column, read_fragment
 from .base import ReadStats
 from .device import CopyJob, copy_batches, fetch_device_copies
@@ -130,16 +131,18 @@ def read_device_copies(tasks: Sequence[FragmentTask], fetchers: Sequence[FileFet
     the tasks read (:func:`copy_layouts`), and the rows each task gave. Each batch of files
     (:func:`~.device.copy_batches`: all of them, unless gaps between skipped
     columns would make the copies too large) is fetched by one pool of the plan's requests in
-    flight (:func:`~.device.fetch_device_copies`) and decoded in one call."""
+    flight, or with the host's budget for the store (:func:`~.device.fetch_device_copies`),
+    and decoded in one call."""
     import cudf
 
     jobs = copy_layouts(tasks, fetchers)
     concurrency = tasks[0].concurrency
+    budget = node_budget(tasks[0].path, tasks[0].storage, concurrency)
     frames, rows = [], []
     for batch in copy_batches(jobs):
         fetched = sum(n for i in batch for _, n in jobs[i][1])
         copies = fetch_device_copies([jobs[i] for i in batch], concurrency.requests_in_flight,
-                                     concurrency.request_size_for(fetched))
+                                     concurrency.request_size_for(fetched), budget)
         frame, counts = _decode_copies([tasks[i] for i in batch], copies)
         del copies  # before the next batch's are allocated
         frames.append(frame)

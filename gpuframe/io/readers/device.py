@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import queue
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,6 +38,8 @@ from ..storage.ranges import cut_requests, read_exactly_into, run_requests
 if TYPE_CHECKING:
     import kvikio
     import rmm
+
+    from ..tuning.budget import NodeBudget
 
 logger = logging.getLogger(__name__)
 
@@ -62,19 +65,22 @@ def place_known(jobs: Sequence[CopyJob], place: Callable[[int, int, memoryview],
 
 def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size: int | None,
                  staging: Callable[[int, int], Sequence[memoryview]],
-                 place: Callable[[int, int, memoryview], None]) -> None:
+                 place: Callable[[int, int, memoryview], None],
+                 budget: NodeBudget | None = None) -> None:
     """Fetch every job's ranges by ``requests_in_flight`` requests at once, each into a free
     buffer of ``staging(requests, longest)`` (the fetch's requests and its longest request: as
     many buffers as should be in flight, each at least that long; fewer buffers than requests
     in flight hold the requests to their number), then ``place(job, offset, bytes)`` them; the
     known bytes are placed first. A short answer raises a
     :class:`~gpuframe.io.errors.RemoteError` naming the file and range
-    (:func:`~gpuframe.io.storage.ranges.read_exactly_into`)."""
+    (:func:`~gpuframe.io.storage.ranges.read_exactly_into`). With the host's ``budget``, each
+    request holds a token of it."""
     place_known(jobs, place)
     pieces = [(job, start, length) for job, (_, ranges, _, _) in enumerate(jobs)
               for _, start, length in cut_requests(ranges, requests_in_flight, request_size)]
     free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
-    for buffer in staging(len(pieces), max((length for _, _, length in pieces), default=0)):
+    buffers = staging(len(pieces), max((length for _, _, length in pieces), default=0))
+    for buffer in buffers:
         free.put(buffer)
 
     def fetch(piece: tuple[int, int, int]) -> None:
@@ -86,7 +92,8 @@ def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size:
         finally:
             free.put(buffer)
 
-    run_requests(pieces, requests_in_flight, fetch)
+    # a thread waiting for a buffer would hold its token of the budget idle
+    run_requests(pieces, min(requests_in_flight, max(1, len(buffers))), fetch, budget)
 
 
 def copy_batches(jobs: Sequence[CopyJob]) -> list[list[int]]:
@@ -179,11 +186,16 @@ def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[rmm.DeviceBuffer],
 
 
 def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
-                        request_size: int | None) -> list[rmm.DeviceBuffer]:
+                        request_size: int | None, budget: NodeBudget | None = None
+                        ) -> list[rmm.DeviceBuffer]:
     """An ``rmm.DeviceBuffer`` per job, ``length`` bytes holding the job's ranges and known
     bytes at their offsets: the ranges read by KvikIO (:func:`fetch_by_kvikio`), or else by
     :func:`fetch_staged` through pinned buffers (at most :data:`STAGING_BYTES` of them); the
-    rest is whatever the allocation held, which a reader of the planned units never touches."""
+    rest is whatever the allocation held, which a reader of the planned units never touches.
+
+    With the host's ``budget`` for the store (:mod:`~gpuframe.io.tuning.budget`), KvikIO's
+    threads are ``requests_in_flight`` of its tokens or fewer, what is free, leased for the
+    fetch; the staged fetch's requests take a token each, by as many threads as it has."""
     import cupy
     import rmm
 
@@ -194,16 +206,19 @@ def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
         cupy.cuda.runtime.memcpy(copies[job].ptr + offset, host.ctypes.data, host.nbytes,
                                  cupy.cuda.runtime.memcpyHostToDevice)
 
-    if fetch_by_kvikio(jobs, copies, requests_in_flight, request_size):
+    with budget.lease(requests_in_flight) if budget else nullcontext(requests_in_flight) as n:
+        read = fetch_by_kvikio(jobs, copies, n, request_size)
+    if read:
         place_known(jobs, place)
         return copies
+    threads = budget.tokens if budget else requests_in_flight
 
     def staging(pieces: int, size: int) -> list[memoryview]:
-        buffers = min(requests_in_flight, pieces, STAGING_BYTES // max(1, size))
+        buffers = min(threads, pieces, STAGING_BYTES // max(1, size))
         pinned = [cupy.cuda.alloc_pinned_memory(max(1, size)) for _ in range(max(1, buffers))]
         return [np.frombuffer(p, np.uint8, size).data for p in pinned]
 
-    fetch_staged(jobs, requests_in_flight, request_size, staging, place)
+    fetch_staged(jobs, threads, request_size, staging, place, budget)
     return copies
 
 

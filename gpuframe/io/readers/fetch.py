@@ -16,7 +16,8 @@ from ..errors import DatasetError
 from ..storage import open_source
 from ..storage.base import scheme_of
 from ..storage.ranges import read_ranges, read_ranges_into
-from ..tuning.model import fit_to_ranges
+from ..tuning.budget import NodeBudget, node_budget
+from ..tuning.model import Concurrency, fit_to_ranges
 from .device import CopyJob
 from .failures import check_planned_size, naming_failures
 
@@ -66,9 +67,24 @@ class FileFetcher:
         asks for more where they are shorter than the plan's requests (a selective read's pages,
         from KiBs to a MiB against requests of 16 MiB), so that as many bytes stay in flight
         (:func:`~gpuframe.io.tuning.model.fit_to_ranges`)."""
-        fitted = fit_to_ranges(self.task.concurrency, [n for _, n in ranges],
-                               self.task.storage.max_requests_in_flight)
-        return max(1, fitted.requests_in_flight // self.sharing)
+        return max(1, self._fitted(ranges).requests_in_flight // self.sharing)
+
+    def budgeted(self, ranges: Sequence[tuple[int, int]]) -> tuple[int, NodeBudget | None]:
+        """Threads that fetch ``ranges``, and the host's budget for the store, whose tokens
+        their requests take (:mod:`~gpuframe.io.tuning.budget`): this fragment's share of the
+        budget's tokens (at most ``max_requests_in_flight``), so that with the host's other
+        readers idle it keeps their requests in flight too; :meth:`requests_in_flight` where
+        the store has no budget."""
+        fitted = self._fitted(ranges)
+        budget = node_budget(self.task.path, self.task.storage, fitted)
+        if budget is None:
+            return max(1, fitted.requests_in_flight // self.sharing), None
+        return (max(1, min(budget.tokens, self.task.storage.max_requests_in_flight)
+                    // self.sharing), budget)
+
+    def _fitted(self, ranges: Sequence[tuple[int, int]]) -> Concurrency:
+        return fit_to_ranges(self.task.concurrency, [n for _, n in ranges],
+                             self.task.storage.max_requests_in_flight)
 
     def file(self, ranges: Sequence[tuple[int, int]],
              known: Mapping[int, bytes] | None = None) -> str | pa.NativeFile:
@@ -88,17 +104,18 @@ class FileFetcher:
         known = known or {}
         length = max([offset + n for offset, n in ranges]
                      + [offset + len(data) for offset, data in known.items()], default=0)
-        [copy] = fetch_sparse_copies([(self.source, ranges, length, known)],
-                                     self.requests_in_flight(ranges),
-                                     self.task.concurrency.request_size)
+        threads, budget = self.budgeted(ranges)
+        [copy] = fetch_sparse_copies([(self.source, ranges, length, known)], threads,
+                                     self.task.concurrency.request_size, budget)
         return pa.BufferReader(copy.getbuffer())
 
     def bytes(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of ``ranges``; an ``EOFError`` where the file ends before one of them
         does (cut since planning), which :meth:`naming_failures` names: a short range parsed
         as CSV would be fewer rows, silently."""
-        data = read_ranges(self.source, ranges, self.requests_in_flight(ranges),
-                           self.task.concurrency.request_size)
+        threads, budget = self.budgeted(ranges)
+        data = read_ranges(self.source, ranges, threads, self.task.concurrency.request_size,
+                           budget)
         for (offset, length), got in zip(ranges, data):
             if len(got) != length:
                 raise EOFError(f"bytes {offset}-{offset + length} ended after {len(got)}")
@@ -129,11 +146,13 @@ class FileFetcher:
 
 
 def fetch_sparse_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
-                        request_size: int | None) -> list[io.BytesIO]:
+                        request_size: int | None, budget: NodeBudget | None = None
+                        ) -> list[io.BytesIO]:
     """A file object per job ``(source, ranges, length, known)``: ``length`` bytes holding
     ``source``'s ``ranges`` at their offsets, fetched straight into place by one pool of
-    ``requests_in_flight`` requests over all the jobs (a failed request raises naming its
-    file), and the ``known`` bytes at theirs; the rest reads as zeros.
+    ``requests_in_flight`` requests over all the jobs (each holding a token of the host's
+    ``budget``, where given; a failed request raises naming its file), and the ``known`` bytes
+    at theirs; the rest reads as zeros.
 
     The CPU reader's copies (:meth:`FileFetcher.file`; the GPU's are in device memory,
     :func:`~.cudf.read_device_copies`). Each is a ``BytesIO`` over a fresh ``bytes(length)``
@@ -149,7 +168,7 @@ def fetch_sparse_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
     try:
         read_ranges_into([(source, ranges, view)
                           for (source, ranges, _, _), view in zip(jobs, views)],
-                         requests_in_flight, request_size)
+                         requests_in_flight, request_size, budget)
         for (_, _, _, known), view in zip(jobs, views):
             for offset, data in known.items():
                 view[offset:offset + len(data)] = data

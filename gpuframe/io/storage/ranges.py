@@ -20,6 +20,8 @@ from .base import RangeSource
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
+    from ..tuning.budget import NodeBudget
+
 Fetched = TypeVar("Fetched")
 Request = tuple[int, int, int]
 """(index of the range or job it belongs to, offset, length) of one request."""
@@ -71,15 +73,18 @@ class RangeFile(io.RawIOBase):
 
 
 def read_ranges(source: RangeSource, ranges: Sequence[tuple[int, int]], max_in_flight: int,
-                request_size: int | None = None) -> list[bytes]:
-    """The bytes of each (offset, length), fetched by up to ``max_in_flight`` threads.
+                request_size: int | None = None, budget: NodeBudget | None = None
+                ) -> list[bytes]:
+    """The bytes of each (offset, length), fetched by up to ``max_in_flight`` threads (each
+    request holding a token of the host's ``budget``, where given: :func:`run_requests`).
 
     Ranges longer than ``request_size`` are split into requests of that size and joined again,
     so one large column chunk is fetched in parallel too. The first failed request's error is
     raised; nothing partial is returned.
     """
     pieces = cut_requests(ranges, max_in_flight, request_size)
-    fetched = run_requests(pieces, max_in_flight, lambda p: source.read_range(p[1], p[2]))
+    fetched = run_requests(pieces, max_in_flight, lambda p: source.read_range(p[1], p[2]),
+                           budget)
     joined: list[list[bytes]] = [[] for _ in ranges]
     for (index, _, _), data in zip(pieces, fetched):
         joined[index].append(data)
@@ -87,11 +92,13 @@ def read_ranges(source: RangeSource, ranges: Sequence[tuple[int, int]], max_in_f
 
 
 def read_ranges_into(jobs: Sequence[tuple[RangeSource, Sequence[tuple[int, int]], memoryview]],
-                     max_in_flight: int, request_size: int | None = None) -> None:
+                     max_in_flight: int, request_size: int | None = None,
+                     budget: NodeBudget | None = None) -> None:
     """:func:`read_ranges` for several files at once, each job's ranges landing at their own
     offsets of its buffer (as long as its file at least): no copies of the bytes, and one pool
     of ``max_in_flight`` requests over all the files, so no file waits for another's last
-    request. A short answer is a :class:`RemoteError` naming the file and the range."""
+    request. A short answer is a :class:`RemoteError` naming the file and the range; ``budget``
+    as for :func:`run_requests`."""
     pieces = [(job, start, length) for job, (_, ranges, _) in enumerate(jobs)
               for _, start, length in cut_requests(ranges, max_in_flight, request_size)]
 
@@ -99,7 +106,7 @@ def read_ranges_into(jobs: Sequence[tuple[RangeSource, Sequence[tuple[int, int]]
         source, _, buffer = jobs[piece[0]]
         read_exactly_into(source, piece[1], buffer[piece[1]:piece[1] + piece[2]])
 
-    run_requests(pieces, max_in_flight, fetch)
+    run_requests(pieces, max_in_flight, fetch, budget)
 
 
 def read_exactly_into(source: RangeSource, offset: int, view: memoryview) -> None:
@@ -126,9 +133,13 @@ def cut_requests(ranges: Sequence[tuple[int, int]], max_in_flight: int,
 
 
 def run_requests(pieces: Sequence[Request], max_in_flight: int,
-                 fetch: Callable[[Request], Fetched]) -> list[Fetched]:
+                 fetch: Callable[[Request], Fetched],
+                 budget: NodeBudget | None = None) -> list[Fetched]:
     """``fetch(piece)`` of every piece, by up to ``max_in_flight`` threads, results in order;
-    the first failure is raised."""
+    the first failure is raised. With the host's ``budget`` for the store, each fetch holds a
+    token of it (:meth:`~gpuframe.io.tuning.budget.NodeBudget.run`)."""
+    if budget is not None:
+        return budget.run(pieces, fetch, max_in_flight)
     if len(pieces) <= 1 or max_in_flight == 1:
         return [fetch(piece) for piece in pieces]
     with ThreadPoolExecutor(min(max_in_flight, len(pieces)),

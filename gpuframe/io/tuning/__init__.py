@@ -5,5 +5,7 @@
 - :mod:`.model`: from those, requests large enough that latency is a small part of each, and
   enough of them in flight to cover the store's bandwidth times the time each request takes
   while the store delivers it (Little's law), fitted to the ranges a read fetches;
-- :mod:`.stores`: probes remembered per store and process; the choice made for each read.
+- :mod:`.stores`: probes remembered per store and process; the choice made for each read;
+- :mod:`.budget`: one budget of requests in flight per store for a whole host, whose tokens
+  the requests of its every worker process take.
 """

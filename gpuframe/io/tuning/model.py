@@ -105,6 +105,10 @@ class Concurrency:
     probed_at_once: int = 0
     """Reads at once, over all probes, where the store's rate stopped growing; 0: not
     measured."""
+    node_readers: int = 0
+    """Readers on the host with the most: the fetches of a host take their requests from one
+    budget of :attr:`requests_in_flight` for each of them, shared by its processes
+    (:mod:`.budget`); 0: none, each fetch keeps its own."""
 
     @property
     def bytes_in_flight(self) -> int:
@@ -191,7 +195,8 @@ def choose_request_size(latency_s: float, stream_bandwidth: float, streams: floa
 
 def choose_concurrency(probes: Sequence[StoreProbe], storage: StorageOptions,
                        readers: int | None = None,
-                       fragment_bytes: int | None = None) -> Concurrency:
+                       fragment_bytes: int | None = None,
+                       node_readers: int = 0) -> Concurrency:
     """Requests in flight and their size from probes made at once by each reading process.
 
     The probes ran concurrently (one per worker), so each saw the store shared as it will be
@@ -202,6 +207,8 @@ def choose_concurrency(probes: Sequence[StoreProbe], storage: StorageOptions,
     requests as Little's law asks for that share with the loaded rate (:func:`littles_law`),
     so that at the probes' request size all readers together keep as many requests in flight
     as the probes had at their knee. A ``task_size`` option fixes the request size.
+    ``node_readers``: the readers of the host with the most, whose fetches share one budget
+    (:attr:`Concurrency.node_readers`).
     """
     if not probes:
         raise OptionError("choose_concurrency needs at least one probe")
@@ -218,7 +225,8 @@ def choose_concurrency(probes: Sequence[StoreProbe], storage: StorageOptions,
                                       loaded)
     return Concurrency(latency, bandwidth, count, request_size, stream_bandwidth=loaded,
                        readers=readers, alone_bandwidth=alone,
-                       probed_at_once=sum(p.requests_at_once for p in probes))
+                       probed_at_once=sum(p.requests_at_once for p in probes),
+                       node_readers=node_readers)
 
 
 def fit_to_ranges(concurrency: Concurrency, lengths: Iterable[int],

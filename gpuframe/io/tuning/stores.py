@@ -18,11 +18,11 @@ from .model import (
 )
 from .probe import probe_storage
 
-_measured: dict[tuple[str, str, str | None], tuple[tuple[StoreProbe, ...], int]] = {}
+_measured: dict[tuple[str, str, str | None], tuple[tuple[StoreProbe, ...], int, int]] = {}
 _measured_lock = threading.Lock()
 
 
-def _store_of(path: str, storage: StorageOptions) -> tuple[str, str, str | None]:
+def store_of(path: str, storage: StorageOptions) -> tuple[str, str, str | None]:
     """What one measurement covers: a scheme and host (and the S3 endpoint)."""
     if "://" not in path or path.startswith("file://"):
         return ("file", "", None)
@@ -37,11 +37,12 @@ def forget_measurements() -> None:
 
 
 def remembered_concurrency(path: str, storage: StorageOptions,
-                           probe: Callable[[], tuple[Sequence[StoreProbe], int]],
+                           probe: Callable[[], tuple[Sequence[StoreProbe], int, int]],
                            fragment_bytes: int | None = None) -> Concurrency:
     """The concurrency for ``path``'s store: configured, or chosen (:func:`choose_concurrency`)
     for this read's ``storage`` options and ``fragment_bytes`` from the store's probes, made
-    by ``probe()`` (the probes, and the readers that will share the store) on its first read.
+    by ``probe()`` (the probes, the readers that will share the store, and those of them on
+    the busiest host) on its first read.
 
     An explicit ``requests_in_flight`` option wins over any measurement. The probes are kept
     per store (scheme, host and S3 endpoint) for the life of the process, so only the first
@@ -53,15 +54,15 @@ def remembered_concurrency(path: str, storage: StorageOptions,
     if storage.requests_in_flight is not None:
         return Concurrency(0.0, 0.0, storage.requests_in_flight,
                            storage.task_size or DEFAULT_REQUEST_SIZE, "configured")
-    store = _store_of(path, storage)
+    store = store_of(path, storage)
     with _measured_lock:
         known = _measured.get(store)
     if known is None:
-        probes, readers = probe()
+        probes, readers, node_readers = probe()
         with _measured_lock:
-            known = _measured.setdefault(store, (tuple(probes), readers))
+            known = _measured.setdefault(store, (tuple(probes), readers, node_readers))
     return choose_concurrency(known[0], storage, readers=known[1],
-                              fragment_bytes=fragment_bytes)
+                              fragment_bytes=fragment_bytes, node_readers=known[2])
 
 
 def unmeasured_concurrency(storage: StorageOptions) -> Concurrency:
@@ -83,7 +84,7 @@ def measure_storage(source: RangeSource, storage: StorageOptions | None = None, 
     its workers instead (:func:`gpuframe.operators.scan.measure_on_workers`)."""
     storage = storage or storage_options()
     return remembered_concurrency(
-        source.path, storage, lambda: ([probe_storage(source, storage, probes)], 1),
+        source.path, storage, lambda: ([probe_storage(source, storage, probes)], 1, 0),
         fragment_bytes)
 
 
