@@ -31,7 +31,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import formatdate
 from functools import partial
@@ -51,11 +53,15 @@ if TYPE_CHECKING:
 
 class RangeHandler(BaseHTTPRequestHandler):
     """Files under ``root`` with Range support; one os.pread per request. Each answer carries
-    the file's ETag and Last-Modified, as nginx and object stores send them."""
+    the file's ETag and Last-Modified, as nginx and object stores send them. ``/_most``
+    answers the most requests in flight at once since it was last asked, and starts again."""
 
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
     root = Path(".")
+    lock = threading.Lock()
+    in_flight = 0
+    most = 0
 
     def log_message(self, *args: object) -> None:
         pass
@@ -64,7 +70,22 @@ class RangeHandler(BaseHTTPRequestHandler):
         self._serve(body=False)
 
     def do_GET(self) -> None:
-        self._serve(body=True)
+        if self.path == "/_most":
+            with RangeHandler.lock:
+                answer, RangeHandler.most = str(RangeHandler.most).encode(), 0
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+            return
+        with RangeHandler.lock:
+            RangeHandler.in_flight += 1
+            RangeHandler.most = max(RangeHandler.most, RangeHandler.in_flight)
+        try:
+            self._serve(body=True)
+        finally:
+            with RangeHandler.lock:
+                RangeHandler.in_flight -= 1
 
     def _serve(self, body: bool) -> None:
         path = (self.root / self.path.split("?", 1)[0].lstrip("/")).resolve()
@@ -163,8 +184,6 @@ def raw_ranges(urls: list[str], ranges: dict[str, list[tuple[int, int]]], storag
     (reused, so no read pays for fresh pages, which would time the client's page faults rather
     than the store: benchmarks/results/2026-11-25-figures-from-code-comments.md), nothing
     decoded."""
-    import threading
-
     from gpuframe.io.storage import open_source
     from gpuframe.io.storage.base import storage_options
 
@@ -339,6 +358,17 @@ def main() -> None:
                         runs[f"raw KvikIO range reads, {threads} threads x {size}"] = partial(
                             kvikio_ranges, int(threads), parse_bytes(size))
                 results = list(timed(runs, args.repeats, args.statistic).items())
+                most = ""
+                if store == "http":  # once more, counting requests at once at the server
+                    urllib.request.urlopen(f"{base}/_most").read()
+                    read(engine, urls, storage)
+                    most = (f"; untuned kept at most "
+                            f"{int(urllib.request.urlopen(f'{base}/_most').read())} requests "
+                            "in flight at the server")
+                    if chosen.node_readers:
+                        most += (f" (the host's budget: {chosen.requests_in_flight} for each "
+                                 f"of {chosen.node_readers} readers, more where ranges are "
+                                 "shorter than the requests)")
                 untuned = results[0][1]
                 best_fixed = min(s for n, s in results if n.startswith("gpuframe ") and
                                  "untuned" not in n)
@@ -348,7 +378,7 @@ def main() -> None:
                 anew = results[1][1]
                 print(f"untuned / best fixed: {best_fixed / untuned:.2f}x; untuned vs best raw: "
                       f"{best_raw / untuned:.0%} of raw throughput ({best_raw / anew:.0%} with "
-                      "the footers read again)\n")
+                      f"the footers read again){most}\n")
                 print("| setting | seconds | GiB/s | untuned speed-up |")
                 print("| --- | --- | --- | --- |")
                 for setting, seconds in results:

@@ -1,5 +1,6 @@
 """benchmarks/ingest_remote.py at a tiny size, over HTTP: it writes its dataset, serves it, and
-prints a row for gpuframe untuned, a fixed setting and the raw range reads."""
+prints a row for gpuframe untuned, a fixed setting and the raw range reads, and the most
+requests in flight the server saw at once from the untuned read."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def test_the_benchmark_reads_a_served_dataset_at_a_tiny_size(tmp_path):
     out = done.stdout
     assert done.returncode == 0, out + done.stderr[-3000:]
     assert re.search(r"### http: [\d.]+ MiB planned in 6 files", out), out
+    assert re.search(r"untuned kept at most [1-9]\d* requests in flight at the server", out), out
     for row in ("| gpuframe untuned |", "| gpuframe 4 x 1MiB |",
                 "| raw range reads, 4 threads x 1MiB |"):
         assert row in out, out
