@@ -39,11 +39,12 @@ from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, cast_keys
 from ..plan.aggregate import Aggregation, GroupBy
 from ..plan.explain import tree_bound
-from ..plan.nodes import Join
+from ..plan.nodes import Join, Scan
 from ..runtime.runner import Partitions
 from .join import lower_join_partials
 from .join_schema import hash_type
 from .lowering import Lowering, begin, lower
+from .scan import lower_scan_partials
 from .steps import Chain, StepsAfter, StepsFirst, chain_ending, input_with_steps
 
 WHOLE = "__gpuframe_all__"
@@ -368,9 +369,9 @@ def _(node: GroupBy, lowering: Lowering) -> Local | Begun:
     whole = not node.keys
     partial = Partial(node.keys or (WHOLE,), casts, node.aggregations, node.dropna, whole,
                       node.child.meta, node.meta, job.backend)
-    joined = _partials_in_join(node, lowering, partial) if whole else None
-    if joined is not None:
-        partials, owners, made = joined.futures, list(joined.owners), ", made in the join's tasks,"
+    made_below = _partials_below(node, lowering, partial)
+    if made_below is not None:
+        partials, owners, made = made_below
     else:
         inputs, steps, chain = input_with_steps(node.child, lowering)
         prefix = f"{chain.name}-" if chain is not None else ""
@@ -443,21 +444,27 @@ def _then(fn: Callable[..., Any], after: tuple[Any, ...]) -> Callable[..., Any]:
     return StepsAfter(fn, after) if after else fn
 
 
-def _partials_in_join(node: GroupBy, lowering: Lowering, partial: Partial
-                      ) -> Partitions | None:
-    """Where ``node`` aggregates, through per-partition nodes that nothing else reads, a join
-    that nothing else reads: that join's partitions as partials, each made in the join task
-    that makes the partition, after those nodes' steps (a whole-frame aggregate's partials
-    need no placement, so the join's strategy, decided as it runs, cannot matter). None
-    elsewhere."""
+def _partials_below(node: GroupBy, lowering: Lowering, partial: Partial
+                    ) -> tuple[list[Future], list[str], str] | None:
+    """Where ``node`` aggregates, through per-partition nodes that nothing else reads, a read
+    or (for a whole-frame aggregate) a join that nothing else reads: the partials, each made
+    in the task that makes the partition, after those nodes' steps, so that no task of their
+    own waits for it (a scan's partitions hold no placement an aggregate could use; a
+    whole-frame aggregate's partials need none, so the join's strategy, decided as it runs,
+    cannot matter); their owners, and where they were made. None elsewhere."""
     chain = chain_ending(node.child, lowering)
     base = chain.base if chain is not None else node.child
-    if not isinstance(base, Join) or lowering.shared(base):
+    if lowering.shared(base) or not (isinstance(base, Scan)
+                                     or (isinstance(base, Join) and not node.keys)):
         return None
     if chain is not None:
         chain.fused(lowering, node)
     steps = (chain.steps if chain is not None else ()) + (PartialStep(partial),)
-    return lower_join_partials(base, lowering, steps)
+    if isinstance(base, Scan):
+        parts, made = lower_scan_partials(base, lowering, steps), ", made in the read's tasks,"
+    else:
+        parts, made = lower_join_partials(base, lowering, steps), ", made in the join's tasks,"
+    return parts.futures, list(parts.owners), made
 
 
 def _tree(lowering: Lowering, node: GroupBy, partial: Partial, partials: list[Future],

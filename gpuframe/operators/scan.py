@@ -84,6 +84,27 @@ def _(node: Scan, lowering: Lowering) -> Partitions:
 def lower_scan(node: Scan, lowering: Lowering, chain: Chain | None = None) -> Partitions:
     """``node``'s read; with ``chain`` (per-partition nodes above it that nothing else reads),
     the chain's output, its steps applied in the read's own tasks."""
+    if chain is None:
+        return _read(node, lowering, (), lowering.number(node), node.meta, "")
+    parts = _read(node, lowering, chain.steps, lowering.number(chain.top), chain.top.meta,
+                  f"; {chain.name} fused into its tasks")
+    chain.fused(lowering, node)
+    return chain.placed(parts)
+
+
+def lower_scan_partials(node: Scan, lowering: Lowering, steps: tuple[Any, ...]) -> Partitions:
+    """``node``'s read, each of its tasks handing on what ``steps`` make of what it read: the
+    partials of the aggregate above (:mod:`~.groupby`), made with no task of their own,
+    reported as no plan node's output."""
+    return _read(node, lowering, steps, None, None,
+                 "; its tasks also make the partials of the aggregate above")
+
+
+def _read(node: Scan, lowering: Lowering, steps: tuple[Any, ...], number: int | None,
+          meta: pd.DataFrame | None, fused: str) -> Partitions:
+    """The read's tasks, ``steps`` applied to what each read, their output reported as plan
+    node ``number``'s, of schema ``meta`` (by default the read's). A file whose footer came
+    from the cache and changed since is planned and read once more."""
     job, read = lowering.job, node.read
     columns = list(node.read_columns) if node.read_columns is not None else None
 
@@ -91,29 +112,22 @@ def lower_scan(node: Scan, lowering: Lowering, chain: Chain | None = None) -> Pa
         return plan_scan(job, read.source, read.format, read.storage,
                          read.partition_bytes, columns, node.filters)
 
-    first = plan()
+    planned = plan()
     try:
-        return _read(node, lowering, first, chain)
+        parts, record = read_planned(job, planned, meta, number, lowering.keep_read_stats, steps)
     except FileChangedError as exc:
-        if exc.path not in first.reused:
+        if exc.path not in planned.reused:
             raise  # it changed while this read planned and read it: reading again may too
-        PLANNED_METADATA.forget(first.reused)
-    return _read(node, lowering, plan(), chain)
-
-
-def _read(node: Scan, lowering: Lowering, plan: ReadPlan, chain: Chain | None) -> Partitions:
-    top = node if chain is None else chain.top
-    parts, record = read_planned(lowering.job, plan, top.meta, lowering.number(top),
-                                 lowering.keep_read_stats, chain.steps if chain else ())
+        PLANNED_METADATA.forget(planned.reused)
+        planned = plan()
+        parts, record = read_planned(job, planned, meta, number, lowering.keep_read_stats,
+                                     steps)
     lowering.scans.append(record)
-    fused = f"; {chain.name} fused into its tasks" if chain is not None else ""
-    lowering.note(node, f"{len(plan.fragments)} fragments in {len(parts)} partitions, "
-                        f"{plan.units_kept}/{plan.units_total} {plan.format.unit_name} kept, "
-                        f"{plan.total_bytes / 2**20:.2f} MiB planned{fused}")
-    if chain is None:
-        return parts
-    chain.fused(lowering, node)
-    return chain.placed(parts)
+    lowering.note(node, f"{len(planned.fragments)} fragments in {len(parts)} partitions, "
+                        f"{planned.units_kept}/{planned.units_total} "
+                        f"{planned.format.unit_name} kept, "
+                        f"{planned.total_bytes / 2**20:.2f} MiB planned{fused}")
+    return parts
 
 
 def read_planned(job: Job, plan: ReadPlan, meta: pd.DataFrame | None = None,

@@ -191,6 +191,39 @@ def test_a_whole_frame_aggregate_of_a_join_takes_its_partials_from_the_join_task
         assert got[name].iloc[0] == expected, name
 
 
+@pytest.mark.parametrize("options", STRATEGIES[:2], ids=["tree", "shuffle"])
+@pytest.mark.parametrize("keys", [["k", "s"], []], ids=["keys", "whole-frame"])
+def test_an_aggregate_of_a_read_takes_its_partials_from_the_read_tasks(engine, tmp_path, data,
+                                                                      keys, options):
+    """An aggregate over a filter over a Parquet read of several files: the read's own tasks
+    make the partials (no partial stage), and the answer is pandas'."""
+    for i in range(4):
+        pq.write_table(pa.Table.from_pandas(data.iloc[i * 1000:(i + 1) * 1000],
+                                            preserve_index=False),
+                       tmp_path / f"part-{i}.parquet")
+    frame = gpuframe.read_parquet(str(tmp_path), partition_bytes=1)
+    kept = frame[frame["x"] > -20]
+    named = {"total": ("x", "sum"), "high": ("f", "max"), "rows": ("x", "size")}
+    with get_task_stream(client=engine.client) as stream:
+        result = (groupby(kept, keys, **options).agg(**named) if keys
+                  else aggregate(kept, **named))
+        got = result.to_pandas()
+    names = {key_split(entry["key"]) for entry in stream.data}
+    assert "gpuframe-read-parquet" in names
+    assert not [name for name in names
+                if name.endswith("partial") and name != "gpuframe-send-partial"], names
+    assert "its tasks also make the partials of the aggregate above" in explained(result)
+    rows = data[data["x"] > -20]
+    if keys:
+        expected = rows.groupby(keys, as_index=False, dropna=True).agg(**named)
+        pd.testing.assert_frame_equal(by_keys(got, keys), by_keys(expected, keys),
+                                      check_exact=False, rtol=1e-9, check_dtype=False)
+    else:
+        assert got["total"].iloc[0] == rows["x"].sum()
+        assert got["high"].iloc[0] == pytest.approx(rows["f"].max())
+        assert got["rows"].iloc[0] == len(rows)
+
+
 def test_a_join_after_a_shuffled_groupby_reuses_its_partitioning(engine, data):
     counts = groupby(gpuframe.from_pandas(data, npartitions=3), "k", strategy="shuffle").agg(
         rows=("x", "size"))
