@@ -31,6 +31,7 @@ metadata) comes through the callbacks it is given (:data:`Measure`,
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,8 +54,9 @@ from .sources import DatasetSource, expand_source, hive_schema_of, hive_values_o
 CPU_PARTITION_BYTES = 128 * 2**20
 MIN_PARTITION_BYTES = 16 * 2**20
 Measure = Callable[[str, StorageOptions, int], Concurrency]
-"""``measure(first file, storage, partition_bytes)``: the store's :class:`Concurrency`,
-measured where the reads will run (:func:`measure_here`, or on the workers)."""
+"""``measure(file, storage, partition_bytes)``: the store's :class:`Concurrency`, measured on
+``file`` (the one the plan reads most of) where the reads will run (:func:`measure_here`, or on
+the workers)."""
 
 
 def default_partition_bytes(worker_memory: Sequence[int] = (), on_device: bool = False) -> int:
@@ -192,9 +194,10 @@ def plan_fragments(source: DatasetSource,
     ``format``: 'parquet', 'orc', 'csv' or a :class:`~gpuframe.io.formats.base.FileFormat`.
     ``partition_bytes=None`` takes :func:`default_partition_bytes` of ``worker_memory``
     (the workers' GPUs' where ``on_device``, else their memory limits).
-    ``measure(first file, storage, partition_bytes)``: the store's :class:`Concurrency`,
-    measured where the reads will run (:func:`gpuframe.operators.scan.measure_on_workers`), for
-    plans of at least ``storage.probe_min_bytes`` (smaller ones take
+    ``measure(file, storage, partition_bytes)``: the store's :class:`Concurrency`, measured on
+    the file the plan reads most of, where the reads will run
+    (:func:`gpuframe.operators.scan.measure_on_workers`), for plans of at least
+    ``storage.probe_min_bytes`` (smaller ones take
     :func:`~gpuframe.io.tuning.stores.unmeasured_concurrency`); None measures here
     (:func:`measure_here`). ``read_metadata(paths, storage, format, partition_bytes)``:
     each file's metadata or error, as :func:`~.metadata.read_metadata_each` (the default,
@@ -269,7 +272,13 @@ def plan_fragments(source: DatasetSource,
             and sum(f.bytes for f in fragments) < storage.probe_min_bytes):
         concurrency = unmeasured_concurrency(storage)
     else:
-        concurrency = (measure or measure_here)(paths[0], storage, partition_bytes)
+        # The file read most: a probe reads at most half its file, and the first of hundreds
+        # of small files would measure requests shorter than the plan's.
+        planned_bytes: Counter[str] = Counter()
+        for fragment in fragments:
+            planned_bytes[fragment.path] += fragment.bytes
+        probed = max(planned_bytes, key=planned_bytes.__getitem__, default=paths[0])
+        concurrency = (measure or measure_here)(probed, storage, partition_bytes)
     if concurrency is not None:
         concurrency = fit_to_ranges(concurrency, (
             length for f in fragments

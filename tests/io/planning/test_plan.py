@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from gpuframe.errors import OptionError
@@ -198,3 +201,18 @@ def test_hive_values_drop_files_before_their_footers_are_read(dataset_dir, monke
     first = str(hive / "year=2023" / "city=ams" / "part.parquet")
     assert read[0] == first and sorted(read[1:]) == plan.files
     assert first in plan.footers and plan.fragments[0].path == plan.files[0]
+
+
+def test_the_store_is_measured_on_the_file_the_plan_reads_most_of(tmp_path):
+    """A probe reads at most half its file: the first of many small files would measure
+    requests shorter than the plan's."""
+    for name, rows in (("a-small", 100), ("b-large", 50_000), ("c-medium", 5_000)):
+        pq.write_table(pa.table({"x": np.arange(rows)}), tmp_path / f"{name}.parquet")
+    measured: list[str] = []
+
+    def measure(path, storage, partition_bytes):
+        measured.append(path)
+        return None
+
+    plan_fragments(str(tmp_path), storage={"probe_min_bytes": 0}, measure=measure)
+    assert [p.rsplit("/", 1)[-1] for p in measured] == ["b-large.parquet"]
