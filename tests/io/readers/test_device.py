@@ -23,13 +23,18 @@ from gpuframe.io.readers.fetch import FileFetcher, fetch_sparse_copies
 from gpuframe.io.readers.task import READERS
 from gpuframe.io.storage import open_source
 from gpuframe.io.tasks import fragment_tasks
+from gpuframe.io.tuning.budget import NodeBudget
 
 
+@pytest.mark.parametrize("budgeted", [False, True], ids=["own", "host-budget"])
 @pytest.mark.parametrize("name", ["flat/part-0.parquet", "orc/part-0.orc"])
-def test_staged_fetch_builds_what_fetching_in_place_builds(dataset_dir, http_server, name):
+def test_staged_fetch_builds_what_fetching_in_place_builds(dataset_dir, http_server, name,
+                                                           budgeted, tmp_path):
     """The GPU copies' fetch (:func:`fetch_staged`) with host buffers standing in for pinned
     staging and device memory: requests of at most 4 KiB, through two reused staging buffers,
-    place byte for byte the copies that :func:`fetch_sparse_copies` builds."""
+    place byte for byte the copies that :func:`fetch_sparse_copies` builds; with a host's
+    budget of 8 requests too, by as many threads as buffers (no token held by a thread waiting
+    for one), every token given back."""
     kind = name.split("/")[0].replace("flat", "parquet")
     remote = plan_fragments(f"{http_server.url}/{name}", ["name", "id"], format=kind,
                             partition_bytes=1, storage={"requests_in_flight": 2})
@@ -45,13 +50,20 @@ def test_staged_fetch_builds_what_fetching_in_place_builds(dataset_dir, http_ser
         staging.extend(memoryview(bytearray(size)) for _ in range(2))
         return staging
 
+    budget = NodeBudget("http/staged", 8, str(tmp_path)) if budgeted else None
+    tokens_held = []
+
     def place(job: int, offset: int, data: memoryview) -> None:
         copies[job][offset:offset + len(data)] = data
         if any(data.obj is buffer.obj for buffer in staging):
             fetched.append(len(data))
+            if budget is not None:
+                tokens_held.append(budget.held())
 
-    fetch_staged(jobs, 2, 4096, two_buffers, place)
+    fetch_staged(jobs, 8 if budgeted else 2, 4096, two_buffers, place, budget)
     assert copies == expected
+    assert budget is None or (budget.held() == 0 and 1 <= max(tokens_held) <= len(staging)), \
+        "a thread waiting for a staging buffer holds no token"
     assert len(fetched) > 4 * len(staging) and max(fetched) <= 4096
     for fetcher in fetchers:
         fetcher.source.close()
