@@ -39,7 +39,7 @@ from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, cast_keys
 from ..plan.aggregate import Aggregation, GroupBy
 from ..plan.explain import tree_bound
-from ..plan.nodes import Join, Scan
+from ..plan.nodes import Join, Node, Scan
 from ..runtime.runner import Partitions
 from .join import lower_join_partials
 from .join_schema import hash_type
@@ -403,22 +403,43 @@ def lower_groupby(node: GroupBy, lowering: Lowering, chain: Chain | None = None)
     """``node``'s aggregate; with ``chain`` (per-partition nodes above it that nothing else
     reads), the chain's output, its steps applied in the aggregate's last tasks."""
     if chain is None:
-        return _aggregate(node, lowering, lowering.number(node), ())
+        return _aggregate(node, lowering, lowering.number(node), ())[0]
     chain.fused(lowering, node)
-    return chain.placed(_aggregate(node, lowering, lowering.number(chain.top), chain.steps))
+    return chain.placed(_aggregate(node, lowering, lowering.number(chain.top), chain.steps)[0])
 
 
-def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any, ...]
-               ) -> Partitions:
+def lower_into_one_task(node: Node, lowering: Lowering, last: Any, number: int
+                        ) -> tuple[Partitions, bool]:
+    """``node``'s output for an operator that finishes a single partition in one task (a
+    sort's, a top-k's): where ``node`` is an aggregate, or per-partition nodes over one, that
+    nothing else reads and the aggregate makes one partition, that task's step ``last`` runs in
+    the aggregate's last task too, its output reported as plan node ``number``'s, and True (no
+    task, and no hop, of its own); else ``node``'s partitions, and False."""
+    chain = chain_ending(node, lowering)
+    base = chain.base if chain is not None else node
+    if not isinstance(base, GroupBy) or lowering.shared(base):
+        return lowering.input(node), False
+    if chain is None:
+        return _aggregate(base, lowering, lowering.number(base), (), last, number)
+    chain.fused(lowering, base)
+    parts, ran = _aggregate(base, lowering, lowering.number(chain.top), chain.steps, last,
+                            number)
+    return chain.placed(parts), ran
+
+
+def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any, ...],
+               last: Any = None, last_number: int | None = None) -> tuple[Partitions, bool]:
     """The aggregate's tasks from where :func:`begin` left it, their output reported as plan
-    node ``number``'s, after ``after``."""
+    node ``number``'s, after ``after``; where it makes one partition, after ``last`` too,
+    reported as ``last_number``'s (and True)."""
     begun = lowering.begun(node) or begin(node, lowering)
     job, opts, whole = lowering.job, node.options, not node.keys
     if isinstance(begun, Local):
+        ran = last is not None and len(begun.inputs) == 1
         futures = job.stage(begun.stage).map(
-            StepsFirst(begun.steps, _then(aggregate_local, after)), begun.inputs,
-            begun.partial, node=number)
-        return Partitions(futures, list(begun.inputs.owners), node.meta, begun.placed)
+            StepsFirst(begun.steps, _then(aggregate_local, after + ((last,) if ran else ()))),
+            begun.inputs, begun.partial, node=last_number if ran else number)
+        return Partitions(futures, list(begun.inputs.owners), node.meta, begun.placed), ran
     partial, partials, owners = begun.partial, begun.partials, begun.owners
     strategy, seen, rows = ("tree" if whole else opts.strategy), "", None
     if begun.counts is not None:
@@ -430,13 +451,17 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
     if strategy == "tree" or not partials:
         lowering.note(node, f"tree: {len(partials)} partials{begun.made} combined "
                             f"{opts.tree_fanin} at a time{seen}")
-        tree = _tree(lowering, node, partial, partials, owners, number, after)
+        ran = last is not None
+        tree = _tree(lowering, node, partial, partials, owners,
+                     last_number if ran and last_number is not None else number,
+                     after + ((last,) if ran else ()))
         # Each group takes one row, and each group has a partial row.
         tree.rows_at_most = 1 if whole else rows
-        return tree
+        return tree, ran
     n = len(job.workers) * opts.partitions_per_worker
     lowering.note(node, f"shuffle: partials hashed into {n} buckets{seen}")
-    return _shuffle(lowering, node, partial, partials, owners, n, begun.types, number, after)
+    return _shuffle(lowering, node, partial, partials, owners, n, begun.types, number,
+                    after), False
 
 
 def _then(fn: Callable[..., Any], after: tuple[Any, ...]) -> Callable[..., Any]:

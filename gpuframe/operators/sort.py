@@ -44,6 +44,7 @@ from ..exchange.placement import Contiguous
 from ..exchange.splitters import RangeSplitter
 from ..plan.sort import Sort, SortKeys
 from ..runtime.runner import Partitions
+from .groupby import lower_into_one_task
 from .lowering import Lowering, lower
 from .positions import position_column, positions, with_positions
 
@@ -84,6 +85,10 @@ class LocalSort:
         frame = frames.concat(arrivals(pieces))
         ordered = sort_with_positions(frame, self.keys, self.position)
         return frames.astype(ordered.drop(columns=[self.position]), list(self.meta.dtypes))
+
+    def apply(self, frame: Any) -> Any:
+        """One whole partition sorted, as the last step of the task that makes it."""
+        return sort_whole(self, [frame])
 
 
 def sort_with_positions(frame: Any, keys: SortKeys, position: str, first: bool = True) -> Any:
@@ -205,18 +210,25 @@ def output_count(nbytes: int, n_workers: int) -> int:
 
 @lower.register
 def _(node: Sort, lowering: Lowering) -> Partitions:
-    job = lowering.job
-    inputs = lowering.input(node.child)
+    job, keys = lowering.job, node.keys
+    local = LocalSort(keys, position_column(node.meta.columns), node.meta, job.backend)
+    if node.npartitions in (None, 1):
+        inputs, sorted_there = lower_into_one_task(node.child, lowering, local,
+                                                   lowering.number(node))
+    else:
+        inputs, sorted_there = lowering.input(node.child), False
+    if sorted_there:
+        lowering.note(node, f"in the aggregate's last task: one partition, ordered "
+                            f"{keys.describe()}")
+        return Partitions(inputs.futures, inputs.owners, node.meta, ordering=keys.ordering)
     if not inputs.futures:
         return Partitions([], [], node.meta)
-    keys = node.keys
     placed = inputs.ordering
     if placed is not None and placed.serves(keys.by, keys.ascending, keys.nulls_last):
         lowering.note(node, f"none: the input is already {placed.describe()}")
         return Partitions(inputs.futures, inputs.owners, node.meta, inputs.partitioning,
                           ordering=placed)
-    position = position_column(node.meta.columns)
-    local = LocalSort(keys, position, node.meta, job.backend)
+    position = local.position
     sort = job.stage("sort")
     if node.npartitions in (None, 1) and len(inputs.futures) == 1:
         # Nothing to cut: sampling would only cost a round trip through the client.

@@ -19,6 +19,7 @@ from ..backend import get_backend
 from ..plan.sort import SortKeys
 from ..plan.topk import TopK
 from ..runtime.runner import Partitions
+from .groupby import lower_into_one_task
 from .lowering import Lowering, lower
 from .positions import position_column, with_positions
 from .sort import sort_with_positions
@@ -41,6 +42,10 @@ class LocalTop:
 
     def top(self, frame: Any) -> Any:
         return sort_with_positions(frame, self.keys, self.position, self.first).head(self.n)
+
+    def apply(self, frame: Any) -> Any:
+        """The answer over one whole partition, as the last step of the task that makes it."""
+        return single_top(frame, self)
 
 
 def partition_top(part: Any, local: LocalTop, partition: int) -> Any:
@@ -65,11 +70,15 @@ def single_top(part: Any, local: LocalTop) -> Any:
 @lower.register
 def _(node: TopK, lowering: Lowering) -> Partitions:
     job = lowering.job
-    inputs = lowering.input(node.child)
-    if not inputs.futures:
-        return Partitions([], [], node.meta)
     local = LocalTop(node.n, node.keys, position_column(node.meta.columns),
                      node.ties == "first", node.meta, job.backend)
+    inputs, topped_there = lower_into_one_task(node.child, lowering, local,
+                                               lowering.number(node))
+    if topped_there:
+        lowering.note(node, f"top {node.n} in the aggregate's last task: one partition")
+        return Partitions(inputs.futures, inputs.owners, node.meta, ordering=node.keys.ordering)
+    if not inputs.futures:
+        return Partitions([], [], node.meta)
     if len(inputs.futures) == 1:
         # One list is already the answer: a merge round would only add a task.
         lowering.note(node, f"top {node.n} of one partition")

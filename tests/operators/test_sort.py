@@ -226,3 +226,24 @@ def test_one_input_partition_is_sorted_in_one_task_without_sampling(engine, data
     text = io.StringIO()
     frame.explain(file=text)
     assert "one input partition" in text.getvalue()
+
+
+@pytest.mark.parametrize("strategy", ["tree", "shuffle"])
+def test_a_sort_of_an_aggregate_runs_in_its_last_task_where_it_makes_one_partition(
+        engine, data, strategy):
+    """A tree's one partition is sorted by the task that finishes it (no sort task); a
+    shuffle's partitions are sorted as any others."""
+    grouped = gpuframe.from_pandas(data, npartitions=3).groupby("k", strategy=strategy).agg(
+        total=("x", "sum"), rows=("row", "size"))
+    frame = sort_values(grouped[grouped["rows"] > 0], ["total", "k"], [False, True])
+    with get_task_stream() as stream:
+        result = frame.to_pandas()
+    expected = data.groupby("k", as_index=False).agg(total=("x", "sum"), rows=("row", "size"))
+    expected = expected.sort_values(["total", "k"], ascending=[False, True]).reset_index(
+        drop=True)
+    pd.testing.assert_frame_equal(result, expected, check_dtype=False)
+    stages = {key_split(task["key"]) for task in stream.data}
+    assert ("gpuframe-sort" in stages) == (strategy == "shuffle"), stages
+    text = io.StringIO()
+    frame.explain(file=text)
+    assert ("in the aggregate's last task" in text.getvalue()) == (strategy == "tree")

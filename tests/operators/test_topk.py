@@ -115,3 +115,17 @@ def test_one_input_partition_is_one_task(engine, data, na_position):
     expected = data.sort_values(["a", "b"], ascending=[False, True], na_position=na_position,
                                 kind="stable").head(7).reset_index(drop=True)
     pd.testing.assert_frame_equal(result, expected)
+
+
+@pytest.mark.parametrize("strategy", ["tree", "shuffle"])
+def test_a_top_k_of_an_aggregate_runs_in_its_last_task_where_it_makes_one_partition(
+        engine, data, strategy):
+    grouped = gpuframe.from_pandas(data, npartitions=3).groupby("a", strategy=strategy).agg(
+        total=("row", "sum"))
+    frame = nlargest(grouped, 5, "total")
+    with get_task_stream() as stream:
+        result = frame.to_pandas()
+    expected = data.groupby("a", as_index=False).agg(total=("row", "sum")).nlargest(5, "total")
+    pd.testing.assert_frame_equal(result, expected.reset_index(drop=True), check_dtype=False)
+    stages = {key_split(task["key"]) for task in stream.data}
+    assert ("gpuframe-top" in stages) == (strategy == "shuffle"), stages
