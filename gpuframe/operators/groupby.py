@@ -402,10 +402,7 @@ def _(node: GroupBy, lowering: Lowering) -> Partitions:
 def lower_groupby(node: GroupBy, lowering: Lowering, chain: Chain | None = None) -> Partitions:
     """``node``'s aggregate; with ``chain`` (per-partition nodes above it that nothing else
     reads), the chain's output, its steps applied in the aggregate's last tasks."""
-    if chain is None:
-        return _aggregate(node, lowering, lowering.number(node), ())[0]
-    chain.fused(lowering, node)
-    return chain.placed(_aggregate(node, lowering, lowering.number(chain.top), chain.steps)[0])
+    return _lower(node, lowering, chain, None, None)[0]
 
 
 def lower_into_one_task(node: Node, lowering: Lowering, last: Any, number: int
@@ -419,26 +416,34 @@ def lower_into_one_task(node: Node, lowering: Lowering, last: Any, number: int
     base = chain.base if chain is not None else node
     if not isinstance(base, GroupBy) or lowering.shared(base):
         return lowering.input(node), False
+    return _lower(base, lowering, chain, last, number)
+
+
+def _lower(node: GroupBy, lowering: Lowering, chain: Chain | None, last: Any,
+           last_number: int | None) -> tuple[Partitions, bool]:
+    """:func:`lower_groupby`, and ``last`` as :func:`lower_into_one_task` runs it."""
     if chain is None:
-        return _aggregate(base, lowering, lowering.number(base), (), last, number)
-    chain.fused(lowering, base)
-    parts, ran = _aggregate(base, lowering, lowering.number(chain.top), chain.steps, last,
-                            number)
+        return _aggregate(node, lowering, lowering.number(node), (), last, last_number)
+    chain.fused(lowering, node)
+    parts, ran = _aggregate(node, lowering, lowering.number(chain.top), chain.steps, last,
+                            last_number)
     return chain.placed(parts), ran
 
 
 def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any, ...],
-               last: Any = None, last_number: int | None = None) -> tuple[Partitions, bool]:
+               last: Any, last_number: int | None) -> tuple[Partitions, bool]:
     """The aggregate's tasks from where :func:`begin` left it, their output reported as plan
     node ``number``'s, after ``after``; where it makes one partition, after ``last`` too,
     reported as ``last_number``'s (and True)."""
     begun = lowering.begun(node) or begin(node, lowering)
     job, opts, whole = lowering.job, node.options, not node.keys
+    finished = (last_number if last_number is not None else number), after + (last,)
     if isinstance(begun, Local):
         ran = last is not None and len(begun.inputs) == 1
+        reported, steps = finished if ran else (number, after)
         futures = job.stage(begun.stage).map(
-            StepsFirst(begun.steps, _then(aggregate_local, after + ((last,) if ran else ()))),
-            begun.inputs, begun.partial, node=last_number if ran else number)
+            StepsFirst(begun.steps, _then(aggregate_local, steps)), begun.inputs,
+            begun.partial, node=reported)
         return Partitions(futures, list(begun.inputs.owners), node.meta, begun.placed), ran
     partial, partials, owners = begun.partial, begun.partials, begun.owners
     strategy, seen, rows = ("tree" if whole else opts.strategy), "", None
@@ -452,9 +457,8 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
         lowering.note(node, f"tree: {len(partials)} partials{begun.made} combined "
                             f"{opts.tree_fanin} at a time{seen}")
         ran = last is not None
-        tree = _tree(lowering, node, partial, partials, owners,
-                     last_number if ran and last_number is not None else number,
-                     after + ((last,) if ran else ()))
+        reported, steps = finished if ran else (number, after)
+        tree = _tree(lowering, node, partial, partials, owners, reported, steps)
         # Each group takes one row, and each group has a partial row.
         tree.rows_at_most = 1 if whole else rows
         return tree, ran

@@ -67,7 +67,7 @@ class FileFetcher:
         asks for more where they are shorter than the plan's requests (a selective read's pages,
         from KiBs to a MiB against requests of 16 MiB), so that as many bytes stay in flight
         (:func:`~gpuframe.io.tuning.model.fit_to_ranges`)."""
-        return max(1, self._fitted(ranges).requests_in_flight // self.sharing)
+        return self._share(self._fitted(ranges).requests_in_flight)
 
     def budgeted(self, ranges: Sequence[tuple[int, int]]) -> tuple[int, NodeBudget | None]:
         """Threads that fetch ``ranges``, and the host's budget for the store, whose tokens
@@ -78,13 +78,16 @@ class FileFetcher:
         fitted = self._fitted(ranges)
         budget = node_budget(self.task.path, self.task.storage, fitted)
         if budget is None:
-            return max(1, fitted.requests_in_flight // self.sharing), None
-        return (max(1, min(budget.tokens, self.task.storage.max_requests_in_flight)
-                    // self.sharing), budget)
+            return self._share(fitted.requests_in_flight), None
+        return self._share(min(budget.tokens, self.task.storage.max_requests_in_flight)), budget
 
     def _fitted(self, ranges: Sequence[tuple[int, int]]) -> Concurrency:
         return fit_to_ranges(self.task.concurrency, [n for _, n in ranges],
                              self.task.storage.max_requests_in_flight)
+
+    def _share(self, requests: int) -> int:
+        """This fragment's part of ``requests``, shared with the fragments read at once."""
+        return max(1, requests // self.sharing)
 
     def file(self, ranges: Sequence[tuple[int, int]],
              known: Mapping[int, bytes] | None = None) -> str | pa.NativeFile:
