@@ -85,9 +85,9 @@ def lower_scan(node: Scan, lowering: Lowering, chain: Chain | None = None) -> Pa
     """``node``'s read; with ``chain`` (per-partition nodes above it that nothing else reads),
     the chain's output, its steps applied in the read's own tasks."""
     if chain is None:
-        return _read(node, lowering, (), lowering.number(node), node.meta, "")
-    parts = _read(node, lowering, chain.steps, lowering.number(chain.top), chain.top.meta,
-                  f"; {chain.name} fused into its tasks")
+        return _plan_and_read(node, lowering, (), lowering.number(node), node.meta, "")
+    parts = _plan_and_read(node, lowering, chain.steps, lowering.number(chain.top),
+                           chain.top.meta, f"; {chain.name} fused into its tasks")
     chain.fused(lowering, node)
     return chain.placed(parts)
 
@@ -96,15 +96,14 @@ def lower_scan_partials(node: Scan, lowering: Lowering, steps: tuple[Any, ...]) 
     """``node``'s read, each of its tasks handing on what ``steps`` make of what it read: the
     partials of the aggregate above (:mod:`~.groupby`), made with no task of their own,
     reported as no plan node's output."""
-    return _read(node, lowering, steps, None, None,
-                 "; its tasks also make the partials of the aggregate above")
+    return _plan_and_read(node, lowering, steps, None, None,
+                          "; its tasks also make the partials of the aggregate above")
 
 
-def _read(node: Scan, lowering: Lowering, steps: tuple[Any, ...], number: int | None,
-          meta: pd.DataFrame | None, fused: str) -> Partitions:
-    """The read's tasks, ``steps`` applied to what each read, their output reported as plan
-    node ``number``'s, of schema ``meta`` (by default the read's). A file whose footer came
-    from the cache and changed since is planned and read once more."""
+def _plan_and_read(node: Scan, lowering: Lowering, steps: tuple[Any, ...], number: int | None,
+                   meta: pd.DataFrame | None, fused: str) -> Partitions:
+    """The read planned, then read (:func:`_read`); planned and read once more where a file
+    whose footer came from the cache has changed since."""
     job, read = lowering.job, node.read
     columns = list(node.read_columns) if node.read_columns is not None else None
 
@@ -112,21 +111,26 @@ def _read(node: Scan, lowering: Lowering, steps: tuple[Any, ...], number: int | 
         return plan_scan(job, read.source, read.format, read.storage,
                          read.partition_bytes, columns, node.filters)
 
-    planned = plan()
+    first = plan()
     try:
-        parts, record = read_planned(job, planned, meta, number, lowering.keep_read_stats, steps)
+        return _read(node, lowering, first, steps, number, meta, fused)
     except FileChangedError as exc:
-        if exc.path not in planned.reused:
+        if exc.path not in first.reused:
             raise  # it changed while this read planned and read it: reading again may too
-        PLANNED_METADATA.forget(planned.reused)
-        planned = plan()
-        parts, record = read_planned(job, planned, meta, number, lowering.keep_read_stats,
-                                     steps)
+        PLANNED_METADATA.forget(first.reused)
+    return _read(node, lowering, plan(), steps, number, meta, fused)
+
+
+def _read(node: Scan, lowering: Lowering, plan: ReadPlan, steps: tuple[Any, ...],
+          number: int | None, meta: pd.DataFrame | None, fused: str) -> Partitions:
+    """``plan``'s read tasks, ``steps`` applied to what each read, their output reported as
+    plan node ``number``'s, of schema ``meta`` (by default the read's)."""
+    parts, record = read_planned(lowering.job, plan, meta, number, lowering.keep_read_stats,
+                                 steps)
     lowering.scans.append(record)
-    lowering.note(node, f"{len(planned.fragments)} fragments in {len(parts)} partitions, "
-                        f"{planned.units_kept}/{planned.units_total} "
-                        f"{planned.format.unit_name} kept, "
-                        f"{planned.total_bytes / 2**20:.2f} MiB planned{fused}")
+    lowering.note(node, f"{len(plan.fragments)} fragments in {len(parts)} partitions, "
+                        f"{plan.units_kept}/{plan.units_total} {plan.format.unit_name} kept, "
+                        f"{plan.total_bytes / 2**20:.2f} MiB planned{fused}")
     return parts
 
 
