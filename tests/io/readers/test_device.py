@@ -95,13 +95,15 @@ def test_a_short_answer_to_a_staged_fetch_names_the_file(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("budgeted", [False, True], ids=["own", "host-budget"])
 @pytest.mark.parametrize("kvikio", [True, False], ids=["kvikio", "staged"])
 @pytest.mark.parametrize("name", ["flat/part-0.parquet", "orc/part-0.orc"])
 def test_device_copies_hold_the_planned_and_known_bytes(dataset_dir, http_server, name, kvikio,
-                                                        monkeypatch):
+                                                        budgeted, monkeypatch, tmp_path):
     """What cuDF decodes on the GPU: every planned range and every known piece at its offset
     of the file's device buffer, read by KvikIO in tasks shorter than the ranges, or through
-    staging smaller than them."""
+    staging smaller than them; with a host's budget too (KvikIO's threads leased, the staged
+    requests each holding a token), every token given back."""
     if not kvikio:
         monkeypatch.setattr(device, "fetch_by_kvikio", lambda *args: False)
     kind = name.split("/")[0].replace("flat", "parquet")
@@ -110,7 +112,9 @@ def test_device_copies_hold_the_planned_and_known_bytes(dataset_dir, http_server
                             storage={"requests_in_flight": 3, "task_size": 3000})
     tasks = fragment_tasks(remote)
     fetchers = [FileFetcher(task) for task in tasks]
-    copies = fetch_device_copies(copy_layouts(tasks, fetchers), 3, 3000)
+    budget = NodeBudget("http/device", 6, str(tmp_path)) if budgeted else None
+    copies = fetch_device_copies(copy_layouts(tasks, fetchers), 3, 3000, budget)
+    assert budget is None or budget.held() == 0
     data = (dataset_dir / name).read_bytes()
     for task, fetcher, copy in zip(tasks, fetchers, copies, strict=True):
         length, known = task.format.sparse_layout(task.metadata, len(data))
