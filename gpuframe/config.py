@@ -107,7 +107,9 @@ class JoinOptions:
     broadcast_bytes: int = _option(
         64 * 2**20, _count,
         "broadcast the smaller side to every worker when it holds at most this many bytes "
-        "(and broadcast_ratio allows it); a cap on the copy every worker holds",
+        "(and broadcast_ratio allows it); a cap on the copy every worker holds, which a side "
+        "the plan's estimates chose to copy may pass by up to half again once its sample is in "
+        "(running the query again would cost more)",
     )
     broadcast_rows: int = _option(
         100_000, _count,

@@ -20,6 +20,11 @@ from .join_size import OutputEstimate, check_fits, estimate_output, split_hashes
 from .skew import SideProfile, SkewPlan, plan_skew, profiles_of
 
 SIDES = ("left", "right")
+BROADCAST_SLACK = 1.5
+"""How many times ``broadcast_bytes`` a side the plan's estimates chose to copy may sample at and
+still be copied (:func:`broadcast_stands`): the estimates take strings at a fixed width and
+filters at guessed shares, so a side estimated under the cap may sample a little past it, and
+running the action again (its reads and samples too) costs more than copying such a side."""
 OUTPUT_COPIES = 4
 """The bytes a join task holds at its peak, in multiples of its output's: the output, the row
 indexers and columns the merge builds on the way, and as much again for the results its worker
@@ -109,13 +114,14 @@ def speculation_stands(shape: JoinShape, per_worker: int, *sampled: Any) -> bool
 def broadcast_stands(shape: JoinShape, small: str, *sampled: Any) -> bool:
     """The verdict task of a speculative broadcast, on a worker: whether the join's sample
     (as for :func:`speculation_stands`) lets ``small``, which the plan's estimates chose, be
-    copied to every worker: it fits ``broadcast_bytes``, and the output its join tasks make
-    fits them, as :func:`decide` asks of a copy. How the sides' sizes compare only says which
-    way is faster, and running the action again costs more than the slower way: it stands."""
+    copied to every worker: it fits ``broadcast_bytes`` (:data:`BROADCAST_SLACK` times), and
+    the output its join tasks make fits them, as :func:`decide` asks of a copy. How the sides'
+    sizes compare only says which way is faster, and running the action again costs more than
+    the slower way: it stands."""
     profiles = _sampled_profiles(shape, sampled)
     output = estimate_output(profiles["left"], profiles["right"], shape.how)
     task_bytes = _task_bytes(profiles, shape.options.join_memory_fraction)
-    return profiles[small].nbytes <= shape.options.broadcast_bytes \
+    return profiles[small].nbytes <= BROADCAST_SLACK * shape.options.broadcast_bytes \
         and _copy_fits(shape, small, OUTPUT_COPIES * output.nbytes, task_bytes)
 
 
