@@ -34,12 +34,11 @@ import numpy as np
 from ..errors import RemoteError
 from ..storage.base import RangeSource
 from ..storage.ranges import cut_requests, read_exactly_into, run_requests
+from ..tuning.budget import NodeBudget, fetch_threads
 
 if TYPE_CHECKING:
     import kvikio
     import rmm
-
-    from ..tuning.budget import NodeBudget
 
 logger = logging.getLogger(__name__)
 
@@ -211,7 +210,7 @@ def fetch_device_copies(jobs: Sequence[CopyJob], requests_in_flight: int,
     if read:
         place_known(jobs, place)
         return copies
-    threads = budget.tokens if budget else requests_in_flight
+    threads = fetch_threads(requests_in_flight, budget)
 
     def staging(pieces: int, size: int) -> list[memoryview]:
         buffers = min(threads, pieces, STAGING_BYTES // max(1, size))

@@ -16,8 +16,8 @@ from ..errors import DatasetError
 from ..storage import open_source
 from ..storage.base import scheme_of
 from ..storage.ranges import read_ranges, read_ranges_into
-from ..tuning.budget import NodeBudget, node_budget
-from ..tuning.model import Concurrency, fit_to_ranges
+from ..tuning.budget import NodeBudget, fetch_threads, node_budget
+from ..tuning.model import fit_to_ranges
 from .device import CopyJob
 from .failures import check_planned_size, naming_failures
 
@@ -36,7 +36,7 @@ class FileFetcher:
     ranges (:func:`fetch_sparse_copies`). :meth:`bytes` fetches ranges for formats
     that parse bytes themselves (CSV, Parquet pages), local or remote, many requests in flight.
     ``sharing``: the fragments read at once with this one, which share the task's requests in
-    flight (:meth:`requests_in_flight`).
+    flight (:meth:`budgeted`).
     """
 
     def __init__(self, task: FragmentTask, sharing: int = 1):
@@ -62,32 +62,19 @@ class FileFetcher:
     def requests(self) -> int:
         return self._local_requests + self.source.requests
 
-    def requests_in_flight(self, ranges: Sequence[tuple[int, int]]) -> int:
-        """This fragment's share of the task's requests in flight for ``ranges``: Little's law
-        asks for more where they are shorter than the plan's requests (a selective read's pages,
-        from KiBs to a MiB against requests of 16 MiB), so that as many bytes stay in flight
-        (:func:`~gpuframe.io.tuning.model.fit_to_ranges`)."""
-        return self._share(self._fitted(ranges).requests_in_flight)
-
     def budgeted(self, ranges: Sequence[tuple[int, int]]) -> tuple[int, NodeBudget | None]:
         """Threads that fetch ``ranges``, and the host's budget for the store, whose tokens
-        their requests take (:mod:`~gpuframe.io.tuning.budget`): this fragment's share of the
-        budget's tokens (at most ``max_requests_in_flight``), so that with the host's other
-        readers idle it keeps their requests in flight too; :meth:`requests_in_flight` where
-        the store has no budget."""
-        fitted = self._fitted(ranges)
+        their requests take (:mod:`~gpuframe.io.tuning.budget`): this fragment's share, with
+        the fragments read at once, of :func:`~gpuframe.io.tuning.budget.fetch_threads` for
+        the requests in flight Little's law asks for these ranges: more where they are shorter
+        than the plan's requests (a selective read's pages, from KiBs to a MiB against
+        requests of 16 MiB), so that as many bytes stay in flight
+        (:func:`~gpuframe.io.tuning.model.fit_to_ranges`)."""
+        fitted = fit_to_ranges(self.task.concurrency, [n for _, n in ranges],
+                               self.task.storage.max_requests_in_flight)
         budget = node_budget(self.task.path, self.task.storage, fitted)
-        if budget is None:
-            return self._share(fitted.requests_in_flight), None
-        return self._share(min(budget.tokens, self.task.storage.max_requests_in_flight)), budget
-
-    def _fitted(self, ranges: Sequence[tuple[int, int]]) -> Concurrency:
-        return fit_to_ranges(self.task.concurrency, [n for _, n in ranges],
-                             self.task.storage.max_requests_in_flight)
-
-    def _share(self, requests: int) -> int:
-        """This fragment's part of ``requests``, shared with the fragments read at once."""
-        return max(1, requests // self.sharing)
+        threads = fetch_threads(fitted.requests_in_flight, budget)
+        return max(1, threads // self.sharing), budget
 
     def file(self, ranges: Sequence[tuple[int, int]],
              known: Mapping[int, bytes] | None = None) -> str | pa.NativeFile:

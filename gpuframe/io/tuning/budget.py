@@ -168,6 +168,13 @@ def _take_free(fd: int, tokens: int, first: int, wanted: int) -> int:
     return held
 
 
+def fetch_threads(requests_in_flight: int, budget: NodeBudget | None) -> int:
+    """The threads of one fetch, CPU or GPU: the whole budget's tokens where the store has one
+    (:meth:`NodeBudget.run`: a lone fetch keeps the host's whole budget in flight, and fetches
+    at once split it, since each request holds a token), else ``requests_in_flight``."""
+    return budget.tokens if budget else requests_in_flight
+
+
 def node_budget(path: str, storage: StorageOptions, concurrency: Concurrency
                 ) -> NodeBudget | None:
     """This host's budget for the store of ``path``: ``concurrency.requests_in_flight`` (as

@@ -37,10 +37,11 @@ def test_fetcher_keeps_more_short_requests_in_flight(dataset_dir):
     pages = [(i * 2**16, 2**16) for i in range(100)]
     with (FileFetcher(measured) as alone, FileFetcher(measured, sharing=4) as shared,
           FileFetcher(task) as configured):
-        assert alone.requests_in_flight([(0, 16 * 2**20)]) == 2
-        assert alone.requests_in_flight(pages) == 17  # 1 stream + 1 MB in flight / 64 KiB
-        assert shared.requests_in_flight(pages) == 4
-        assert configured.requests_in_flight(pages) == 2
+        # local files: no budget of the host's (node_budget)
+        assert alone.budgeted([(0, 16 * 2**20)]) == (2, None)
+        assert alone.budgeted(pages) == (17, None)  # 1 stream + 1 MB in flight / 64 KiB
+        assert shared.budgeted(pages) == (4, None)
+        assert configured.budgeted(pages) == (2, None)
 
 
 @pytest.mark.parametrize("name", ["flat/part-0.parquet", "orc/part-0.orc"])
