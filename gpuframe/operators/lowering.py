@@ -93,11 +93,17 @@ class Lowering:
           begun node last: a join waits on the client for its sample or its copied side's
           check before the lowering goes on, and an input lowered only after the joins below
           it had each waited would be read only then. So every table of a chain of joins is
-          read at once, from the start, and each join waits for its own work alone."""
+          read at once, from the start, and each join waits for its own work alone. The
+          inputs of the deepest joins go first: a worker runs tasks of one priority in the
+          order they came (Dask's), and the innermost join of a chain runs first, its joins'
+          steps (samples, verdicts, copies) one after another while the outer joins' larger
+          tables are read, not after."""
         self._begin_under(self.root)
-        sides = [side for join in _joins(self.root, set()) for side in join.children
-                 if not _joins(side, set())]
-        for side in sorted(sides, key=lambda side: self._waits[id(side)]):
+        depths: dict[int, int] = {}
+        _join_depths(self.root, 0, depths)
+        sides = [(depths[id(join)], side) for join in _joins(self.root, set())
+                 for side in join.children if not _joins(side, set())]
+        for _, side in sorted(sides, key=lambda pair: (self._waits[id(pair[1])], -pair[0])):
             if id(side) not in self._outputs:
                 self._outputs[id(side)] = lower(side, self)
 
@@ -135,6 +141,15 @@ def _joins(node: Node, seen: set[int]) -> list[Join]:
     for child in node.children:
         found += _joins(child, seen)
     return found
+
+
+def _join_depths(node: Node, above: int, depths: dict[int, int]) -> None:
+    """Each node under ``node`` (itself too) by the most joins above it, in ``depths``."""
+    if depths.get(id(node), -1) >= above:
+        return
+    depths[id(node)] = above
+    for child in node.children:
+        _join_depths(child, above + isinstance(node, Join), depths)
 
 
 @singledispatch

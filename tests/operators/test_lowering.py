@@ -1,4 +1,5 @@
-"""The lowering of a plan: every table of a chain of joins read from the start."""
+"""The lowering of a plan: every table of a chain of joins read from the start, the innermost
+join's first."""
 
 import numpy as np
 import pandas as pd
@@ -6,6 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import gpuframe
+from gpuframe.operators import lowering
+from gpuframe.plan.nodes import Scan
 from gpuframe.runtime.runner import Job
 
 
@@ -13,7 +16,9 @@ def test_every_table_of_a_chain_of_joins_is_read_before_any_join_waits(engine, t
                                                                         monkeypatch):
     """A join that samples waits on the client for its sample before the lowering goes on:
     the tables of the joins above it must be read already, not only once it has waited. So
-    every read task is submitted before the job's first wait for a result."""
+    every read task is submitted before the job's first wait for a result; the innermost
+    join's tables first, since a worker runs reads in the order they came, and that join's
+    steps run first."""
     tables = {
         "a": pd.DataFrame({"k": np.arange(300) % 40, "x": np.arange(300.0)}),
         "b": pd.DataFrame({"k": np.arange(40), "j": np.arange(40) % 7}),
@@ -31,8 +36,17 @@ def test_every_table_of_a_chain_of_joins_is_read_before_any_join_waits(engine, t
                                        if info.stage.startswith("read")))
         return gather(self, futures)
 
+    lowered: list[str] = []
+    lower = lowering.lower
+
+    def recording(node, within):
+        if isinstance(node, Scan):
+            lowered.append(next(name for name in tables if f"{name}.parquet" in node.describe()))
+        return lower(node, within)
+
     frames = {name: gpuframe.read_parquet(str(tmp_path / f"{name}.parquet")) for name in tables}
     monkeypatch.setattr(Job, "gather", counting)
+    monkeypatch.setattr(lowering, "lower", recording)
     result = frames["a"].merge(frames["b"], on="k", broadcast_bytes=0).merge(
         frames["c"], on="j", broadcast_bytes=0).to_pandas()  # shuffles: each samples
     expected = tables["a"].merge(tables["b"], on="k").merge(tables["c"], on="j")
@@ -41,3 +55,4 @@ def test_every_table_of_a_chain_of_joins_is_read_before_any_join_waits(engine, t
         expected.sort_values("x").reset_index(drop=True), check_dtype=False)
     assert len(reads_at_gather) >= 2  # the joins waited (a sample each)
     assert reads_at_gather[0] == reads_at_gather[-1] >= 3  # every table's read, from the start
+    assert lowered == ["a", "b", "c"]
