@@ -18,7 +18,7 @@ from ..tasks import FragmentTask
 from ..tuning.budget import node_budget
 from .arrow import ArrowReader, hive_column, read_fragment
 from .base import ReadStats
-from .device import CopyJob, copy_batches, fetch_device_copies, pipelined
+from .device import CopyJob, copy_batches, fetch_device_copies
 from .failures import check_planned_size, naming_cudf_failures
 from .fetch import FileFetcher
 
@@ -128,27 +128,27 @@ def copy_layouts(tasks: Sequence[FragmentTask], fetchers: Sequence[FileFetcher]
 def read_device_copies(tasks: Sequence[FragmentTask], fetchers: Sequence[FileFetcher]
                        ) -> tuple[cudf.DataFrame, list[int]]:
     """The tasks' remote files decoded by cuDF from copies in device memory holding only what
-    the tasks read (:func:`copy_layouts`), and the rows each task gave. The files go in runs
-    (:func:`~.device.copy_batches`), each fetched by one pool of the plan's requests in
+    the tasks read (:func:`copy_layouts`), and the rows each task gave. Each batch of files
+    (:func:`~.device.copy_batches`: all of them, unless gaps between skipped
+    columns would make the copies too large) is fetched by one pool of the plan's requests in
     flight, or with the host's budget for the store (:func:`~.device.fetch_device_copies`),
-    while the run before it is decoded in one call (:func:`~.device.pipelined`)."""
+    and decoded in one call."""
     import cudf
 
     jobs = copy_layouts(tasks, fetchers)
     concurrency = tasks[0].concurrency
     budget = node_budget(tasks[0].path, tasks[0].storage, concurrency)
-
-    def fetch(batch: list[int]) -> list[rmm.DeviceBuffer]:
+    frames, rows = [], []
+    for batch in copy_batches(jobs):
         fetched = sum(n for i in batch for _, n in jobs[i][1])
-        return fetch_device_copies([jobs[i] for i in batch], concurrency.requests_in_flight,
-                                   concurrency.request_size_for(fetched), budget)
-
-    decoded = pipelined(copy_batches(jobs), fetch,
-                        lambda batch, copies: _decode_copies([tasks[i] for i in batch], copies))
+        copies = fetch_device_copies([jobs[i] for i in batch], concurrency.requests_in_flight,
+                                     concurrency.request_size_for(fetched), budget)
+        frame, counts = _decode_copies([tasks[i] for i in batch], copies)
+        del copies  # before the next batch's are allocated
+        frames.append(frame)
+        rows.extend(counts)
     for task, fetcher in zip(tasks, fetchers):
         fetcher.units_read = len(task.units)
-    frames = [frame for frame, _ in decoded]
-    rows = [count for _, counts in decoded for count in counts]
     return (frames[0] if len(frames) == 1 else cudf.concat(frames, ignore_index=True)), rows
 
 

@@ -26,9 +26,8 @@ from __future__ import annotations
 import logging
 import queue
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,26 +43,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 COPY_SLACK = 2**30
-"""Device bytes the copies of a read may always take (:func:`copy_batches`): small reads go in
-one cuDF call whatever their gaps."""
-
-PIPELINE_DEPTH = 4
-"""The runs a large read's files are cut into (:func:`copy_batches`), each decoded while the
-next is fetched: the read then takes about its fetch and a quarter of its decoding, rather than
-both whole."""
-
-PIPELINE_BYTES = 64 * 2**20
-"""The least bytes a run of files fetches (:func:`copy_batches`): below it, a cuDF call's own
-cost outweighs the decoding it would overlap."""
+"""Device bytes a batch of copies may always take (:func:`copy_batches`): small reads go in one
+cuDF call whatever their gaps."""
 
 STAGING_BYTES = 2**30
 """Pinned staging that one fetch may take (fewer requests at once where the plan's would need
 more: 64 of 64 MiB would pin 4 GiB). CuPy's pinned pool keeps it for the next read."""
 
 CopyJob = tuple[RangeSource, Sequence[tuple[int, int]], int, Mapping[int, bytes]]
-Item = TypeVar("Item")
-Fetched = TypeVar("Fetched")
-Used = TypeVar("Used")
 """One file's copy: (its source, the ranges to fetch at their own offsets, the copy's length,
 bytes already known by offset: magic numbers, footer)."""
 
@@ -109,51 +96,23 @@ def fetch_staged(jobs: Sequence[CopyJob], requests_in_flight: int, request_size:
 
 
 def copy_batches(jobs: Sequence[CopyJob]) -> list[list[int]]:
-    """The jobs in runs of consecutive ones, each decoded by one cuDF call while the next run
-    is fetched (:func:`pipelined`).
-
-    - Two runs' copies, the one decoded and the one fetched, take together at most twice the
-      bytes all the jobs fetch, or :data:`COPY_SLACK` if more (a job whose copy alone is
-      larger is a run alone). Reading every column, the copies are about as long as what they
-      fetch; reading few columns of many files, the gaps between their chunks never add up to
-      more than that.
-    - A run fetches a :data:`PIPELINE_DEPTH`-th of the bytes, or :data:`PIPELINE_BYTES` if
-      more: decoding overlaps all but the last run's fetch, while cuDF decodes many files'
-      pages together (several times faster than file by file), and a small read is one
-      call."""
-    fetched = [sum(n for _, n in ranges) for _, ranges, _, _ in jobs]
-    held_at_most = max(2 * sum(fetched), COPY_SLACK) / 2
-    share = max(PIPELINE_BYTES, sum(fetched) / PIPELINE_DEPTH)
+    """The jobs in runs of consecutive ones, each decoded by one cuDF call, whose copies take
+    together at most twice the bytes all the jobs fetch, or :data:`COPY_SLACK` if more (a job
+    whose copy alone is larger is a run alone). Reading every column, the copies are about as
+    long as what they fetch, and one call decodes every file at once; reading few columns of
+    many files, the gaps between their chunks never add up to more than the budget."""
+    fetched = sum(n for _, ranges, _, _ in jobs for _, n in ranges)
+    budget = max(2 * fetched, COPY_SLACK)
     batches: list[list[int]] = []
-    held = taken = 0
-    for index, ((_, _, length, _), got) in enumerate(zip(jobs, fetched)):
-        if batches and held + length <= held_at_most and taken < share:
+    held = 0
+    for index, (_, _, length, _) in enumerate(jobs):
+        if batches and held + length <= budget:
             batches[-1].append(index)
             held += length
-            taken += got
         else:
             batches.append([index])
-            held, taken = length, got
+            held = length
     return batches
-
-
-def pipelined(items: Sequence[Item], fetch: Callable[[Item], Fetched],
-              use: Callable[[Item, Fetched], Used]) -> list[Used]:
-    """``use(item, fetch(item))`` of every item, in order, each item's fetch running (in a
-    thread of its own) while the one before it is used: a read's fetch of its next files
-    overlaps cuDF's decoding of the last ones, which releases the GIL. At most two items'
-    fetched bytes are held at once; a failure is raised once the fetch under way has
-    ended."""
-    used: list[Used] = []
-    with ThreadPoolExecutor(1, thread_name_prefix="gpuframe-fetch-ahead") as ahead:
-        pending = ahead.submit(fetch, items[0]) if items else None
-        for index, item in enumerate(items):
-            assert pending is not None
-            fetched = pending.result()
-            pending = ahead.submit(fetch, items[index + 1]) if index + 1 < len(items) else None
-            used.append(use(item, fetched))
-            del fetched  # before the fetch after next allocates
-    return used
 
 
 def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[rmm.DeviceBuffer],

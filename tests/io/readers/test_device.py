@@ -3,9 +3,6 @@ byte for byte the planned and known bytes, in batches bounded by their gaps."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pandas as pd
 import pytest
 
@@ -77,68 +74,14 @@ def test_copy_batches_bound_the_device_memory_of_one_cudf_call():
         return [(None, [(0, fetched)], length, {}) for fetched, length in shapes]
 
     gib = 2**30
-    # every column read: the copies are about what is fetched; a quarter of the bytes a run,
-    # each decoded while the next is fetched
-    assert copy_batches(jobs(*[(gib, gib + 100)] * 8)) == [[0, 1], [2, 3], [4, 5], [6, 7]]
-    # one column of four: two runs' copies within twice all the fetched bytes
-    assert copy_batches(jobs(*[(gib, 4 * gib)] * 16)) == [[0, 1, 2, 3], [4, 5, 6, 7],
-                                                          [8, 9, 10, 11], [12, 13, 14, 15]]
-    assert copy_batches(jobs(*[(gib, 8 * gib)] * 8)) == [[0], [1], [2], [3], [4], [5], [6], [7]]
-    # a copy larger than the budget alone
+    # every column read: the copies are about what is fetched, one call for every file
+    assert copy_batches(jobs(*[(gib, gib + 100)] * 8)) == [list(range(8))]
+    # one column of four: runs whose copies stay within twice all the fetched bytes
+    few = copy_batches(jobs(*[(gib, 4 * gib)] * 8))
+    assert few == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # a copy larger than the budget alone; small reads always one call
     assert copy_batches(jobs((gib, 5 * gib), (gib // 2, gib))) == [[0], [1]]
-    # small reads always one call, however many files and gaps
-    assert copy_batches(jobs(*[(100, COPY_SLACK // 16)] * 8)) == [list(range(8))]
-    assert copy_batches(jobs(*[(device.PIPELINE_BYTES // 8, 100)] * 8)) == [list(range(8))]
-
-
-def test_a_pipelined_read_fetches_the_next_files_while_it_decodes_the_last():
-    """Each run's fetch overlaps the decoding of the run before it (a decode that waits for
-    the next fetch to start would otherwise wait forever), results come in order, at most two
-    runs' bytes are held at once, and a failure, of a fetch or a decode, is raised once no
-    fetch runs."""
-    started = {i: threading.Event() for i in range(5)}
-    held: list[int] = []
-    most = [0]
-    lock = threading.Lock()
-
-    def fetch(item: int) -> str:
-        started[item].set()
-        with lock:
-            held.append(item)
-            most[0] = max(most[0], len(held))
-        return f"bytes of {item}"
-
-    def decode(item: int, fetched: str) -> str:
-        if item + 1 in started:
-            assert started[item + 1].wait(10), f"run {item + 1} not fetched while {item} decodes"
-        with lock:
-            held.remove(item)
-        return fetched.replace("bytes", "rows")
-
-    assert device.pipelined(list(range(5)), fetch, decode) == [f"rows of {i}" for i in range(5)]
-    assert most[0] <= 2
-    assert device.pipelined([], fetch, decode) == []
-
-    ended = threading.Event()
-
-    def failing_fetch(item: int) -> int:
-        if item == 2:
-            raise OSError("run 2 lost")
-        if item == 1:
-            time.sleep(0.2)
-            ended.set()
-        return item
-
-    def failing_decode(item: int, fetched: int) -> int:
-        if item == 0:
-            raise ValueError("run 0 corrupt")
-        return fetched
-
-    with pytest.raises(ValueError, match="run 0 corrupt"):
-        device.pipelined([0, 1, 2], failing_fetch, failing_decode)
-    assert ended.is_set(), "the failure waited for the fetch under way"
-    with pytest.raises(OSError, match="run 2 lost"):
-        device.pipelined([1, 2, 3], failing_fetch, lambda item, fetched: fetched)
+    assert copy_batches(jobs(*[(100, COPY_SLACK // 8)] * 8)) == [list(range(8))]
 
 
 def test_a_short_answer_to_a_staged_fetch_names_the_file(tmp_path):
