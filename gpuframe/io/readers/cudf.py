@@ -18,7 +18,7 @@ from ..tasks import FragmentTask
 from ..tuning.budget import node_budget
 from .arrow import ArrowReader, hive_column, read_fragment
 from .base import ReadStats
-from .device import CopyJob, copy_batches, fetch_device_copies
+from .device import CopyJob, copy_batches, fetch_device_copies, set_kvikio
 from .failures import check_planned_size, naming_cudf_failures
 from .fetch import FileFetcher
 
@@ -66,14 +66,10 @@ class CudfReader:
             return cudf.DataFrame.from_arrow(table), stats
         start = time.perf_counter()
         if local:
-            import kvikio.defaults
-
             # One call reads every file's chunks at once: a thread per file at least keeps
             # each file's reads going (benchmarks/results/2026-11-23-fixes-h200x2.md).
-            kvikio.defaults.set({"num_threads": max(first.concurrency.requests_in_flight,
-                                                    len(tasks)),
-                                 "task_size": max(first.concurrency.request_size,
-                                                  KVIKIO_TASK_SIZE)})
+            set_kvikio({"num_threads": max(first.concurrency.requests_in_flight, len(tasks)),
+                        "task_size": max(first.concurrency.request_size, KVIKIO_TASK_SIZE)})
             for task in tasks:
                 with open_source(task.path) as source:
                     check_planned_size(task, source)

@@ -27,7 +27,7 @@ import logging
 import queue
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -115,6 +115,18 @@ def copy_batches(jobs: Sequence[CopyJob]) -> list[list[int]]:
     return batches
 
 
+def set_kvikio(settings: Mapping[str, Any]) -> None:
+    """KvikIO's ``settings`` (its defaults), those that differ from what it holds alone: a new
+    thread count starts a new pool of threads, which a read should not pay for the same
+    count."""
+    import kvikio.defaults
+
+    changed = {key: value for key, value in settings.items()
+               if kvikio.defaults.get(key) != value}
+    if changed:
+        kvikio.defaults.set(changed)
+
+
 def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[rmm.DeviceBuffer],
                     requests_in_flight: int, request_size: int | None) -> bool:
     """Every job's ranges read by KvikIO straight into its device copy (``copies``, in the jobs'
@@ -149,9 +161,7 @@ def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[rmm.DeviceBuffer],
                                kvikio.defaults.get("bounce_buffer_size")))
         settings = {"num_threads": requests_in_flight, "task_size": task_size,
                     "http_timeout": max(1, round(max(how.timeout for how in opens)))}
-        changed = {k: v for k, v in settings.items() if kvikio.defaults.get(k) != v}
-        if changed:  # a new thread count starts a new pool: only when it changes
-            kvikio.defaults.set(changed)
+        set_kvikio(settings)
         for (source, ranges, _, _), how, copy in zip(jobs, opens, copies):
             files.append(getattr(kvikio.RemoteFile, how.method)(**how.kwargs))
             view = cupy.asarray(copy)

@@ -3,6 +3,9 @@ byte for byte the planned and known bytes, in batches bounded by their gaps."""
 
 from __future__ import annotations
 
+import sys
+import types
+
 import pandas as pd
 import pytest
 
@@ -162,3 +165,24 @@ def test_remote_reads_kvikio_cannot_make_or_fails_go_through_gpuframes_requests(
     tasks = fragment_tasks(plan_fragments(f"{http_server.url}/bearer/{name}", storage=bearer))
     got, _ = READERS["cudf"]().read("k", tasks)
     pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
+
+
+def test_kvikio_is_set_only_where_its_settings_change(monkeypatch):
+    """A read sets KvikIO's thread count and task size; setting a thread count starts a new
+    pool of threads, so a setting KvikIO already holds is not set again."""
+    held = {"num_threads": 8, "task_size": 2**24}
+    calls: list[dict] = []
+
+    def setting(changed: dict) -> None:
+        calls.append(dict(changed))
+        held.update(changed)
+
+    defaults = types.SimpleNamespace(get=held.__getitem__, set=setting)
+    package = types.ModuleType("kvikio")
+    package.defaults = defaults  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "kvikio", package)
+    monkeypatch.setitem(sys.modules, "kvikio.defaults", defaults)
+    device.set_kvikio({"num_threads": 8, "task_size": 2**24})
+    device.set_kvikio({"num_threads": 16, "task_size": 2**24})
+    device.set_kvikio({"num_threads": 16, "task_size": 2**24})
+    assert calls == [{"num_threads": 16}]
