@@ -55,4 +55,5 @@ def test_every_table_of_a_chain_of_joins_is_read_before_any_join_waits(engine, t
         expected.sort_values("x").reset_index(drop=True), check_dtype=False)
     assert len(reads_at_gather) >= 2  # the joins waited (a sample each)
     assert reads_at_gather[0] == reads_at_gather[-1] >= 3  # every table's read, from the start
-    assert lowered == ["a", "b", "c"]
+    # (twice where a speculation failed and the action ran again: the same order each time)
+    assert lowered[:3] == ["a", "b", "c"] and lowered == lowered[:3] * (len(lowered) // 3)
