@@ -50,6 +50,8 @@ GROUPS_SHARE = 0.1
 class Estimate:
     rows: float | None
     bytes: float | None
+    whole: float | None = None
+    """The rows of the relation these rows are a share of (:func:`_whole_rows`)."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,23 @@ def estimated(node: Node) -> Estimate:
 
 def _estimate(node: Node, children: list[Estimate]) -> Estimate:
     rows = _estimated_rows(node, children)
-    return Estimate(rows, None if rows is None else rows * row_width(node.meta))
+    return Estimate(rows, None if rows is None else rows * row_width(node.meta),
+                    _whole_rows(node, children, rows))
+
+
+def _whole_rows(node: Node, children: list[Estimate], rows: float | None) -> float | None:
+    """The rows of the relation ``node``'s rows are a share of: a read's table's; a join's
+    input's of the larger whole (the fact table's, say); a filter's, a projection's or a
+    sort's input's; and the node's own where it makes rows of its own (an aggregate's groups,
+    a top-k, a concat, a frame from the client)."""
+    if isinstance(node, Scan):
+        return node.read.rows
+    if isinstance(node, Join):
+        left, right = (child.whole for child in children)
+        return None if left is None or right is None else max(left, right)
+    if len(children) == 1 and not isinstance(node, (GroupBy, TopK)):
+        return children[0].whole
+    return rows
 
 
 @singledispatch
@@ -157,12 +175,29 @@ def _(node: Filter, children: list[Estimate]) -> float | None:
 
 @_estimated_rows.register
 def _(node: Join, children: list[Estimate]) -> float | None:
-    left, right = (c.rows for c in children)
-    if left is None or right is None:
+    left, right = children
+    if left.rows is None or right.rows is None:
         return None
-    return {"inner": max(left, right), "left": left, "right": right, "outer": left + right,
-            "leftsemi": left / 2, "leftanti": left / 2, "left_anti": left / 2,
-            "right_anti": right / 2, "cross": left * right}[node.how]
+    if node.how == "inner":
+        return _inner_rows(left.rows, right.rows, left.whole, right.whole)
+    return {"left": left.rows, "right": right.rows, "outer": left.rows + right.rows,
+            "leftsemi": left.rows / 2, "leftanti": left.rows / 2, "left_anti": left.rows / 2,
+            "right_anti": right.rows / 2, "cross": left.rows * right.rows}[node.how]
+
+
+def _inner_rows(left: float, right: float, left_whole: float | None,
+                right_whole: float | None) -> float:
+    """An inner join's rows: the input of the larger whole (a fact table, say) keeps the share
+    of its rows that the other input (a dimension, filtered) kept of its own whole, each key
+    taken to hold as many of the first's rows; without wholes, the larger input's rows. A
+    chain of joins under filtered dimensions is then estimated as small as it comes out, not
+    as large as its fact table, so that its result is copied rather than shuffled where it
+    may be (:func:`~gpuframe.operators.join._speculated`)."""
+    if not left_whole or not right_whole:
+        return max(left, right)
+    if left_whole <= right_whole:
+        return right * min(1.0, left / left_whole)
+    return left * min(1.0, right / right_whole)
 
 
 @_estimated_rows.register

@@ -82,3 +82,27 @@ def test_selectivity_of_conditions():
     assert selectivity((col("a") > 1) & (col("b") < 2)) == pytest.approx(1 / 9)
     assert selectivity(~(col("a") == 1)) == pytest.approx(0.9)
     assert selectivity((col("a") == 1) | (col("b") == 2)) == pytest.approx(0.19)
+
+
+def test_a_join_under_a_filtered_dimension_is_estimated_at_its_share(engine, orders_path,
+                                                                     tmp_path):
+    """An inner join keeps of the larger table's rows the share the other side (its
+    dimension) kept of its own: orders joined with a tenth of the customers are estimated at a
+    tenth of the orders, and a join of that result with a third table at that share again, so
+    that a chain under filtered dimensions is not estimated as large as its fact table."""
+    path, _ = orders_path
+    customers = pa.table({"k": np.arange(100), "segment": np.arange(100) % 10})
+    pq.write_table(customers, tmp_path / "customers.parquet")
+    notes = pa.table({"k": np.arange(20_000) % 100, "n": np.arange(20_000)})
+    pq.write_table(notes, tmp_path / "notes.parquet")
+    read = {name: gpuframe.read_parquet(str(tmp_path / f"{name}.parquet"))
+            for name in ("customers", "notes")}
+    some = read["customers"][read["customers"].segment == 3]  # estimated at a tenth: 10 rows
+    chain = gpuframe.read_parquet(str(path)).merge(some, on="k")
+    lines = explained(chain).splitlines()
+    assert lines[0].startswith("#0 Join how=inner") and "est. 2,000 rows" in lines[0]
+    # a third table of 20,000 rows: the chain kept 2,000 of the orders' 20,000
+    again = explained(read["notes"].merge(chain, on="k")).splitlines()[0]
+    assert "est. 2,000 rows" in again
+    unfiltered = explained(gpuframe.read_parquet(str(path)).merge(read["customers"], on="k"))
+    assert "est. 20,000 rows" in unfiltered.splitlines()[0]
