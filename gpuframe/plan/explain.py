@@ -117,13 +117,18 @@ def _estimate(node: Node, children: list[Estimate]) -> Estimate:
 
 def _whole_rows(node: Node, children: list[Estimate], rows: float | None) -> float | None:
     """The rows of the relation ``node``'s rows are a share of: a read's table's; a join's
-    input's of the larger whole (the fact table's, say); a filter's, a projection's or a
-    sort's input's; and the node's own where it makes rows of its own (an aggregate's groups,
-    a top-k, a concat, a frame from the client)."""
+    input's of the larger whole (the fact table's, say), or the input's whose rows alone it
+    keeps (a left, semi or anti join's left); a filter's, a projection's or a sort's input's;
+    and the node's own where it makes rows of its own (an aggregate's groups, a top-k, a
+    concat, a frame from the client)."""
     if isinstance(node, Scan):
         return node.read.rows
     if isinstance(node, Join):
         left, right = (child.whole for child in children)
+        if node.how in ("left", "leftsemi", "leftanti", "left_anti"):
+            return left
+        if node.how in ("right", "right_anti"):
+            return right
         return None if left is None or right is None else max(left, right)
     if len(children) == 1 and not isinstance(node, (GroupBy, TopK)):
         return children[0].whole

@@ -106,3 +106,8 @@ def test_a_join_under_a_filtered_dimension_is_estimated_at_its_share(engine, ord
     assert "est. 2,000 rows" in again
     unfiltered = explained(gpuframe.read_parquet(str(path)).merge(read["customers"], on="k"))
     assert "est. 20,000 rows" in unfiltered.splitlines()[0]
+    # a semi join keeps its left rows alone: half the customers, of the customers' whole, so
+    # the orders joined with them are estimated at half the orders
+    half = read["customers"].merge(read["notes"], on="k", how="leftsemi")
+    assert "est. 10,000 rows" in explained(
+        gpuframe.read_parquet(str(path)).merge(half, on="k")).splitlines()[0]
