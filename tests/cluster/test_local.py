@@ -197,7 +197,9 @@ def test_an_unknown_scheduler_protocol_is_refused_before_anything_starts():
 @pytest.mark.skipif(not ucx_available(), reason="distributed-ucxx not installed")
 def test_a_scheduler_over_ucx_keeps_the_notifier_thread_until_its_cluster_has_closed(monkeypatch):
     """Stopped while the close aborts the cluster's watch on its scheduler, the thread never
-    completes that pending read, and the close waits forever (on a loaded machine)."""
+    completes that pending read, and the close waits forever (on a loaded machine). So the
+    thread stops, if at all, once the cluster has closed: not at all where UCX connections of
+    the process's other clusters (earlier tests') still hold it."""
     import ucxx
 
     stops = []
@@ -212,5 +214,5 @@ def test_a_scheduler_over_ucx_keeps_the_notifier_thread_until_its_cluster_has_cl
 
     monkeypatch.setattr(ucxx, "stop_notifier_thread", recording_stop)
     engine.close()
-    assert stops == ["closed"]
-    assert ucxx.core._get_ctx().notifier_thread is None
+    assert all(status == "closed" for status in stops), stops  # without the hold: "closing"
+    assert (ucxx.core._get_ctx().notifier_thread is None) == bool(stops)
