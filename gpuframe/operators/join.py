@@ -39,9 +39,10 @@ Speculation: where the plan's estimates say a join shuffles as it stands, its ex
 join tasks are submitted with its sample (:func:`_speculated`): its rows leave while the sample
 runs, its joins start once a verdict task on a worker has weighed the sample
 (:func:`~.join_decision.decide`, the client's own decision), and the client goes on lowering the
-plan without waiting for the sample. Likewise the join tasks of a side copied without a sample
-whose keys may repeat check on their workers that their output fits
-(:func:`~.join_tasks.join_copied`).
+plan without waiting for the sample. A side the estimates put well under the copy's cap is
+copied with no sample at all (:func:`_copied_by_estimate`), its broadcast task checking its
+size. Likewise the join tasks of a side copied without a sample whose keys may repeat check on
+their workers that their output fits (:func:`~.join_tasks.join_copied`).
 Where a verdict or a check fails, so does the action's job, and the action runs again in a job
 that waits for every sample on the client (:func:`~gpuframe.execute.in_job`): a rare cost,
 rather than a round trip through the client in every such join.
@@ -70,6 +71,7 @@ from ..plan.nodes import Join
 from ..runtime.runner import Job, Partitions, Stage
 from ..units import byte_text
 from .join_decision import (
+    BROADCAST_SLACK,
     SIDES,
     JoinShape,
     broadcast_stands,
@@ -78,9 +80,9 @@ from .join_decision import (
 )
 from .join_tasks import (
     LocalJoin,
-    gather_counted,
     gather_side,
     gather_side_after,
+    gather_unsampled,
     join_after,
     join_copied,
     join_parts,
@@ -94,6 +96,14 @@ SPECULATION_SHARE = 1 / 32
 of a side may be for the join to send its rows before its sample returns (:func:`_speculated`):
 a send task holds its worker's whole share at once, and the estimate takes a string value at
 a fixed width that a side of long strings may outgrow many times over."""
+
+UNSAMPLED_SHARE = 1 / 2
+"""The most of ``broadcast_bytes`` that the plan's estimate of a side may be for the join to copy
+it without sampling either side (:func:`_copied_by_estimate`): a sample's tasks and its verdict
+wait for both sides to be computed, the large one too, while such a side is gathered once it is;
+half the cap leaves the estimate room to be three times short (strings wider than taken, a
+filter keeping more) before the copy outgrows :data:`~.join_decision.BROADCAST_SLACK` times it,
+and the action runs again."""
 
 
 @lower.register
@@ -163,6 +173,17 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
                                if unsampled else
                                f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
         return _broadcast(node, lowering, number, local, inputs, copied, whole, may_repeat)
+    estimated_copy = _copied_by_estimate(node, job)
+    if estimated_copy is not None:
+        may_repeat = not unique_on(getattr(node, estimated_copy), keys[estimated_copy])
+        whole = _gathered(job, inputs[estimated_copy], local, estimated_copy,
+                          counted_on=keys[estimated_copy] if may_repeat else None,
+                          most_bytes=BROADCAST_SLACK * opts.broadcast_bytes)
+        lowering.note(node, f"broadcast {estimated_copy} side (estimated at "
+                            f"{byte_text(estimated(getattr(node, estimated_copy)).bytes or 0)}, "
+                            "unsampled; its size checked as it is gathered)")
+        return _broadcast(node, lowering, number, local, inputs, estimated_copy, whole,
+                          may_repeat)
     # validate= checks each side's keys where all of their rows meet: a side split by heavy
     # keys has them spread over several tasks. sort=True keeps pandas' order of a key's rows
     # by joining them in one task, in input order.
@@ -325,6 +346,28 @@ def broadcast_verdict(shape: JoinShape, copied: str, *sampled: Any) -> bool:
     return True
 
 
+def _copied_by_estimate(node: Join, job: Job) -> str | None:
+    """The side the join copies to every worker without sampling either side, by the plan's
+    estimates alone (:func:`~gpuframe.plan.explain.estimated`): one it may copy, estimated at
+    most :data:`UNSAMPLED_SHARE` of ``broadcast_bytes`` and small enough beside the other side
+    (``broadcast_ratio``). Its broadcast task checks what it gathers against the cap
+    (:func:`~.join_tasks.gather_unsampled`), and its join tasks their output where its keys may
+    repeat (:func:`~.join_tasks.join_copied`); where either fails, so does the job, and the
+    action runs again, sampling. None where the job does not speculate, for a cross join, and
+    where a side has no estimate."""
+    if node.how == "cross" or not job.speculates:
+        return None
+    sizes = {side: estimated(getattr(node, side)).bytes for side in SIDES}
+    opts = node.options
+    for small, big in (("right", "left"), ("left", "right")):
+        small_bytes, big_bytes = sizes[small], sizes[big]
+        if node.may_copy(small) and small_bytes is not None and big_bytes is not None \
+                and small_bytes <= UNSAMPLED_SHARE * opts.broadcast_bytes \
+                and opts.broadcasts(small_bytes, big_bytes, len(job.workers)):
+            return small
+    return None
+
+
 def _hash_splitters(keys: dict[str, list[str]], casts: dict[str, dict[str, Any]], n: int
                     ) -> dict[str, HashSplitter]:
     """Each side's rows hashed on its keys into ``n`` buckets: one maker for the speculative
@@ -416,15 +459,17 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
 
 
 def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str,
-              verdict: Future | None = None, counted_on: list[str] | None = None) -> Future:
+              verdict: Future | None = None, counted_on: list[str] | None = None,
+              most_bytes: float | None = None) -> Future:
     """The broadcast task of ``side``: all of ``parts`` as one frame, on one worker; with
     ``verdict``, once the verdict has passed (:func:`gather_side_after`); with ``counted_on``
-    (keys), as a :class:`CountedSide` (:func:`gather_counted`)."""
+    (keys), as a :class:`CountedSide`, and with ``most_bytes``, once its parts are found to
+    hold no more (:func:`gather_unsampled`)."""
     casts = local.types.left if side == "left" else local.types.right
     stage = job.stage("broadcast")
-    if counted_on is not None:
-        return stage.submit(gather_counted, parts.futures, casts, job.backend, counted_on, side,
-                            index=(0,))
+    if counted_on is not None or most_bytes is not None:
+        return stage.submit(gather_unsampled, parts.futures, casts, job.backend, side,
+                            counted_on, most_bytes, index=(0,))
     if verdict is None:
         return stage.submit(gather_side, parts.futures, casts, job.backend, index=(0,))
     return stage.submit(gather_side_after, verdict, parts.futures, casts, job.backend,

@@ -3,9 +3,9 @@
 The join task itself (:class:`LocalJoin`: keys cast to their hash types, pandas' merge, the
 join's schema, ``validate=`` and unhashable keys refused); a task submitted before its sample
 was weighed, which joins once its verdict has passed (:func:`join_after`); and a broadcast's
-copied side, gathered on one worker (:func:`gather_side`), with the count of its most repeated
-key where it was copied unsampled (:func:`gather_counted`), by which each join task checks
-that its output fits (:func:`join_copied`).
+copied side, gathered on one worker (:func:`gather_side`), with its size checked and the count of
+its most repeated key where it was copied unsampled (:func:`gather_unsampled`), by which each
+join task checks that its output fits (:func:`join_copied`).
 """
 
 from __future__ import annotations
@@ -151,23 +151,36 @@ def _sizeof_counted(side: CountedSide) -> int:
     return int(sizeof(side.frame))
 
 
-def gather_counted(parts: list[Any], casts: dict[str, Any], backend: str, keys: list[str],
-                   side: str) -> CountedSide:
-    """The broadcast task of a side copied without a sample, whose keys may repeat: the side
-    gathered (:func:`gather_side`) and its repeats counted in the one task, a step fewer
-    before the join tasks that check their output by them (:func:`join_copied`)."""
+def gather_unsampled(parts: list[Any], casts: dict[str, Any], backend: str, side: str,
+                     keys: list[str] | None, most_bytes: float | None) -> Any:
+    """The broadcast task of a side copied without a sample: the side gathered
+    (:func:`gather_side`); with ``most_bytes`` (a side copied by the plan's estimates), once its
+    parts are found to hold no more, else :class:`~gpuframe.errors.SpeculationError` before
+    they are put together; with ``keys`` (a side whose keys may repeat), as a
+    :class:`CountedSide`, its repeats counted in the same task, a step fewer before the join
+    tasks that check their output by them (:func:`join_copied`)."""
+    if most_bytes is not None:
+        frames = get_backend(backend)
+        held = sum(frames.nbytes(part) for part in parts)
+        if held > most_bytes:
+            raise SpeculationError(
+                f"the join's {side} side, copied to every worker unsampled as the plan's "
+                f"estimates allowed, holds {byte_text(held)}, past {byte_text(most_bytes)}")
     frame = gather_side(parts, casts, backend)
-    return CountedSide(frame, most_repeats(frame, keys, side, backend))
+    return frame if keys is None else CountedSide(frame, most_repeats(frame, keys, side, backend))
 
 
 def join_copied(local: LocalJoin, copied: str, fraction: float, left: list[Any],
                 right: list[Any]) -> Any:
     """A broadcast join task whose copied side (a :class:`CountedSide`) repeats a key up to
-    ``repeats`` times: its join, where its output, at most ``repeats`` rows a row of its
-    partition, fits ``fraction`` of its worker's memory as the join's tasks are sized
-    (:data:`~.join_decision.OUTPUT_COPIES` times over); else
+    ``repeats`` times: its join, where its output fits ``fraction`` of its worker's memory as
+    the join's tasks are sized (:data:`~.join_decision.OUTPUT_COPIES` times over); else
     :class:`~gpuframe.errors.SpeculationError`, which fails the job and runs the action again
-    in one that samples the copied side, estimating the output."""
+    in one that samples the copied side, estimating the output. The output takes at most
+    ``repeats`` rows a row of the task's partition; where that bound is past the share, also at
+    most as many rows a copied row as the partition repeats a key, and the partition's own
+    rows unmatched (counted only then: a fact table's foreign keys, copied, repeat many times
+    each, while the dimension they join repeats none)."""
     parts = {"left": left, "right": right}
     counted: CountedSide = parts[copied][0]
     parts[copied] = [counted.frame]
@@ -175,16 +188,22 @@ def join_copied(local: LocalJoin, copied: str, fraction: float, left: list[Any],
     if repeats > 1:
         memory = this_worker_memory()
         if memory is not None and memory.limit:
+            big_side = "left" if copied == "right" else "right"
             frames = get_backend(local.backend)
-            whole, big = parts[copied][0], parts["left" if copied == "right" else "right"][0]
-            width = frames.nbytes(big) / max(len(big), 1) \
-                + frames.nbytes(whole) / max(len(whole), 1)
-            most = len(big) * repeats * width * OUTPUT_COPIES
-            if most > fraction * memory.limit:
+            whole, big = parts[copied][0], parts[big_side][0]
+            width = (frames.nbytes(big) / max(len(big), 1)
+                     + frames.nbytes(whole) / max(len(whole), 1)) * OUTPUT_COPIES
+            rows = len(big) * repeats
+            if rows * width > fraction * memory.limit:
+                big_keys = local.left_keys if big_side == "left" else local.right_keys
+                rows = min(rows, len(whole) * most_repeats(big, list(big_keys), big_side,
+                                                           local.backend) + len(big))
+            if rows * width > fraction * memory.limit:
                 raise SpeculationError(
                     f"the join's {copied} side, copied to every worker unsampled, repeats a key "
-                    f"up to {repeats} times: a task's output may take {byte_text(most)}, past "
-                    f"{fraction:g} of its worker's memory ({byte_text(memory.limit)})")
+                    f"up to {repeats} times: a task's output may take "
+                    f"{byte_text(rows * width)}, past {fraction:g} of its worker's memory "
+                    f"({byte_text(memory.limit)})")
     return join_parts(local, left, right)
 
 

@@ -289,8 +289,10 @@ def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
     count of its most repeated key, taken by the task that gathers it (no task of its own):
     each join task checks on its worker
     that its output, at most that many rows a row of its partition, fits its share of memory,
-    and the client waits for no check. Where it cannot fit, the job fails and the action runs
-    again in a job that samples both sides. Either way the rows are pandas'."""
+    and the client waits for no check. Where that bound does not fit, the task counts its own
+    partition's repeats: a copied row meets at most that many of its rows. Where neither
+    fits, the job fails and the action runs again in a job that samples both sides. Either way
+    the rows are pandas'."""
     gathered: list[str] = []
     gather = Job.gather
 
@@ -301,12 +303,18 @@ def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
     monkeypatch.setattr(Job, "gather", gathering)
     limit = min(engine.client.run(lambda dask_worker: dask_worker.memory_manager.memory_limit)
                 .values())
-    big = pd.DataFrame({"k": np.arange(3000) % 50, "a": np.arange(3000)})
+    repeating = pd.DataFrame({"k": np.arange(3000) % 50, "a": np.arange(3000)})
+    unique = pd.DataFrame({"k": np.arange(3000), "a": np.arange(3000)})
     # a task's output here is at most 1,000 rows x 2 x about 40 bytes x 4 copies: 320 kB
     tight = {"join_memory_fraction": 100_000 / limit}
-    for small, options, again in ((pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}), {}, False),
-                                  (pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}), tight, True),
-                                  (pd.DataFrame({"k": [1, 2, 3], "b": [1, 2, 3]}), tight, False)):
+    # 1,000 rows x 30 repeats x 160 bytes: 4.8 MB by the copied side's repeats; its 300 rows
+    # meet one row of a partition each, which keeps its 1,000 rows: 208 kB
+    repeated = pd.DataFrame({"k": np.arange(300) % 10, "b": np.arange(300)})
+    for big, small, options, again in (
+            (repeating, pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}), {}, False),
+            (repeating, pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}), tight, True),
+            (repeating, pd.DataFrame({"k": [1, 2, 3], "b": [1, 2, 3]}), tight, False),
+            (unique, repeated, {"join_memory_fraction": 1_000_000 / limit}, False)):
         left, right = gpuframe.from_pandas(big, npartitions=3), gpuframe.from_pandas(small)
         speculating.clear()
         gathered.clear()
@@ -845,15 +853,13 @@ def test_a_side_the_sample_would_copy_joins_by_the_shuffle_already_sent(engine, 
     assert mailboxes_emptied(engine, frame)
 
 
-@pytest.mark.parametrize("kept_rows, again", [(4_000, False), (15_000, False), (40_000, True)])
-def test_a_side_the_estimates_copy_is_gathered_once_a_worker_has_weighed_its_sample(
-        engine, monkeypatch, speculating, kept_rows, again):
-    """The plan estimates a filtered side small enough to copy: it is gathered and copied once
-    a verdict task has found from the sample that it may be, and the client waits for no
-    sample, even where the side samples a little past ``broadcast_bytes`` (15,000 rows of 16
-    bytes: 1.2 times it). Where it outgrows that by more than half again, the
-    verdict fails the job before anything is gathered, and the action runs again, deciding
-    on the client. Either way the rows are pandas'."""
+def _estimated_copy(engine: gpuframe.Engine, monkeypatch: pytest.MonkeyPatch,
+                    speculating: list[bool], rows: int, kept_rows: int
+                    ) -> tuple[DistributedFrame, list[str], list[str]]:
+    """A join whose right side the plan estimates at a ninth of ``rows`` rows of 16 bytes (two
+    range filters), of which ``kept_rows`` pass, under ``broadcast_bytes`` of 200,000, run and
+    checked against pandas: the frame, the stages whose results the client gathered, and the
+    names of the tasks that ran; ``speculating`` holds that run's jobs only."""
     gathered: list[str] = []
     gather = Job.gather
 
@@ -862,8 +868,8 @@ def test_a_side_the_estimates_copy_is_gathered_once_a_worker_has_weighed_its_sam
         return gather(self, futures)
 
     left = pd.DataFrame({"k": np.arange(80_000) % 20_000, "a": np.arange(80_000.0)})
-    right = pd.DataFrame({"k": np.arange(kept_rows), "b": np.arange(kept_rows, dtype="f8")})
-    # Estimated at a ninth of its 16-byte rows; sampled at all of them.
+    right = pd.DataFrame({"k": np.arange(rows),
+                          "b": np.where(np.arange(rows) < kept_rows, 1.0, -1.0)})
     options = {"broadcast_bytes": 200_000, "broadcast_ratio": None, "broadcast_rows": 0}
 
     def joined() -> DistributedFrame:
@@ -877,13 +883,50 @@ def test_a_side_the_estimates_copy_is_gathered_once_a_worker_has_weighed_its_sam
     speculating.clear()
     with get_task_stream(client=engine.client) as stream:
         result = frame.to_pandas()
+    assert_same_rows(result, left.merge(right[right.b >= 0], on="k"))
+    return frame, gathered, [key_split(e["key"]) for e in stream.data]
+
+
+@pytest.mark.parametrize("kept_rows, again", [(4_000, False), (15_000, False), (25_000, True)])
+def test_a_side_the_estimates_copy_is_gathered_once_a_worker_has_weighed_its_sample(
+        engine, monkeypatch, speculating, kept_rows, again):
+    """The plan estimates a filtered side small enough to copy, but past half the cap
+    (160,000 bytes of 200,000): it is gathered and copied once a verdict task has found from
+    the sample that it may be, and the client waits for no sample, even where the side samples
+    a little past ``broadcast_bytes`` (15,000 rows of 16 bytes: 1.2 times it). Where it
+    outgrows that by more than half again (25,000 rows: twice), the verdict fails the job
+    before anything is gathered, and the action runs again, deciding on the client. Either
+    way the rows are pandas'."""
+    frame, gathered, names = _estimated_copy(engine, monkeypatch, speculating, 90_000,
+                                             kept_rows)
     assert speculating == ([True, False] if again else [True])
-    assert_same_rows(result, left.merge(right, on="k"))
-    names = [key_split(e["key"]) for e in stream.data]
     assert "gpuframe-verdict" in names
     notes = notes_of(frame)
     if again:
         assert "shuffle" in notes and "copied once its sample" not in notes
     else:
         assert "broadcast right side (copied once its sample" in notes
-        assert "sample" not in gathered and names.count("gpuframe-broadcast") == 1
+        assert "sample-right" not in gathered and names.count("gpuframe-broadcast") == 1
+
+
+@pytest.mark.parametrize("kept_rows, again", [(4_000, False), (15_000, False), (25_000, True)])
+def test_a_side_the_estimates_put_under_half_the_cap_is_copied_unsampled(
+        engine, monkeypatch, speculating, kept_rows, again):
+    """A side estimated under half of ``broadcast_bytes`` (53,000 bytes of 200,000) is copied
+    with no sample of either side and no verdict: one job, the side checked as it is gathered,
+    even a little past the cap (15,000 rows: 1.2 times it). Where it holds more than half
+    again the cap (25,000 rows), its broadcast task fails the job before putting it together,
+    and the action runs again, deciding from the sample on the client. Either way the rows are
+    pandas'."""
+    frame, gathered, names = _estimated_copy(engine, monkeypatch, speculating, 30_000,
+                                             kept_rows)
+    assert speculating == ([True, False] if again else [True])
+    notes = notes_of(frame)
+    if again:
+        assert "shuffle" in notes and "unsampled" not in notes
+        assert "sample-right" in gathered  # the second run decided on the client
+    else:
+        assert "broadcast right side (estimated at" in notes and "unsampled" in notes
+        assert not {"gpuframe-verdict", "gpuframe-sample-left", "gpuframe-sample-right"} \
+            & set(names)
+        assert "sample-right" not in gathered and names.count("gpuframe-broadcast") == 1

@@ -54,10 +54,10 @@ def test_a_side_beyond_broadcast_rows_is_predicted_from_estimates(engine, orders
     assert "strategy: broadcast right side (predicted)" in top
     ran = joined.persist()
     decided = explained(ran).splitlines()[0]
-    # Decided from the sample on the client, or, once an earlier sample told the engine the
-    # workers' memory, weighed on a worker as the side is copied.
-    assert "broadcast right side (" in decided and "sample" in decided
-    assert "unsampled" not in decided
+    # Past broadcast_rows, the plan's bound copies nothing; its estimate, well under
+    # broadcast_bytes, copies the side without a sample.
+    assert "broadcast right side (estimated at" in decided and "unsampled" in decided
+    assert "at most" not in decided
 
 
 def test_explain_after_a_run_gives_actual_rows_bytes_and_the_strategy(engine, orders_path):
