@@ -108,8 +108,9 @@ class JoinOptions:
         64 * 2**20, _count,
         "broadcast the smaller side to every worker when it holds at most this many bytes "
         "(and broadcast_ratio allows it); a cap on the copy every worker holds, which a side "
-        "the plan's estimates chose to copy may pass by up to half again once its sample is in "
-        "(running the query again would cost more)",
+        "the plan's estimates chose to copy may pass by up to half again once sampled or "
+        "gathered (running the query again would cost more); a side estimated under half of "
+        "it is copied without sampling",
     )
     broadcast_rows: int = _option(
         100_000, _count,
@@ -188,7 +189,9 @@ class GroupByOptions:
     tree_max_rows: int = _option(
         1_000_000, _count,
         "the most partial-aggregate rows, summed over the partitions, that 'auto' reduces as a "
-        "tree: past it the groups are too many for one worker to finish them all",
+        "tree: past it the groups are too many for one worker to finish them all; counted, "
+        "unless the plan bounds or estimates the input's rows within it (a tree task that "
+        "then takes more than twice it fails, and the query runs again, counting)",
     )
     tree_fanin: int = _option(8, _count, "partials one task of a tree reduction combines")
     partitions_per_worker: int = _option(

@@ -62,9 +62,10 @@ def submit_plan(job: Job, root: Node, keep_read_stats: bool = False) -> Executio
 
 
 def in_job(engine: Engine, name: str, action: Callable[[Job], T]) -> T:
-    """``action`` run within a new job named ``name``; where a join's speculation failed on
-    the workers (:class:`~gpuframe.errors.SpeculationError`, the first job's tasks cancelled),
-    once more in a job that does not speculate."""
+    """``action`` run within a new job named ``name``; where a speculation failed on the
+    workers (:class:`~gpuframe.errors.SpeculationError` from a join's, or an aggregate's tree
+    chosen by estimate; the first job's tasks cancelled), once more in a job that does not
+    speculate."""
     try:
         with Job(engine, name) as job:
             return action(job)

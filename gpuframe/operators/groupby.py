@@ -10,8 +10,9 @@ of squares would cancel; a nunique as the distinct (keys, value) pairs, in a fra
 - **local**: the input is already hash-partitioned on (a subset of) the keys, so each group lies
   in one partition: each is aggregated where it lies, nothing moves, and the placement stays;
 - **tree**: the partials' rows, counted (or bounded by the plan: the input's rows, see
-  :mod:`~gpuframe.plan.bounds`), are few (``tree_max_rows``): they are combined in rounds
-  of ``tree_fanin`` into one partition (in partition order where first/last need it);
+  :mod:`~gpuframe.plan.bounds`; or estimated by it, each tree task then checking the rows it
+  takes), are few (``tree_max_rows``): they are combined in rounds of ``tree_fanin`` into one
+  partition (in partition order where first/last need it);
 - **shuffle**: the partials are hashed on the keys into ``partitions_per_worker`` buckets per
   worker, and each bucket finished by its owner; the result is hash-partitioned on the keys,
   which a later join or groupby on them reuses.
@@ -33,20 +34,26 @@ import pandas as pd
 from distributed import Future
 
 from ..backend import Backend, get_backend
+from ..errors import SpeculationError
 from ..exchange.exchange import exchange
 from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, cast_keys
 from ..plan.aggregate import Aggregation, GroupBy
-from ..plan.explain import tree_bound
+from ..plan.explain import tree_bound, tree_estimate
 from ..plan.nodes import Join, Node, Scan
-from ..runtime.runner import Partitions
+from ..runtime.runner import Job, Partitions
 from .join import lower_join_partials
 from .join_schema import hash_type
 from .lowering import Lowering, begin, lower
 from .scan import lower_scan_partials
 from .steps import Chain, StepsAfter, StepsFirst, chain_ending, input_with_steps
 
+TREE_SLACK = 2
+"""How many times ``tree_max_rows`` the partials one task of a tree chosen by the plan's
+estimate may take (:func:`_uncounted_tree`) before it fails its job, and the action runs again,
+counting them: an estimate a little short costs a slower tree, running the action again costs
+more, and one far short would have one worker finish more groups than it should."""
 WHOLE = "__gpuframe_all__"
 """The constant key a whole-frame aggregate groups by."""
 ROWS = "__gpuframe_rows__"
@@ -277,17 +284,29 @@ def empty_partials(partial: Partial) -> list[Any]:
     return partial_aggregate(get_backend(partial.backend).from_pandas(partial.source), partial)
 
 
-def combine_partials(partials: list[list[Any]], partial: Partial) -> list[Any]:
-    """A tree task: several partials merged into one (none: those of no rows)."""
+def combine_partials(partials: list[list[Any]], partial: Partial,
+                     most_rows: float | None = None) -> list[Any]:
+    """A tree task: several partials merged into one (none: those of no rows). With
+    ``most_rows`` (a tree chosen by the plan's estimate), once they are found to hold no more
+    rows, else :class:`~gpuframe.errors.SpeculationError`, which fails the job, and the action
+    runs again, counting them."""
+    if most_rows is not None:
+        rows = sum(component_rows(p) for p in partials)
+        if rows > most_rows:
+            raise SpeculationError(f"a task of the aggregate's tree takes {rows:,} partial "
+                                   f"rows, past {most_rows:,.0f}: more groups than the plan "
+                                   "estimated")
     frames = get_backend(partial.backend)
     partials = partials or [empty_partials(partial)]
     return combine([frames.concat([p[c] for p in partials]) for c in range(len(partials[0]))],
                    partial)
 
 
-def finish_partials(partials: list[list[Any]], partial: Partial) -> Any:
-    """The tree's last task: the remaining partials merged and finalized."""
-    return finalize(combine_partials(partials, partial), partial)
+def finish_partials(partials: list[list[Any]], partial: Partial,
+                    most_rows: float | None = None) -> Any:
+    """The tree's last task: the remaining partials merged (:func:`combine_partials`) and
+    finalized."""
+    return finalize(combine_partials(partials, partial, most_rows), partial)
 
 
 def finish_bucket(buckets: list[list[Any]], partial: Partial) -> Any:
@@ -386,7 +405,8 @@ def _(node: GroupBy, lowering: Lowering) -> Local | Begun:
                                                      inputs, partial)
         owners, made = list(inputs.owners), ""
     counts = None
-    if not whole and node.options.strategy == "auto" and tree_bound(node) is None and partials:
+    if not whole and node.options.strategy == "auto" and _uncounted_tree(node, job) is None \
+            and partials:
         count = job.stage("count-partial")
         counts = [count.submit(component_rows, f, index=(i,), owner=o)
                   for i, (f, o) in enumerate(zip(partials, owners))]
@@ -446,19 +466,19 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
             begun.partial, node=reported)
         return Partitions(futures, list(begun.inputs.owners), node.meta, begun.placed), ran
     partial, partials, owners = begun.partial, begun.partials, begun.owners
-    strategy, seen, rows = ("tree" if whole else opts.strategy), "", None
+    strategy, seen, rows, most_rows = ("tree" if whole else opts.strategy), "", None, None
     if begun.counts is not None:
         rows = sum(job.gather(begun.counts))
         strategy = "tree" if rows <= opts.tree_max_rows else "shuffle"
         seen = f" ({rows:,} partial rows)"
-    elif strategy == "auto" and (rows := tree_bound(node)) is not None:
-        strategy, seen = "tree", f" (at most {rows:,} input rows, uncounted)"
+    elif strategy == "auto" and (uncounted := _uncounted_tree(node, job)) is not None:
+        strategy, seen, rows, most_rows = "tree", *uncounted
     if strategy == "tree" or not partials:
         lowering.note(node, f"tree: {len(partials)} partials{begun.made} combined "
                             f"{opts.tree_fanin} at a time{seen}")
         ran = last is not None
         reported, steps = finished if ran else (number, after)
-        tree = _tree(lowering, node, partial, partials, owners, reported, steps)
+        tree = _tree(lowering, node, partial, partials, owners, reported, steps, most_rows)
         # Each group takes one row, and each group has a partial row.
         tree.rows_at_most = 1 if whole else rows
         return tree, ran
@@ -496,10 +516,30 @@ def _partials_below(node: GroupBy, lowering: Lowering, partial: Partial
     return parts.futures, list(parts.owners), made
 
 
+def _uncounted_tree(node: GroupBy, job: Job) -> tuple[str, int | None, float | None] | None:
+    """Where the tree is chosen without counting the partials (a round trip that waits for
+    every one of them): by the plan's bound on their rows (:func:`tree_bound`), or, in a job
+    that speculates, its estimate (:func:`tree_estimate`), whose tasks then check the rows they
+    take (:data:`TREE_SLACK`). The choice's note, the bound on the output's rows, and the most
+    rows a tree task may take; None where the partials are counted."""
+    if node.options.strategy != "auto":
+        return None
+    bound = tree_bound(node)
+    if bound is not None:
+        return f" (at most {bound:,} input rows, uncounted)", bound, None
+    guess = tree_estimate(node) if job.speculates else None
+    if guess is not None:
+        return (f" (about {guess:,.0f} input rows estimated, uncounted)", None,
+                TREE_SLACK * node.options.tree_max_rows)
+    return None
+
+
 def _tree(lowering: Lowering, node: GroupBy, partial: Partial, partials: list[Future],
-          owners: list[str], number: int, after: tuple[Any, ...]) -> Partitions:
-    """Partials combined ``tree_fanin`` at a time until one task finishes the rest. Without
-    first/last, partials are taken worker by worker, so the first round moves nothing."""
+          owners: list[str], number: int, after: tuple[Any, ...],
+          most_rows: float | None = None) -> Partitions:
+    """Partials combined ``tree_fanin`` at a time until one task finishes the rest, each task
+    taking at most ``most_rows`` partial rows (:func:`combine_partials`). Without first/last,
+    partials are taken worker by worker, so the first round moves nothing."""
     job = lowering.job
     fanin = max(2, node.options.tree_fanin)
     level = list(zip(partials, owners))
@@ -507,12 +547,13 @@ def _tree(lowering: Lowering, node: GroupBy, partial: Partial, partials: list[Fu
         level.sort(key=lambda item: item[1])
     while len(level) > fanin:
         stage = job.stage("combine")
-        level = [(stage.submit(combine_partials, [f for f, _ in chunk], partial, index=(i,),
-                               owner=chunk[0][1]), chunk[0][1])
+        level = [(stage.submit(combine_partials, [f for f, _ in chunk], partial, most_rows,
+                               index=(i,), owner=chunk[0][1]), chunk[0][1])
                  for i, chunk in enumerate(_chunks(level, fanin))]
     stage = job.stage("aggregate")
     owner = level[0][1] if level else job.workers[0]
     future = stage.submit(_then(finish_partials, after), [f for f, _ in level], partial,
+                          most_rows,
                           index=(0,), owner=owner, node=number)
     return Partitions([future], [owner], node.meta, None)
 

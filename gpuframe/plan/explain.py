@@ -317,7 +317,7 @@ def predicted_strategy(node: Join, left: Estimate, right: Estimate, n_workers: i
 def predicted_aggregation(node: GroupBy) -> str:
     """The way the groupby is expected to finish (see :mod:`gpuframe.operators.groupby`): the
     tree or the shuffle is chosen once the partials' rows are counted, unless the plan bounds
-    them already (:func:`tree_bound`)."""
+    them already (:func:`tree_bound`) or estimates them few (:func:`tree_estimate`)."""
     if not node.keys:
         return "tree"
     below = expected_placement(node.child)
@@ -328,6 +328,9 @@ def predicted_aggregation(node: GroupBy) -> str:
     bound = tree_bound(node)
     if bound is not None:
         return f"tree (at most {bound:,} rows, uncounted)"
+    guess = tree_estimate(node)
+    if guess is not None:
+        return f"tree (about {guess:,.0f} rows estimated, uncounted)"
     return f"tree up to {node.options.tree_max_rows:,} partial rows, else shuffle"
 
 
@@ -337,6 +340,14 @@ def tree_bound(node: GroupBy) -> int | None:
     that waits for every partial); None otherwise."""
     bound = rows_at_most(node.child)
     return bound if bound is not None and bound <= node.options.tree_max_rows else None
+
+
+def tree_estimate(node: GroupBy) -> float | None:
+    """The plan's estimate of the groupby's input rows, and so of its partials' at most, where
+    it is at most ``tree_max_rows``: the tree is then chosen without counting the partials, its
+    tasks checking what they take (:mod:`~gpuframe.operators.groupby`); None otherwise."""
+    rows = estimated(node.child).rows
+    return rows if rows is not None and rows <= node.options.tree_max_rows else None
 
 
 def _rows(rows: float | None) -> str:

@@ -379,6 +379,42 @@ def test_the_frame_methods_group_and_aggregate_as_pandas(engine, data):
                                          "n": int((data.x > 0).sum())}]
 
 
+@pytest.mark.parametrize("groups, again", [(100, False), (60_000, True)])
+def test_a_tree_the_estimates_choose_counts_no_partials_and_checks_them_as_it_runs(
+        engine, monkeypatch, groups, again):
+    """The plan bounds the input at 60,000 rows, past ``tree_max_rows`` (10,000), but estimates
+    it at a ninth of that (two filters): the tree is chosen without counting the partials, no
+    count tasks and one job. Where its tasks take more than twice ``tree_max_rows`` partial
+    rows (each row a group of its own), the job fails, and the action runs again, counting
+    them, and shuffles. Either way the rows are pandas'."""
+    speculating: list[bool] = []
+    start = Job.__init__
+
+    def starting(self: Job, *args, **kwargs):
+        start(self, *args, **kwargs)
+        speculating.append(self.speculates)
+
+    monkeypatch.setattr(Job, "__init__", starting)
+    data = pd.DataFrame({"k": np.arange(60_000) % groups, "x": np.arange(60_000.0)})
+    frame = gpuframe.from_pandas(data, npartitions=4)
+    kept = frame[(frame.x >= 0) & (frame.k >= 0)]
+    result = groupby(kept, "k", tree_max_rows=10_000).agg(total=("x", "sum"))
+    assert "strategy: tree (about 6,667 rows estimated, uncounted) (predicted)" in \
+        explained(result).splitlines()[0]
+    with get_task_stream(client=engine.client) as stream:
+        assert_matches(result, data.groupby("k", as_index=False).agg(total=("x", "sum")), ["k"])
+    decided = explained(result).splitlines()[0]
+    names = {key_split(entry["key"]) for entry in stream.data}
+    if again:
+        assert speculating == [True, False]
+        assert "shuffle: partials hashed into 2 buckets (60,000 partial rows)" in decided
+    else:
+        assert speculating == [True]
+        assert "gpuframe-count-partial" not in names
+        assert "tree: 4 partials combined 8 at a time (about 6,667 input rows estimated, " \
+               "uncounted)" in decided
+
+
 def test_groupbys_under_a_join_count_their_partials_before_either_waits(engine, data,
                                                                         monkeypatch):
     """Every groupby whose choice waits for its partials' count is begun before the lowering
