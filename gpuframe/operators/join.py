@@ -7,8 +7,8 @@ The strategy is chosen when the plan runs, from where the inputs' rows are and h
 - **one side**: one input is hash-partitioned on its keys: the other is hashed into the same
   buckets, sent to their owners, and joined there;
 - **broadcast**: one side is small (``broadcast_bytes``, ``broadcast_ratio``, from a sample of
-  every partition): it is gathered once and joined with each partition of the other where it
-  lies;
+  every partition, or the plan's bounds and estimates): it is gathered by each worker that
+  holds partitions of the other, and joined with each where it lies;
 - **shuffle**: both sides are hashed on their keys into buckets, ``partitions_per_worker`` per
   worker, each sent to its owner and joined there. Keys too heavy for one worker (found in the
   same sample) are dealt over several (:mod:`~gpuframe.operators.skew`);
@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from distributed import Future
@@ -166,24 +167,21 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
     may_repeat = copied is not None and node.how != "cross" \
         and not unique_on(getattr(node, copied), keys[copied])
     if copied is not None and not (may_repeat and not job.speculates):
-        whole = _gathered(job, inputs[copied], local, copied,
-                          counted_on=keys[copied] if may_repeat else None)
         lowering.note(node, f"broadcast {copied} side (at most "
                             + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
                                if unsampled else
                                f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
-        return _broadcast(node, lowering, number, local, inputs, copied, whole, may_repeat)
+        return _broadcast(node, lowering, number, local, inputs, copied,
+                          Copy(counted_on=keys[copied] if may_repeat else None))
     estimated_copy = _copied_by_estimate(node, job)
     if estimated_copy is not None:
         may_repeat = not unique_on(getattr(node, estimated_copy), keys[estimated_copy])
-        whole = _gathered(job, inputs[estimated_copy], local, estimated_copy,
-                          counted_on=keys[estimated_copy] if may_repeat else None,
-                          most_bytes=BROADCAST_SLACK * opts.broadcast_bytes)
         lowering.note(node, f"broadcast {estimated_copy} side (estimated at "
                             f"{byte_text(estimated(getattr(node, estimated_copy)).bytes or 0)}, "
                             "unsampled; its size checked as it is gathered)")
-        return _broadcast(node, lowering, number, local, inputs, estimated_copy, whole,
-                          may_repeat)
+        return _broadcast(node, lowering, number, local, inputs, estimated_copy,
+                          Copy(counted_on=keys[estimated_copy] if may_repeat else None,
+                               most_bytes=BROADCAST_SLACK * opts.broadcast_bytes))
     # validate= checks each side's keys where all of their rows meet: a side split by heavy
     # keys has them spread over several tasks. sort=True keeps pandas' order of a key's rows
     # by joining them in one task, in input order.
@@ -317,10 +315,9 @@ def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
         verdict = job.stage("verdict").submit(broadcast_verdict, shape, copied,
                                               *samples["left"], *samples["right"], index=(0,),
                                               priority=1)
-        whole = _gathered(job, inputs[copied], local, copied, verdict)
         lowering.note(node, f"broadcast {copied} side (copied once its sample, weighed on a "
                             "worker, allows it)")
-        return _broadcast(node, lowering, number, local, inputs, copied, whole)
+        return _broadcast(node, lowering, number, local, inputs, copied, Copy(verdict))
     if max(sizes.values()) / workers > SPECULATION_SHARE * min(limits):
         return None
     per_worker = node.options.partitions_per_worker or 1
@@ -429,25 +426,42 @@ def _into_buckets(node: Join, lowering: Lowering, number: int | None, local: Loc
     return Partitions(futures, owners, node.meta, placement)
 
 
+@dataclass(frozen=True)
+class Copy:
+    """How a broadcast gathers its copied side (:func:`_gathered`): once ``verdict`` has
+    passed; with ``counted_on`` (keys), as a :class:`~.join_tasks.CountedSide` (a side copied
+    without a sample, whose keys may repeat); with ``most_bytes``, once its parts are found to
+    hold no more (a side copied by the plan's estimates)."""
+
+    verdict: Future | None = None
+    counted_on: list[str] | None = None
+    most_bytes: float | None = None
+
+
 def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
-               inputs: dict[str, Partitions], small: str, whole: Future | None = None,
-               counted: bool = False) -> Partitions:
-    """The ``small`` side gathered on one worker (``whole``, where it is already), and copied
-    from there to every worker that joins with it; each partition of the other side joined
-    with it where it lies. Where ``counted`` (``whole`` a :class:`CountedSide`: a side copied
-    without a sample), each task first checks on its worker that its output fits
-    (:func:`~.join_tasks.join_copied`): the client never waits for that check."""
+               inputs: dict[str, Partitions], small: str, copy: Copy = Copy()) -> Partitions:
+    """The ``small`` side gathered on every worker that holds a partition of the other side,
+    as ``copy`` says, and each such partition joined with it where it lies. Each worker
+    fetches the small side's parts itself: gathered on one worker and copied from there, the
+    side's rows would cross two hops one after the other, each a round trip through the
+    scheduler and a wait for the worker holding them to serve it between tasks. Where
+    ``copy.counted_on`` (a side copied without a sample whose keys may repeat), each join task
+    first checks on its worker that its output fits (:func:`~.join_tasks.join_copied`): the
+    client never waits for that check."""
     job = lowering.job
     big = "left" if small == "right" else "right"
-    if whole is None:
-        whole = _gathered(job, inputs[small], local, small)
+    copies: dict[str, Future] = {}
+    for owner in inputs[big].owners:
+        if owner not in copies:
+            copies[owner] = _gathered(job, inputs[small], local, small, copy, owner,
+                                      len(copies))
     stage = job.stage("join")
     futures = []
     for i, (part, owner) in enumerate(zip(inputs[big].futures, inputs[big].owners)):
-        sides = {big: [part], small: [whole]}
+        sides = {big: [part], small: [copies[owner]]}
         futures.append(
             _join_task(stage, local, sides["left"], sides["right"], i, owner, number)
-            if not counted else
+            if copy.counted_on is None else
             stage.submit(join_copied, local, small, node.options.join_memory_fraction,
                          sides["left"], sides["right"], index=(i,), owner=owner, node=number))
     placed = inputs[big].partitioning
@@ -458,22 +472,21 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
     return Partitions(futures, list(inputs[big].owners), node.meta, placement)
 
 
-def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str,
-              verdict: Future | None = None, counted_on: list[str] | None = None,
-              most_bytes: float | None = None) -> Future:
-    """The broadcast task of ``side``: all of ``parts`` as one frame, on one worker; with
-    ``verdict``, once the verdict has passed (:func:`gather_side_after`); with ``counted_on``
-    (keys), as a :class:`CountedSide`, and with ``most_bytes``, once its parts are found to
-    hold no more (:func:`gather_unsampled`)."""
+def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str, copy: Copy,
+              owner: str, index: int) -> Future:
+    """The broadcast task ``index`` of ``side``, on ``owner``: all of ``parts`` as one frame,
+    as ``copy`` says (:func:`gather_side`, :func:`gather_side_after`,
+    :func:`gather_unsampled`)."""
     casts = local.types.left if side == "left" else local.types.right
     stage = job.stage("broadcast")
-    if counted_on is not None or most_bytes is not None:
+    if copy.counted_on is not None or copy.most_bytes is not None:
         return stage.submit(gather_unsampled, parts.futures, casts, job.backend, side,
-                            counted_on, most_bytes, index=(0,))
-    if verdict is None:
-        return stage.submit(gather_side, parts.futures, casts, job.backend, index=(0,))
-    return stage.submit(gather_side_after, verdict, parts.futures, casts, job.backend,
-                        index=(0,))
+                            copy.counted_on, copy.most_bytes, index=(index,), owner=owner)
+    if copy.verdict is None:
+        return stage.submit(gather_side, parts.futures, casts, job.backend, index=(index,),
+                            owner=owner)
+    return stage.submit(gather_side_after, copy.verdict, parts.futures, casts, job.backend,
+                        index=(index,), owner=owner)
 
 
 def _output_placement(node: Join, hash_types: Sequence[str], n: int, owners: Sequence[str],

@@ -283,6 +283,28 @@ def test_the_most_repeated_key_counts_null_keys_too():
     assert most(decimals, ["k"]) == 3 and most(decimals, ["k", "j"]) == 3
 
 
+def test_a_copied_side_is_gathered_by_each_worker_that_joins_with_it(engine):
+    """Each worker holding partitions of the large side gathers the small side itself, from
+    its parts where they lie, and joins its partitions with that copy: no copy made on one
+    worker is fetched by the other."""
+    big = pd.DataFrame({"k": np.arange(4000) % 100, "a": np.arange(4000)})
+    small = pd.DataFrame({"k": np.arange(100), "b": np.arange(100.0)})
+    left, right = gpuframe.from_pandas(big, npartitions=4), gpuframe.from_pandas(small,
+                                                                                npartitions=2)
+    with get_task_stream(client=engine.client) as stream:
+        result = left.merge(right, on="k").to_pandas()
+    assert_same_rows(result, big.merge(small, on="k"))
+    ran: dict[str, list[str]] = {}
+    for entry in stream.data:
+        ran.setdefault(key_split(entry["key"]), []).append(entry["worker"])
+    assert sorted(ran["gpuframe-broadcast"]) == sorted(set(ran["gpuframe-join"]))
+    assert len(set(ran["gpuframe-join"])) == 2
+    fetching = [entry["key"] for entry in stream.data
+                if key_split(entry["key"]) == "gpuframe-join"
+                and any(step["action"] == "transfer" for step in entry["startstops"])]
+    assert not fetching
+
+
 def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
         engine, monkeypatch, speculating):
     """A small side the plan bounds but cannot show unique on the keys is copied with the
@@ -906,7 +928,8 @@ def test_a_side_the_estimates_copy_is_gathered_once_a_worker_has_weighed_its_sam
         assert "shuffle" in notes and "copied once its sample" not in notes
     else:
         assert "broadcast right side (copied once its sample" in notes
-        assert "sample-right" not in gathered and names.count("gpuframe-broadcast") == 1
+        assert "sample-right" not in gathered
+        assert names.count("gpuframe-broadcast") == 2  # one a worker
 
 
 @pytest.mark.parametrize("kept_rows, again", [(4_000, False), (15_000, False), (25_000, True)])
@@ -929,4 +952,5 @@ def test_a_side_the_estimates_put_under_half_the_cap_is_copied_unsampled(
         assert "broadcast right side (estimated at" in notes and "unsampled" in notes
         assert not {"gpuframe-verdict", "gpuframe-sample-left", "gpuframe-sample-right"} \
             & set(names)
-        assert "sample-right" not in gathered and names.count("gpuframe-broadcast") == 1
+        assert "sample-right" not in gathered
+        assert names.count("gpuframe-broadcast") == 2  # one a worker
