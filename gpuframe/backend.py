@@ -148,6 +148,9 @@ class CudfBackend(Backend):
     def from_pandas(self, frame: pd.DataFrame) -> Any:
         return self.module.from_pandas(frame)
 
+    def nbytes(self, frame: Any) -> int:
+        return device_frame_bytes(frame)
+
     def adopt(self, partition: Any) -> Any:
         return self.from_pandas(partition) if isinstance(partition, pd.DataFrame) else partition
 
@@ -249,6 +252,14 @@ class CudfBackend(Backend):
 BACKENDS: dict[str, Backend] = {b.name: b for b in (Backend(), CudfBackend())}
 
 
+def device_frame_bytes(frame: Any) -> int:
+    """A cuDF frame's bytes, its index's too, summed on the host from each column's buffer
+    sizes: ``DataFrame.memory_usage`` sums them in a device series, a kernel and a copy back
+    that wait for all the work queued before them, for every task result Dask sizes."""
+    return int(sum(frame[name].memory_usage(index=False) for name in frame.columns)
+               + frame.index.memory_usage())
+
+
 @sizeof.register_lazy("cudf")
 def _register_cudf_sizeof() -> None:
     """Dask sizes every task result to account, spill and log it. With no rule for cuDF frames
@@ -258,9 +269,7 @@ def _register_cudf_sizeof() -> None:
     cuDF."""
     import cudf
 
-    @sizeof.register(cudf.DataFrame)
-    def _frame(frame: Any) -> int:
-        return int(frame.memory_usage(index=True).sum())
+    sizeof.register(cudf.DataFrame, device_frame_bytes)
 
     @sizeof.register(cudf.Series)
     def _series(series: Any) -> int:

@@ -62,6 +62,17 @@ def test_dask_sizes_cudf_frames_by_their_device_bytes():
     assert 800_000 <= sizeof(gpu_frame["k"]) < 1_000_000
 
 
+@pytest.mark.gpu
+def test_a_cudf_frame_is_sized_on_the_host_as_cudf_sums_its_columns_and_index():
+    from dask.sizeof import sizeof
+
+    backend = get_backend("cudf")
+    frame = backend.from_pandas(pd.DataFrame({"k": [1, None, 3], "s": ["a", "bb", None]},
+                                             index=[5, 6, 7]))
+    summed = int(frame.memory_usage(index=True, deep=True).sum())
+    assert backend.nbytes(frame) == summed == sizeof(frame) > 0
+
+
 MISSING = ["int8", "uint64", "bool", "float32", "Int64", "boolean", "str", "category",
            "datetime64[s]", "datetime64[ns, UTC]", "timedelta64[ms]", "object"]
 
