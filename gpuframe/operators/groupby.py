@@ -553,8 +553,7 @@ def _tree(lowering: Lowering, node: GroupBy, partial: Partial, partials: list[Fu
     stage = job.stage("aggregate")
     owner = level[0][1] if level else job.workers[0]
     future = stage.submit(_then(finish_partials, after), [f for f, _ in level], partial,
-                          most_rows,
-                          index=(0,), owner=owner, node=number)
+                          most_rows, index=(0,), owner=owner, node=number)
     return Partitions([future], [owner], node.meta, None)
 
 
