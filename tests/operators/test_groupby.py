@@ -381,20 +381,12 @@ def test_the_frame_methods_group_and_aggregate_as_pandas(engine, data):
 
 @pytest.mark.parametrize("groups, again", [(100, False), (60_000, True)])
 def test_a_tree_the_estimates_choose_counts_no_partials_and_checks_them_as_it_runs(
-        engine, monkeypatch, groups, again):
+        engine, speculating, groups, again):
     """The plan bounds the input at 60,000 rows, past ``tree_max_rows`` (10,000), but estimates
     it at a ninth of that (two filters): the tree is chosen without counting the partials, no
     count tasks and one job. Where its tasks take more than twice ``tree_max_rows`` partial
     rows (each row a group of its own), the job fails, and the action runs again, counting
     them, and shuffles. Either way the rows are pandas'."""
-    speculating: list[bool] = []
-    start = Job.__init__
-
-    def starting(self: Job, *args, **kwargs):
-        start(self, *args, **kwargs)
-        speculating.append(self.speculates)
-
-    monkeypatch.setattr(Job, "__init__", starting)
     data = pd.DataFrame({"k": np.arange(60_000) % groups, "x": np.arange(60_000.0)})
     frame = gpuframe.from_pandas(data, npartitions=4)
     kept = frame[(frame.x >= 0) & (frame.k >= 0)]

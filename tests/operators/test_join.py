@@ -730,20 +730,6 @@ def mailboxes_emptied(engine, frame: DistributedFrame, seconds: float = 10.0) ->
         time.sleep(0.1)
 
 
-@pytest.fixture
-def speculating(monkeypatch) -> list[bool]:
-    """Whether each job started from here on speculates (an action's second run does not)."""
-    started: list[bool] = []
-    start = Job.__init__
-
-    def starting(self: Job, *args, **kwargs):
-        start(self, *args, **kwargs)
-        started.append(self.speculates)
-
-    monkeypatch.setattr(Job, "__init__", starting)
-    return started
-
-
 def speculating_shuffle(left: pd.DataFrame, right: pd.DataFrame) -> DistributedFrame:
     """The shuffle join of ``left`` (4 partitions) and ``right`` (2) on k, not yet run, once
     the same join has run: its sample told the engine the workers' memory, so this one's
