@@ -173,12 +173,13 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
                                f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
         return _broadcast(node, lowering, number, local, inputs, copied,
                           Copy(counted_on=keys[copied] if may_repeat else None))
-    estimated_copy = _copied_by_estimate(node, job)
-    if estimated_copy is not None:
+    by_estimate = _copied_by_estimate(node, job)
+    if by_estimate is not None:
+        estimated_copy, estimated_bytes = by_estimate
         may_repeat = not unique_on(getattr(node, estimated_copy), keys[estimated_copy])
         lowering.note(node, f"broadcast {estimated_copy} side (estimated at "
-                            f"{byte_text(estimated(getattr(node, estimated_copy)).bytes or 0)}, "
-                            "unsampled; its size checked as it is gathered)")
+                            f"{byte_text(estimated_bytes)}, unsampled; its size checked as "
+                            "it is gathered)")
         return _broadcast(node, lowering, number, local, inputs, estimated_copy,
                           Copy(counted_on=keys[estimated_copy] if may_repeat else None,
                                most_bytes=BROADCAST_SLACK * opts.broadcast_bytes))
@@ -343,15 +344,15 @@ def broadcast_verdict(shape: JoinShape, copied: str, *sampled: Any) -> bool:
     return True
 
 
-def _copied_by_estimate(node: Join, job: Job) -> str | None:
+def _copied_by_estimate(node: Join, job: Job) -> tuple[str, float] | None:
     """The side the join copies to every worker without sampling either side, by the plan's
-    estimates alone (:func:`~gpuframe.plan.explain.estimated`): one it may copy, estimated at
-    most :data:`UNSAMPLED_SHARE` of ``broadcast_bytes`` and small enough beside the other side
-    (``broadcast_ratio``). Its broadcast task checks what it gathers against the cap
-    (:func:`~.join_tasks.gather_unsampled`), and its join tasks their output where its keys may
-    repeat (:func:`~.join_tasks.join_copied`); where either fails, so does the job, and the
-    action runs again, sampling. None where the job does not speculate, for a cross join, and
-    where a side has no estimate."""
+    estimates alone (:func:`~gpuframe.plan.explain.estimated`), and its estimated bytes: one it
+    may copy, estimated at most :data:`UNSAMPLED_SHARE` of ``broadcast_bytes`` and small enough
+    beside the other side (``broadcast_ratio``). Its broadcast tasks check what they gather
+    against the cap (:func:`~.join_tasks.gather_unsampled`), and its join tasks their output
+    where its keys may repeat (:func:`~.join_tasks.join_copied`); where either fails, so does
+    the job, and the action runs again, sampling. None where the job does not speculate, for
+    a cross join, and where a side has no estimate."""
     if node.how == "cross" or not job.speculates:
         return None
     sizes = {side: estimated(getattr(node, side)).bytes for side in SIDES}
@@ -361,7 +362,7 @@ def _copied_by_estimate(node: Join, job: Job) -> str | None:
         if node.may_copy(small) and small_bytes is not None and big_bytes is not None \
                 and small_bytes <= UNSAMPLED_SHARE * opts.broadcast_bytes \
                 and opts.broadcasts(small_bytes, big_bytes, len(job.workers)):
-            return small
+            return small, small_bytes
     return None
 
 
