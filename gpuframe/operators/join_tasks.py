@@ -3,9 +3,10 @@
 The join task itself (:class:`LocalJoin`: keys cast to their hash types, pandas' merge, the
 join's schema, ``validate=`` and unhashable keys refused); a task submitted before its sample
 was weighed, which joins once its verdict has passed (:func:`join_after`); and a broadcast's
-copied side, gathered on one worker (:func:`gather_side`), with its size checked and the count of
-its most repeated key where it was copied unsampled (:func:`gather_unsampled`), by which each
-join task checks that its output fits (:func:`join_copied`).
+copied side, gathered on each worker that joins with it (:func:`gather_side`), with its size
+checked and the count of its most repeated key where it was copied unsampled
+(:func:`gather_unsampled`), by which each join task checks that its output fits
+(:func:`join_copied`).
 """
 
 from __future__ import annotations
@@ -191,19 +192,19 @@ def join_copied(local: LocalJoin, copied: str, fraction: float, left: list[Any],
             big_side = "left" if copied == "right" else "right"
             frames = get_backend(local.backend)
             whole, big = parts[copied][0], parts[big_side][0]
-            width = (frames.nbytes(big) / max(len(big), 1)
-                     + frames.nbytes(whole) / max(len(whole), 1)) * OUTPUT_COPIES
+            held_per_row = (frames.nbytes(big) / max(len(big), 1)
+                            + frames.nbytes(whole) / max(len(whole), 1)) * OUTPUT_COPIES
             rows = len(big) * repeats
-            if rows * width > fraction * memory.limit:
+            if rows * held_per_row > fraction * memory.limit:
                 big_keys = local.left_keys if big_side == "left" else local.right_keys
                 rows = min(rows, len(whole) * most_repeats(big, list(big_keys), big_side,
                                                            local.backend) + len(big))
-            if rows * width > fraction * memory.limit:
+            if rows * held_per_row > fraction * memory.limit:
                 raise SpeculationError(
                     f"the join's {copied} side, copied to every worker unsampled, repeats a key "
                     f"up to {repeats} times: a task's output may take "
-                    f"{byte_text(rows * width)}, past {fraction:g} of its worker's memory "
-                    f"({byte_text(memory.limit)})")
+                    f"{byte_text(rows * held_per_row)}, past {fraction:g} of its worker's "
+                    f"memory ({byte_text(memory.limit)})")
     return join_parts(local, left, right)
 
 
