@@ -67,7 +67,7 @@ from ..exchange.exchange import Buckets, Given, exchange
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, Splitter, cast_keys
 from ..plan.bounds import rows_at_most, unique_on
-from ..plan.explain import estimated, row_width, unsampled_broadcast
+from ..plan.explain import copied_by_estimates, estimated, row_width, unsampled_broadcast
 from ..plan.nodes import Join
 from ..runtime.runner import Job, Partitions, Stage
 from ..units import byte_text
@@ -173,13 +173,13 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
                                f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
         return _broadcast(node, lowering, number, local, inputs, copied,
                           Copy(counted_on=keys[copied] if may_repeat else None))
-    by_estimate = _copied_by_estimate(node, job)
-    if by_estimate is not None:
-        estimated_copy, estimated_bytes = by_estimate
+    estimates = {side: estimated(getattr(node, side)).bytes for side in SIDES}
+    estimated_copy = _copied_by_estimate(node, job, estimates)
+    if estimated_copy is not None:
         may_repeat = not unique_on(getattr(node, estimated_copy), keys[estimated_copy])
         lowering.note(node, f"broadcast {estimated_copy} side (estimated at "
-                            f"{byte_text(estimated_bytes)}, unsampled; its size checked as "
-                            "it is gathered)")
+                            f"{byte_text(estimates[estimated_copy] or 0)}, unsampled; its size "
+                            "checked as it is gathered)")
         return _broadcast(node, lowering, number, local, inputs, estimated_copy,
                           Copy(counted_on=keys[estimated_copy] if may_repeat else None,
                                most_bytes=BROADCAST_SLACK * opts.broadcast_bytes))
@@ -193,7 +193,8 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
                       f"the {node.how} join on {', '.join(keys['left'])} = "
                       f"{', '.join(keys['right'])}")
     samples = sample_sides(job, inputs, keys, casts, opts.skew_sample_rows)
-    speculated = _speculated(node, lowering, inputs, shape, samples, local, number, hash_types)
+    speculated = _speculated(node, lowering, inputs, shape, samples, local, number, hash_types,
+                             estimates)
     if speculated is not None:
         return speculated
     profiles = profile_sides(job, samples)
@@ -279,11 +280,12 @@ def speculation_verdict(shape: JoinShape, per_worker: int, *sampled: Any) -> boo
 
 def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
                 shape: JoinShape, samples: dict[str, list[Future]], local: LocalJoin,
-                number: int | None, hash_types: tuple[str, ...]) -> Partitions | None:
-    """The join the plan's estimates (:func:`~gpuframe.plan.explain.estimated`) choose,
-    submitted with the sample, and the client goes on lowering the plan without waiting for the
-    sample at all: a round trip through the client, the longest wait between a join's stages,
-    taken off every such join.
+                number: int | None, hash_types: tuple[str, ...],
+                sizes: dict[str, float | None]) -> Partitions | None:
+    """The join the plan's estimates of its sides' bytes (``sizes``,
+    :func:`~gpuframe.plan.explain.estimated`) choose, submitted with the sample, and the client
+    goes on lowering the plan without waiting for the sample at all: a round trip through the
+    client, the longest wait between a join's stages, taken off every such join.
 
     - A side the estimates copy to every worker is gathered once a verdict task on a worker
       has found, from the sample, that it may be (:func:`broadcast_verdict`).
@@ -304,14 +306,11 @@ def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
     limits = [memory.limit for memory in known if memory is not None and memory.limit]
     if len(limits) < len(job.workers):
         return None
-    left, right = (estimated(getattr(node, side)).bytes for side in SIDES)
+    left, right = sizes["left"], sizes["right"]
     if left is None or right is None:
         return None
-    sizes = {"left": left, "right": right}
     workers = len(job.workers)
-    copied = next((small for small, big in (("right", "left"), ("left", "right"))
-                   if small in shape.copyable
-                   and node.options.broadcasts(sizes[small], sizes[big], workers)), None)
+    copied = copied_by_estimates(node, sizes, workers)
     if copied is not None:
         verdict = job.stage("verdict").submit(broadcast_verdict, shape, copied,
                                               *samples["left"], *samples["right"], index=(0,),
@@ -319,7 +318,7 @@ def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
         lowering.note(node, f"broadcast {copied} side (copied once its sample, weighed on a "
                             "worker, allows it)")
         return _broadcast(node, lowering, number, local, inputs, copied, Copy(verdict))
-    if max(sizes.values()) / workers > SPECULATION_SHARE * min(limits):
+    if max(left, right) / workers > SPECULATION_SHARE * min(limits):
         return None
     per_worker = node.options.partitions_per_worker or 1
     casts = {"left": local.types.left, "right": local.types.right}
@@ -344,26 +343,19 @@ def broadcast_verdict(shape: JoinShape, copied: str, *sampled: Any) -> bool:
     return True
 
 
-def _copied_by_estimate(node: Join, job: Job) -> tuple[str, float] | None:
+def _copied_by_estimate(node: Join, job: Job, sizes: dict[str, float | None]) -> str | None:
     """The side the join copies to every worker without sampling either side, by the plan's
-    estimates alone (:func:`~gpuframe.plan.explain.estimated`), and its estimated bytes: one it
-    may copy, estimated at most :data:`UNSAMPLED_SHARE` of ``broadcast_bytes`` and small enough
-    beside the other side (``broadcast_ratio``). Its broadcast tasks check what they gather
-    against the cap (:func:`~.join_tasks.gather_unsampled`), and its join tasks their output
-    where its keys may repeat (:func:`~.join_tasks.join_copied`); where either fails, so does
-    the job, and the action runs again, sampling. None where the job does not speculate, for
-    a cross join, and where a side has no estimate."""
+    estimates of its sides' bytes (``sizes``) alone: one estimated at most
+    :data:`UNSAMPLED_SHARE` of ``broadcast_bytes`` that the estimates would copy
+    (:func:`~gpuframe.plan.explain.copied_by_estimates`). Its broadcast tasks check what they
+    gather against the cap (:func:`~.join_tasks.gather_unsampled`), and its join tasks their
+    output where its keys may repeat (:func:`~.join_tasks.join_copied`); where either fails, so
+    does the job, and the action runs again, sampling. None where the job does not speculate,
+    and for a cross join."""
     if node.how == "cross" or not job.speculates:
         return None
-    sizes = {side: estimated(getattr(node, side)).bytes for side in SIDES}
-    opts = node.options
-    for small, big in (("right", "left"), ("left", "right")):
-        small_bytes, big_bytes = sizes[small], sizes[big]
-        if node.may_copy(small) and small_bytes is not None and big_bytes is not None \
-                and small_bytes <= UNSAMPLED_SHARE * opts.broadcast_bytes \
-                and opts.broadcasts(small_bytes, big_bytes, len(job.workers)):
-            return small, small_bytes
-    return None
+    return copied_by_estimates(node, sizes, len(job.workers),
+                               UNSAMPLED_SHARE * node.options.broadcast_bytes)
 
 
 def _hash_splitters(keys: dict[str, list[str]], casts: dict[str, dict[str, Any]], n: int

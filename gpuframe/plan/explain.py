@@ -14,6 +14,7 @@ one). They order operators by size; they are not a cost model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import singledispatch
@@ -305,13 +306,23 @@ def predicted_strategy(node: Join, left: Estimate, right: Estimate, n_workers: i
         return "none (both sides hashed on the keys)"
     if placed["left"] or placed["right"]:
         return "shuffle " + ("right" if placed["left"] else "left") + " side only"
-    sizes = {"left": left.bytes, "right": right.bytes}
+    copied = copied_by_estimates(node, {"left": left.bytes, "right": right.bytes}, n_workers)
+    return "shuffle" if copied is None else f"broadcast {copied} side"
+
+
+def copied_by_estimates(node: Join, sizes: Mapping[str, float | None], n_workers: int,
+                        most_bytes: float = math.inf) -> str | None:
+    """The side ``node`` copies to every worker by its sides' estimated ``sizes`` (bytes,
+    None: no estimate): the right one, else the left, where the join may copy it, it is
+    estimated at most ``most_bytes``, and ``broadcast_bytes`` and ``broadcast_ratio`` allow
+    it."""
     for small, big in (("right", "left"), ("left", "right")):
         small_bytes, big_bytes = sizes[small], sizes[big]
         if node.may_copy(small) and small_bytes is not None and big_bytes is not None \
+                and small_bytes <= most_bytes \
                 and node.options.broadcasts(small_bytes, big_bytes, n_workers):
-            return f"broadcast {small} side"
-    return "shuffle"
+            return small
+    return None
 
 
 def predicted_aggregation(node: GroupBy) -> str:
