@@ -1,6 +1,7 @@
 """The optimizer: rewrite a plan so that it reads, moves and computes less, with the same result.
 
-Two passes, each a walk of the tree that rebuilds what it changes:
+Two passes, each a walk of the tree that rebuilds what it changes, then a third that reads a
+dataset read in several places once (:mod:`~.shared_reads`):
 
 - **Predicate pushdown** (:func:`push_filters`): a filter's conditions (cut at ``&``) move down
   through selections, renames, the assignments and casts they do not read, and the side of a join
@@ -44,6 +45,7 @@ from .nodes import (
     Select,
 )
 from .predicates import as_reader_filters, conjunction, conjuncts
+from .shared_reads import share_reads
 from .sort import Sort
 from .topk import TopK
 
@@ -60,9 +62,10 @@ MAX_ALTERNATIVES = 64
 
 
 def optimize(root: Node) -> Node:
-    """``root`` with filters and projections pushed down; the same columns, rows and types."""
+    """``root`` with filters and projections pushed down, and a dataset it reads in several
+    places read once where that reads no more; the same columns, rows and types."""
     pushed = push_filters(root)
-    pruned = prune_columns(pushed, root.columns)
+    pruned = share_reads(prune_columns(pushed, root.columns))
     return pruned if pruned.columns == root.columns else Select(pruned, tuple(root.columns))
 
 

@@ -1,8 +1,8 @@
 """Filter predicates as the optimizer moves them: cut at their top-level ``&``s and joined again
 (:func:`conjuncts`, :func:`conjunction`), and turned into a reader's ``filters=`` where the reader
-keeps exactly the rows that pandas keeps (:func:`as_reader_filters`). Apart from
-:mod:`~gpuframe.plan.expr`, which builds and evaluates expressions per partition, as only the
-optimizer needs this.
+keeps exactly the rows that pandas keeps (:func:`as_reader_filters`), and back again
+(:func:`from_reader_filters`). Apart from :mod:`~gpuframe.plan.expr`, which builds and
+evaluates expressions per partition, as only the optimizer needs this.
 """
 
 from __future__ import annotations
@@ -53,6 +53,36 @@ def as_reader_filters(part: Expr, columns: Mapping[str, Any]) -> list[list[tuple
         return [a + b for a in left for b in right]
     term = _reader_term(part, columns)
     return None if term is None else [term]
+
+
+def from_reader_filters(filters: list[list[tuple]], meta: pd.DataFrame) -> Expr | None:
+    """``filters`` (DNF, as a reader takes them) as an expression that keeps the same rows of a
+    frame of ``meta``'s columns; None where some term is not one that
+    :func:`as_reader_filters` makes (a ``!=``, a ``not in``, a missing value, a value the
+    reader compares otherwise than pandas): their rows would differ."""
+    columns = dict(meta.dtypes)
+    alternatives = []
+    for terms in filters:
+        parts: list[Expr] = []
+        for column, op, value in terms:
+            if column not in columns:
+                return None
+            if op == "in" and isinstance(value, (list, tuple)) and value \
+                    and all(_comparable(v, columns[column]) for v in value):
+                parts.append(IsIn(Col(column), tuple(value)))
+            elif op in COMPARISONS and op != "!=" and _comparable(value, columns[column]):
+                parts.append(Binary(op, Col(column), Lit(value)))
+            else:
+                return None
+        if not parts:
+            return None
+        alternatives.append(conjunction(parts))
+    if not alternatives:
+        return None
+    either = alternatives[0]
+    for alternative in alternatives[1:]:
+        either = Binary("|", either, alternative)
+    return either
 
 
 def _reader_term(part: Expr, columns: Mapping[str, Any]) -> list[tuple] | None:

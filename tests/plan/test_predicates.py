@@ -1,5 +1,5 @@
 """Filter predicates: cut at their top-level ``&``s and joined again, and turned into a reader's
-filters only where the reader keeps exactly the same rows as pandas."""
+filters only where the reader keeps exactly the same rows as pandas, and back again."""
 
 import numpy as np
 import pandas as pd
@@ -8,7 +8,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpuframe.plan.expr import col, evaluate_mask
-from gpuframe.plan.predicates import as_reader_filters, conjunction, conjuncts
+from gpuframe.plan.predicates import (
+    as_reader_filters,
+    conjunction,
+    conjuncts,
+    from_reader_filters,
+)
 
 
 def test_conjuncts_cut_at_top_level_ands_and_join_again():
@@ -69,3 +74,30 @@ def test_pushed_filters_keep_exactly_the_rows_pandas_keeps(tmp_path, data):
         frame = pd.read_parquet(path)
         expected = frame[evaluate_mask(expr, frame)].reset_index(drop=True)
         pd.testing.assert_frame_equal(read, expected)
+
+
+def test_filters_a_reader_takes_become_again_a_condition_that_keeps_the_same_rows(data):
+    dtypes = dict(data.dtypes)
+    for expr in [col("b") > 0.5, col("a").between(2, 8), col("s").isin(["apple", "cherry"]),
+                 (col("f") <= 0.3) | (col("a") == 7), (col("a") >= 3) & (col("f") < 0.5),
+                 col("t") < pd.Timestamp("1990-01-01")]:
+        filters = as_reader_filters(expr, dtypes)
+        assert filters is not None, expr
+        again = from_reader_filters(filters, data.head(0))
+        assert again is not None, filters
+        pd.testing.assert_series_equal(evaluate_mask(again, data), evaluate_mask(expr, data),
+                                       check_names=False)
+
+
+@pytest.mark.parametrize("filters", [
+    [[("a", "!=", 5)]],  # a reader drops null rows that pandas' != keeps
+    [[("a", "not in", [1, 2])]],
+    [[("s", "in", ["x", None])]],
+    [[("a", ">", None)]],
+    [[("a", ">", "five")]],
+    [[("nope", "==", 1)]],
+    [[("a", "like", 1)]],
+    [[("a", ">", 1)], []],
+])
+def test_filters_no_condition_keeps_the_same_rows_of_are_not_turned_back(filters, data):
+    assert from_reader_filters(filters, data.head(0)) is None
