@@ -92,7 +92,9 @@ class Backend:
             frame.columns, axis=1)
 
     def concat(self, frames: list[Any]) -> Any:
-        return self.module.concat(frames)
+        """``frames``' rows one after another: the frame itself where there is one, as nothing
+        changes a frame in place, and concat copies it (a join's whole partition, on a GPU)."""
+        return frames[0] if len(frames) == 1 else self.module.concat(frames)
 
     def device_lost(self) -> bool:
         """Whether this process's device context is gone; host memory has none to lose."""

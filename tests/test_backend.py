@@ -35,6 +35,7 @@ def test_concat_and_nbytes():
     backend = get_backend("pandas")
     both = backend.concat([FRAME, FRAME])
     assert len(both) == 6
+    assert backend.concat([FRAME]) is FRAME  # not copied: nothing changes a frame in place
     numbers = pd.DataFrame({"a": range(1000)}, dtype="int64")
     assert 8000 <= backend.nbytes(numbers) < 8200
 

@@ -313,11 +313,11 @@ def finish_bucket(buckets: list[list[Any]], partial: Partial) -> Any:
     """A shuffle task: one bucket of every component (``buckets[c]``: its parts from every
     input partition, in partition order) merged and finalized."""
     frames = get_backend(partial.backend)
-    empty = empty_partials(partial)
-    components = []
-    for parts, schema in zip(buckets, empty):
-        pieces = arrivals(parts)
-        components.append(frames.concat(pieces) if pieces else schema)
+    pieces = [arrivals(parts) for parts in buckets]
+    # Made only where some component got no rows: an aggregate of no rows is a device
+    # groupby's fixed cost on a GPU.
+    empty = empty_partials(partial) if not all(pieces) else []
+    components = [frames.concat(parts) if parts else empty[c] for c, parts in enumerate(pieces)]
     return finalize(combine(components, partial), partial)
 
 
