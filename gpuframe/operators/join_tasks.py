@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from dask.sizeof import sizeof
 
@@ -134,8 +135,23 @@ def most_repeats(frame: Any, keys: list[str], side: str, backend: str) -> int:
         check_hashable(frame, keys, side)
     # Rows counted by their keys' 64-bit hash, as the exchange hashes them: cuDF's groupby
     # cannot index its groups by decimal keys. A collision only raises the bound.
-    hashes = get_backend(backend).module.Series(hash_rows(frame, keys))
-    return int(hashes.value_counts(sort=False).max())  # the largest count: no order needed
+    return longest_repeat(hash_rows(frame, keys))
+
+
+def longest_repeat(hashes: Any) -> int:
+    """The most times one value occurs in ``hashes`` (a NumPy or CuPy array, not empty). On a
+    GPU, the longest run of equal values once sorted: cuDF's ``value_counts`` names its result
+    through a pandas index built on the host, most of its time; on the host, pandas' hash
+    table, which needs no sort."""
+    if isinstance(hashes, np.ndarray):
+        return int(pd.Series(hashes).value_counts(sort=False).max())
+    import cupy
+
+    ordered = cupy.sort(hashes)
+    starts = cupy.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    bounds = cupy.concatenate([cupy.zeros(1, starts.dtype), starts,
+                               cupy.full(1, len(ordered), starts.dtype)])
+    return int(cupy.diff(bounds).max())
 
 
 @dataclass(frozen=True)

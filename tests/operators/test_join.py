@@ -283,6 +283,17 @@ def test_the_most_repeated_key_counts_null_keys_too():
     assert most(decimals, ["k"]) == 3 and most(decimals, ["k", "j"]) == 3
 
 
+@pytest.mark.gpu
+def test_the_most_repeated_key_of_a_cudf_frame_is_counted_on_its_device():
+    rng = np.random.default_rng(11)
+    frame = pd.DataFrame({"k": rng.integers(0, 500, 20_000), "j": rng.integers(0, 3, 20_000)})
+    device = get_backend("cudf").from_pandas(frame)
+    for keys in (["k"], ["k", "j"]):
+        expected = int(frame.value_counts(subset=keys).max())
+        assert most_repeats(device, keys, "right", "cudf") == expected
+    assert most_repeats(device.head(1), ["k"], "right", "cudf") == 1
+
+
 def test_a_copied_side_is_gathered_by_each_worker_that_joins_with_it(engine):
     """Each worker holding partitions of the large side gathers the small side itself, from
     its parts where they lie, and joins its partitions with that copy: no copy made on one
