@@ -205,7 +205,7 @@ class Filter(Node):
     def __post_init__(self) -> None:
         check_columns(sorted(self.predicate.columns()), self.child.meta,
                       f"filter {self.predicate!r}")
-        evaluate_mask(self.predicate, self.child.meta)  # raises unless it gives booleans
+        _check_boolean(self.predicate, self.child.meta)
         self.meta = self.child.meta
 
     @property
@@ -229,7 +229,7 @@ class Assign(Node):
     meta: pd.DataFrame = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.meta = apply_assign(self.child.meta, self.items)
+        self.meta = _assigned_meta(self.child.meta, self.items)
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -240,6 +240,43 @@ class Assign(Node):
 
     def describe(self) -> str:
         return "Assign " + ", ".join(f"{name}={expr!r}" for name, expr in self.items)
+
+
+# What a filter or an assignment finds of its input's schema depends on nothing but its
+# expressions and that schema, and the optimizer rebuilds a plan's filters and assignments at
+# each rewrite of their inputs, each evaluating its expressions on an empty pandas frame
+# (milliseconds a node): what those evaluations found is remembered by exactly that.
+_FOUND_KEPT = 1024
+_found: dict[tuple[Any, ...], Any] = {}
+
+
+def _remembered(key: tuple[Any, ...], find: Callable[[], Any]) -> Any:
+    """``find()``, remembered by ``key``; a failure is not."""
+    if key not in _found:
+        _found[key] = find()
+        while len(_found) > _FOUND_KEPT:
+            del _found[next(iter(_found))]
+    return _found[key]
+
+
+def _schema_key(meta: pd.DataFrame) -> tuple[tuple[Any, Any], ...]:
+    """``meta``'s columns and dtypes, hashable (a dtype compares its zone, unit and
+    categories)."""
+    return tuple(zip(meta.columns, meta.dtypes))
+
+
+def _check_boolean(predicate: Expr, meta: pd.DataFrame) -> None:
+    """Raise :class:`~gpuframe.errors.ExpressionError` unless ``predicate`` gives booleans on
+    a frame of ``meta``'s columns."""
+    _remembered(("filter", predicate.key(), _schema_key(meta)),
+                lambda: evaluate_mask(predicate, meta).dtype)
+
+
+def _assigned_meta(meta: pd.DataFrame, items: Sequence[tuple[str, Expr]]) -> pd.DataFrame:
+    """``meta`` with ``items`` assigned (:func:`apply_assign`); the frame is shared, as nodes
+    share their schemas."""
+    key = ("assign", tuple((name, expr.key()) for name, expr in items), _schema_key(meta))
+    return _remembered(key, lambda: apply_assign(meta, items))
 
 
 def apply_assign(frame: Any, items: Sequence[tuple[str, Expr]]) -> Any:
