@@ -64,11 +64,39 @@ def check_columns(names: Sequence[Any], meta: pd.DataFrame, what: str) -> None:
                                  f"{list(meta.columns)}")
 
 
+# A selection's, a filter's or an assignment's schema depends on nothing but its input's
+# schema and its names or expressions, and the optimizer rebuilds a plan's nodes at each
+# rewrite of their inputs, each working on an empty pandas frame (up to milliseconds a node,
+# an expression's evaluation most): what each found is remembered by exactly that.
+_FOUND_KEPT = 1024
+_found: dict[tuple[Any, ...], Any] = {}
+
+
+def _remembered(key: tuple[Any, ...], find: Callable[[], Any]) -> Any:
+    """``find()``, remembered by ``key``; a failure is not."""
+    if key not in _found:
+        _found[key] = find()
+        while len(_found) > _FOUND_KEPT:
+            del _found[next(iter(_found))]
+    return _found[key]
+
+
+def _schema_key(meta: pd.DataFrame) -> tuple[tuple[Any, Any], ...]:
+    """``meta``'s columns and dtypes, hashable (a dtype compares its zone, unit and
+    categories)."""
+    return tuple(zip(meta.columns, meta.dtypes))
+
+
 def selected(meta: pd.DataFrame, names: Sequence[str], what: str) -> pd.DataFrame:
     """``meta[list(names)]``, the names checked first (:func:`check_columns`), taken by
-    position: pandas' selection by label over an index of Arrow strings takes three times as
-    long, and the optimizer selects again at each rewrite of a node's input."""
+    position (pandas' selection by label over an index of Arrow strings takes three times as
+    long) and remembered (:func:`_remembered`): the optimizer selects again at each rewrite of
+    a node's input. The frame is shared, as nodes share their schemas."""
     check_columns(names, meta, what)
+    return _remembered(("select", tuple(names), _schema_key(meta)), lambda: _taken(meta, names))
+
+
+def _taken(meta: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
     columns = meta.columns.tolist()
     positions = {name: i for i, name in enumerate(columns)}
     if len(positions) != len(columns):  # a name twice: pandas selects each of its columns
@@ -240,29 +268,6 @@ class Assign(Node):
 
     def describe(self) -> str:
         return "Assign " + ", ".join(f"{name}={expr!r}" for name, expr in self.items)
-
-
-# What a filter or an assignment finds of its input's schema depends on nothing but its
-# expressions and that schema, and the optimizer rebuilds a plan's filters and assignments at
-# each rewrite of their inputs, each evaluating its expressions on an empty pandas frame
-# (milliseconds a node): what those evaluations found is remembered by exactly that.
-_FOUND_KEPT = 1024
-_found: dict[tuple[Any, ...], Any] = {}
-
-
-def _remembered(key: tuple[Any, ...], find: Callable[[], Any]) -> Any:
-    """``find()``, remembered by ``key``; a failure is not."""
-    if key not in _found:
-        _found[key] = find()
-        while len(_found) > _FOUND_KEPT:
-            del _found[next(iter(_found))]
-    return _found[key]
-
-
-def _schema_key(meta: pd.DataFrame) -> tuple[tuple[Any, Any], ...]:
-    """``meta``'s columns and dtypes, hashable (a dtype compares its zone, unit and
-    categories)."""
-    return tuple(zip(meta.columns, meta.dtypes))
 
 
 def _check_boolean(predicate: Expr, meta: pd.DataFrame) -> None:
