@@ -23,6 +23,7 @@ from pandas.errors import MergeError
 
 from ..backend import Backend, get_backend
 from ..errors import JoinError
+from ..remembered import remembered, schema_key
 
 HOWS = ("inner", "left", "right", "outer", "cross", "left_anti", "right_anti", "leftsemi",
         "leftanti")
@@ -170,31 +171,19 @@ def join_schema(left: pd.DataFrame, right: pd.DataFrame, how: str, left_keys: li
                 right_keys: list[str], suffixes: tuple[Any, Any], backend: Backend,
                 empty: frozenset[str] = frozenset(), indicator: str | None = None
                 ) -> tuple[KeyTypes, pd.DataFrame]:
-    """:func:`key_types` and :func:`result_meta` of a join, kept for the schemas last seen: the
-    optimizer rebuilds a join node at each rewrite of its inputs, and result_meta (a pandas
-    merge of empty frames) took about as long as planning the rest of a join. Callers share the
-    returned frame and must not change it."""
-    signature = (_signature(left), _signature(right), how, tuple(left_keys), tuple(right_keys),
-                 tuple(suffixes), backend.name, empty, indicator)
-    found = _SCHEMAS.get(signature)
-    if found is None:
+    """:func:`key_types` and :func:`result_meta` of a join, remembered by the inputs' schemas
+    (:mod:`~gpuframe.remembered`): the optimizer rebuilds a join node at each rewrite of its
+    inputs, and result_meta (a pandas merge of empty frames) took about as long as planning
+    the rest of a join. Callers share the returned frame and must not change it."""
+    key = ("join", schema_key(left), schema_key(right), how, tuple(left_keys),
+           tuple(right_keys), tuple(suffixes), backend.name, empty, indicator)
+
+    def find() -> tuple[KeyTypes, pd.DataFrame]:
         types = key_types(left, right, left_keys, right_keys, how, suffixes, backend, empty)
-        found = (types, result_meta(left, right, how, left_keys, right_keys, suffixes, types,
-                                    backend, empty, indicator))
-        _SCHEMAS[signature] = found
-        while len(_SCHEMAS) > _SCHEMAS_KEPT:
-            del _SCHEMAS[next(iter(_SCHEMAS))]
-    return found
+        return types, result_meta(left, right, how, left_keys, right_keys, suffixes, types,
+                                  backend, empty, indicator)
 
-
-_SCHEMAS: dict[tuple[Any, ...], tuple[KeyTypes, pd.DataFrame]] = {}
-_SCHEMAS_KEPT = 256
-
-
-def _signature(schema: pd.DataFrame) -> tuple[tuple[Any, str], ...]:
-    """What a join's schema depends on in an input's: its column names and dtypes, in order
-    (a dtype's repr tells a time zone, a unit and a categorical's categories apart)."""
-    return tuple((name, repr(dtype)) for name, dtype in schema.dtypes.items())
+    return remembered(key, find)
 
 
 def conform(frame: Any, meta: pd.DataFrame, backend: Backend) -> Any:

@@ -25,6 +25,7 @@ from ..config import JoinOptions
 from ..errors import ExpressionError, JoinError, OptionError, UnknownColumnError
 from ..exchange.placement import Partitioning
 from ..operators.join_schema import HOWS, KeyTypes, join_keys, join_schema, unique_sides
+from ..remembered import remembered, schema_key
 from .expr import Expr, evaluate_mask
 
 if TYPE_CHECKING:
@@ -64,36 +65,12 @@ def check_columns(names: Sequence[Any], meta: pd.DataFrame, what: str) -> None:
                                  f"{list(meta.columns)}")
 
 
-# A selection's, a filter's or an assignment's schema depends on nothing but its input's
-# schema and its names or expressions, and the optimizer rebuilds a plan's nodes at each
-# rewrite of their inputs, each working on an empty pandas frame (up to milliseconds a node,
-# an expression's evaluation most): what each found is remembered by exactly that.
-_FOUND_KEPT = 1024
-_found: dict[tuple[Any, ...], Any] = {}
-
-
-def _remembered(key: tuple[Any, ...], find: Callable[[], Any]) -> Any:
-    """``find()``, remembered by ``key``; a failure is not."""
-    if key not in _found:
-        _found[key] = find()
-        while len(_found) > _FOUND_KEPT:
-            del _found[next(iter(_found))]
-    return _found[key]
-
-
-def _schema_key(meta: pd.DataFrame) -> tuple[tuple[Any, Any], ...]:
-    """``meta``'s columns and dtypes, hashable (a dtype compares its zone, unit and
-    categories)."""
-    return tuple(zip(meta.columns, meta.dtypes))
-
-
 def selected(meta: pd.DataFrame, names: Sequence[str], what: str) -> pd.DataFrame:
     """``meta[list(names)]``, the names checked first (:func:`check_columns`), taken by
     position (pandas' selection by label over an index of Arrow strings takes three times as
-    long) and remembered (:func:`_remembered`): the optimizer selects again at each rewrite of
-    a node's input. The frame is shared, as nodes share their schemas."""
+    long) and remembered (:mod:`~gpuframe.remembered`)."""
     check_columns(names, meta, what)
-    return _remembered(("select", tuple(names), _schema_key(meta)), lambda: _taken(meta, names))
+    return remembered(("select", tuple(names), schema_key(meta)), lambda: _taken(meta, names))
 
 
 def _taken(meta: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
@@ -272,16 +249,16 @@ class Assign(Node):
 
 def _check_boolean(predicate: Expr, meta: pd.DataFrame) -> None:
     """Raise :class:`~gpuframe.errors.ExpressionError` unless ``predicate`` gives booleans on
-    a frame of ``meta``'s columns."""
-    _remembered(("filter", predicate.key(), _schema_key(meta)),
-                lambda: evaluate_mask(predicate, meta).dtype)
+    a frame of ``meta``'s columns (remembered: :mod:`~gpuframe.remembered`)."""
+    remembered(("filter", predicate.key(), schema_key(meta)),
+               lambda: evaluate_mask(predicate, meta).dtype)
 
 
 def _assigned_meta(meta: pd.DataFrame, items: Sequence[tuple[str, Expr]]) -> pd.DataFrame:
-    """``meta`` with ``items`` assigned (:func:`apply_assign`); the frame is shared, as nodes
-    share their schemas."""
-    key = ("assign", tuple((name, expr.key()) for name, expr in items), _schema_key(meta))
-    return _remembered(key, lambda: apply_assign(meta, items))
+    """``meta`` with ``items`` assigned (:func:`apply_assign`), remembered
+    (:mod:`~gpuframe.remembered`)."""
+    key = ("assign", tuple((name, expr.key()) for name, expr in items), schema_key(meta))
+    return remembered(key, lambda: apply_assign(meta, items))
 
 
 def apply_assign(frame: Any, items: Sequence[tuple[str, Expr]]) -> Any:
