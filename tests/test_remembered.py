@@ -1,0 +1,47 @@
+"""The memo of schema work: found once per key, failures found again, the oldest forgotten past
+its bound, and schema keys that tell dtypes apart."""
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from gpuframe import remembered as memo
+
+
+def test_a_key_is_found_once_and_a_failure_again(monkeypatch):
+    monkeypatch.setattr(memo, "_found", {})
+    calls = []
+    for _ in range(3):
+        assert memo.remembered(("k",), lambda: calls.append(1) or "value") == "value"
+    assert calls == [1]
+
+    def failing():
+        calls.append(2)
+        raise ValueError("no")
+
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            memo.remembered(("bad",), failing)
+    assert calls == [1, 2, 2]
+
+
+def test_the_oldest_keys_are_forgotten_past_the_bound(monkeypatch):
+    monkeypatch.setattr(memo, "_found", {})
+    monkeypatch.setattr(memo, "KEPT", 3)
+    for i in range(5):
+        memo.remembered((i,), lambda i=i: i)
+    assert list(memo._found) == [(2,), (3,), (4,)]
+
+
+def test_schema_keys_tell_zones_units_and_categories_apart():
+    def key(dtype):
+        return memo.schema_key(pd.DataFrame({"a": pd.Series([], dtype=dtype)}))
+
+    dtypes = ["int64", "int32", "datetime64[ns]", "datetime64[us]", "datetime64[ns, UTC]",
+              "datetime64[ns, Europe/Paris]", pd.CategoricalDtype(["x"]),
+              pd.CategoricalDtype(["y"]), pd.ArrowDtype(pa.decimal128(10, 2)),
+              pd.ArrowDtype(pa.decimal128(12, 2)), "str", object]
+    assert len({key(dtype) for dtype in dtypes}) == len(dtypes)
+    assert key("int64") == key("int64")
+    assert memo.schema_key(pd.DataFrame(columns=["a", "b"])) != memo.schema_key(
+        pd.DataFrame(columns=["b", "a"]))
