@@ -57,6 +57,18 @@ class Node:
         return list(self.meta.columns)
 
 
+def every_node(root: Node) -> list[Node]:
+    """Every node under ``root`` (itself too), each once: a node several parents read is one."""
+    found: dict[int, Node] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) not in found:
+            found[id(node)] = node
+            stack.extend(node.children)
+    return list(found.values())
+
+
 def check_columns(names: Sequence[Any], meta: pd.DataFrame, what: str) -> None:
     """Raise :class:`UnknownColumnError` naming the first of ``names`` not in ``meta``."""
     missing = [name for name in names if name not in meta.columns]

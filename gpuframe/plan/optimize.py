@@ -43,6 +43,7 @@ from .nodes import (
     Rename,
     Scan,
     Select,
+    every_node,
 )
 from .predicates import as_reader_filters, conjunction, conjuncts
 from .shared_reads import share_reads
@@ -90,25 +91,13 @@ class Memo(dict[tuple[int, frozenset[str]], Node]):
         self.columns = columns or {}
         self.asked: dict[int, set[str]] = {}
         """The columns the parents of each shared node asked of it in this rewrite."""
-        nodes = _nodes(root)
+        nodes = every_node(root)
         parents: dict[int, int] = {}
         for node in nodes:
             for child in node.children:
                 parents[id(child)] = parents.get(id(child), 0) + 1
         self.shared = {id(node) for node in nodes
                        if parents.get(id(node), 0) > 1 and isinstance(node, MOVING)}
-
-
-def _nodes(root: Node) -> list[Node]:
-    """Every node under ``root``, each once."""
-    found: dict[int, Node] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) not in found:
-            found[id(node)] = node
-            stack.extend(node.children)
-    return list(found.values())
 
 
 def push_filters(node: Node, conditions: Sequence[Expr] = ()) -> Node:

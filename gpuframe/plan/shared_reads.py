@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .nodes import Filter, Node, Scan, Select
+from .nodes import Filter, Node, Scan, Select, every_node
 from .predicates import from_reader_filters
 
 
@@ -30,29 +30,14 @@ def share_reads(root: Node) -> Node:
     """``root`` with the reads of one dataset that it makes more than once made once where that
     reads no more; the same columns, rows and types."""
     groups: dict[int, list[Scan]] = {}
-    for scan in _scans(root):
-        groups.setdefault(id(scan.read), []).append(scan)
+    for node in every_node(root):
+        if isinstance(node, Scan):
+            groups.setdefault(id(node.read), []).append(node)
     replacements: dict[int, Node] = {}
     for scans in groups.values():
         for group in _merged_groups(scans):
             replacements.update(_replacing(group))
     return _replaced(root, replacements, {}) if replacements else root
-
-
-def _scans(root: Node) -> list[Scan]:
-    """The reads under ``root``, each once, in plan order."""
-    found: list[Scan] = []
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, Scan):
-            found.append(node)
-        stack.extend(reversed(node.children))
-    return found
 
 
 def _merged_groups(scans: list[Scan]) -> list[list[Scan]]:
