@@ -5,8 +5,9 @@ readers on the workers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -47,6 +48,18 @@ class FragmentTask:
     answer from a changed file raises :class:`~gpuframe.io.errors.FileChangedError`."""
 
     __repr__ = repr_without_passwords
+
+    def __reduce__(self) -> tuple[Callable[..., FragmentTask], tuple[Any, ...]]:
+        # The metadata as its format packs it: a Parquet footer pickled by pyarrow is written
+        # and decoded again on each hop of each task (FileFormat.packed_metadata).
+        values = {field.name: getattr(self, field.name) for field in fields(self)}
+        values["metadata"] = self.format.packed_metadata(self.metadata)
+        return _unpacked_task, (values,)
+
+
+def _unpacked_task(values: dict[str, Any]) -> FragmentTask:
+    values["metadata"] = values["format"].unpacked_metadata(values["metadata"])
+    return FragmentTask(**values)
 
 
 def fragment_tasks(plan: ReadPlan) -> list[FragmentTask]:

@@ -118,7 +118,7 @@ def apply_steps(frame: Any, steps: tuple[Any, ...]) -> Any:
     return frame
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class StepsFirst:
     """``fn(partition, *args)`` after ``steps`` made the partition: a chain run in the task of
     the operator that reads its output."""
@@ -129,8 +129,11 @@ class StepsFirst:
     def __call__(self, part: Any, *args: Any) -> Any:
         return self.fn(apply_steps(part, self.steps), *args)
 
+    def __repr__(self) -> str:
+        return chain_repr(self)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class StepsAfter:
     """``steps`` applied to what ``fn(*args)`` makes: a chain run in the task that makes its
     input."""
@@ -140,6 +143,17 @@ class StepsAfter:
 
     def __call__(self, *args: Any) -> Any:
         return apply_steps(self.fn(*args), self.steps)
+
+    def __repr__(self) -> str:
+        return chain_repr(self)
+
+
+def chain_repr(chain: StepsFirst | StepsAfter) -> str:
+    """A task function's short repr: Dask names one without a ``__name__`` by its repr, made
+    at every submit (``dask.utils.funcname``), and the steps' expressions and schemas took a
+    millisecond to print."""
+    steps = ", ".join(type(step).__name__ for step in chain.steps)
+    return f"{type(chain).__name__}({getattr(chain.fn, '__name__', '?')}; {steps})"
 
 
 @dataclass(frozen=True)

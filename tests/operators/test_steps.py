@@ -123,3 +123,16 @@ def test_a_chain_over_an_aggregate_runs_in_its_last_tasks(engine, data, strategy
     assert "fused into the task of" in notes(result_frame)
     if strategy == "shuffle":  # the hash placement survives a chain that keeps the keys
         assert result_frame.persist().partitioning.keys == ("k", "s")
+
+
+def test_a_chain_s_task_function_is_named_without_printing_its_steps():
+    # Dask names a submitted callable without __name__ by its repr, at every submit
+    from dask.utils import funcname
+
+    from gpuframe.operators.steps import MapStep, SelectStep, StepsAfter, StepsFirst
+
+    wide = pd.DataFrame({f"column_{i}": range(100) for i in range(200)})
+    steps = (SelectStep(tuple(wide.columns)), MapStep(pd.DataFrame.merge, (wide,)))
+    assert funcname(StepsFirst(steps, len)) == "StepsFirst(len; SelectStep, MapStep)"
+    assert repr(StepsAfter(len, steps[:1])) == "StepsAfter(len; SelectStep)"
+    assert StepsFirst(steps, len)(wide) == 100

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -130,6 +130,15 @@ class FileFormat(Generic[Metadata]):
     def metadata_bytes(self, metadata: Metadata) -> int:
         """Bytes of ``metadata`` as its file holds it (what a cache of it is charged)."""
         raise NotImplementedError
+
+    def packed_metadata(self, metadata: Metadata) -> object:
+        """``metadata`` as a read task carries it to the workers (:meth:`unpacked_metadata`
+        undoes it): itself, unless pickling it costs each hop much."""
+        return metadata
+
+    def unpacked_metadata(self, packed: object) -> Metadata:
+        """The metadata :meth:`packed_metadata` packed."""
+        return cast(Metadata, packed)
 
     def units(self, metadata: Metadata, columns: Sequence[str],
               result_columns: Sequence[str]) -> list[Unit]:

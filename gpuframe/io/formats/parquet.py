@@ -46,6 +46,14 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
         except (pa.ArrowException, OSError) as exc:
             raise CorruptFileError(f"{path}: its schema has no arrow equivalent: {exc}") from exc
 
+    def packed_metadata(self, metadata: pq.FileMetaData) -> object:
+        return PACKED_FOOTERS.packed(metadata)
+
+    def unpacked_metadata(self, packed: object) -> pq.FileMetaData:
+        if not isinstance(packed, bytes):
+            raise TypeError(f"a packed Parquet footer is bytes, not {type(packed).__name__}")
+        return PACKED_FOOTERS.unpacked(packed)
+
     def units(self, metadata: pq.FileMetaData, columns: Sequence[str],
               result_columns: Sequence[str]) -> list[Unit]:
         layout = footer_layout(metadata)
@@ -112,6 +120,77 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
 
         return lambda sources, columns, units: cudf.read_parquet(
             sources, columns=columns, row_groups=units)
+
+
+class PackedFooters:
+    """Footers and their bytes as pyarrow pickles them, each kept both ways, the most recently
+    used up to ``budget`` bytes.
+
+    A read task carries its files' footers from the client through the scheduler to a worker.
+    pyarrow writes a footer out at every pickling and decodes it at every unpickling, a few
+    milliseconds per file of a hundred row groups, on each hop of each task of each query and
+    on the event loops that deliver them; kept here, the footers planning reuses are written
+    once, and a process decodes each footer once, into one object whose
+    :func:`footer_layout` is made once too."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._footers: OrderedDict[bytes, pq.FileMetaData] = OrderedDict()
+        self._packs: dict[int, bytes] = {}  # by the id of a footer in _footers
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def packed(self, metadata: pq.FileMetaData) -> bytes:
+        with self._lock:
+            packed = self._packs.get(id(metadata))
+            if packed is not None and self._footers.get(packed) is metadata:
+                self._footers.move_to_end(packed)
+                return packed
+        _, (buffer,) = metadata.__reduce__()
+        packed = buffer.to_pybytes()
+        self._keep(packed, metadata, replace=True)
+        return packed
+
+    def unpacked(self, packed: bytes) -> pq.FileMetaData:
+        with self._lock:
+            metadata = self._footers.get(packed)
+            if metadata is not None:
+                self._footers.move_to_end(packed)
+                return metadata
+        try:
+            metadata = pq.read_metadata(pa.BufferReader(packed + len(packed).to_bytes(4, "little")
+                                                        + MAGIC))
+        except (OSError, pa.ArrowException) as exc:
+            raise CorruptFileError(f"a Parquet footer sent to this process does not decode: "
+                                   f"{exc}") from exc
+        return self._keep(packed, metadata, replace=False)
+
+    def _keep(self, packed: bytes, metadata: pq.FileMetaData, replace: bool) -> pq.FileMetaData:
+        """Keep ``metadata`` as ``packed``'s footer, in place of one kept already where
+        ``replace`` (a footer packed: the planner's own object, which it sends again); the
+        kept one."""
+        with self._lock:
+            kept = self._footers.pop(packed, None)
+            if kept is not None:
+                self._bytes -= len(packed)
+                if replace and kept is not metadata:
+                    self._packs.pop(id(kept), None)
+                    kept = None
+            if kept is None:
+                kept = metadata
+            self._footers[packed] = kept
+            self._packs[id(kept)] = packed
+            self._bytes += len(packed)
+            while self._bytes > self.budget and len(self._footers) > 1:
+                oldest, footer = self._footers.popitem(last=False)
+                self._packs.pop(id(footer), None)
+                self._bytes -= len(oldest)
+            return kept
+
+
+PACKED_FOOTERS = PackedFooters(256 * 2**20)
+"""This process's :class:`PackedFooters`: 256 MiB, a thousand footers of two hundred row
+groups."""
 
 
 @functools.lru_cache(maxsize=8)

@@ -69,6 +69,33 @@ def test_footers_are_cached_and_picklable(dataset_dir, compressed):
     assert sum(n for _, n in ranges) == compressed(plan.files[0], {"id"}, [0, 1])
 
 
+def test_packed_footers_decode_each_footer_once_within_their_budget(dataset_dir):
+    plan = plan_fragments(str(dataset_dir / "flat"), columns=["id"], storage=FIXED)
+    first, second = (plan.footers[path] for path in plan.files[:2])
+    here = parquet.PackedFooters(2**20)
+    packed = here.packed(first)
+    assert here.packed(first) is packed and here.unpacked(bytes(packed)) is first
+    elsewhere = parquet.PackedFooters(2**20)  # a worker's: the bytes decoded, once
+    decoded = elsewhere.unpacked(bytes(packed))
+    assert decoded is not first and decoded.equals(first)
+    assert elsewhere.unpacked(bytes(packed)) is decoded
+    assert elsewhere.packed(decoded) == packed
+    assert elsewhere.packed(first) == packed  # the planner's object, packed: kept instead
+    assert elsewhere.unpacked(bytes(packed)) is first
+
+    small = parquet.PackedFooters(len(packed))  # room for one footer: the newest stays
+    old = small.unpacked(packed)
+    newer = small.unpacked(here.packed(second))
+    assert small.unpacked(here.packed(second)) is newer
+    again = small.unpacked(packed)
+    assert again is not old and again.equals(first)
+
+    with pytest.raises(CorruptFileError, match="does not decode"):
+        parquet.PackedFooters(2**20).unpacked(b"not a footer")
+    with pytest.raises(TypeError, match="bytes, not str"):
+        parquet.ParquetFormat().unpacked_metadata("not a footer")
+
+
 def test_http_footers_one_suffix_request_per_file(dataset_dir, http_server):
     names = ["flat/part-0.parquet", "flat/part-1.parquet"]
     http_server.reset()
