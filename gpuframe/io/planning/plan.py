@@ -18,9 +18,11 @@ group a task, into one partition of the frame (:meth:`ReadPlan.read_groups`).
 
 The metadata stays in the plan (:attr:`ReadPlan.footers`), and for later plans while the files
 are unchanged (:class:`~.metadata.MetadataCache`). The read step sends each fragment's task its
-file's metadata (a Parquet footer pickles as its own Thrift bytes, a few KiB), so workers never
-fetch it again; they fetch only the bytes of their units, from remote files that must still be
-the version planning saw (:attr:`ReadPlan.versions`).
+file's metadata (a Parquet footer as its Thrift bytes, decoded once per process:
+:class:`~gpuframe.io.formats.parquet.PackedFooters`), so workers never fetch it again; they
+fetch only the bytes of their units, from remote files that must still be the version planning
+saw (:attr:`ReadPlan.versions`). The units a plan keeps and packs are remembered while its
+files' footers are the cached ones (:func:`packed_units`).
 
 The partition budget is passed in: :func:`default_partition_bytes` takes the workers' memory
 (their GPUs', or their memory limits), which the read step learns from the workers; planning
@@ -31,7 +33,8 @@ metadata) comes through the callbacks it is given (:data:`Measure`,
 
 from __future__ import annotations
 
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -244,30 +247,9 @@ def plan_fragments(source: DatasetSource,
     columns_read = [c for c in names if c in file_schema.names]
     result_columns = [c for c in output.names if c in file_schema.names]
 
-    fragments: list[Fragment] = []
-    total = kept = result_bytes = 0
-    for path in kept_paths:
-        metadata = footers[path]
-        values = hive_values.get(path, {})
-        chosen: list[int] = []
-        rows: int | None = 0
-        size = 0
-        for unit in fmt.units(metadata, columns_read, result_columns):
-            total += 1
-            if not fmt.unit_may_match(metadata, unit, values, dnf):
-                continue
-            kept += 1
-            result_bytes += unit.result_bytes
-            if chosen and size + unit.bytes > partition_bytes:
-                fragments.append(Fragment(len(fragments), path, tuple(chosen), rows, size,
-                                          tuple(values.items())))
-                chosen, rows, size = [], 0, 0
-            chosen.append(unit.index)
-            rows = None if rows is None or unit.rows is None else rows + unit.rows
-            size += unit.bytes
-        if chosen:
-            fragments.append(Fragment(len(fragments), path, tuple(chosen), rows, size,
-                                      tuple(values.items())))
+    packed = packed_units(fmt, kept_paths, footers, hive_values, columns_read, result_columns,
+                          dnf, partition_bytes)
+    fragments = list(packed.fragments)  # the remembered packing's own list stays as it is
     if (storage.requests_in_flight is None
             and sum(f.bytes for f in fragments) < storage.probe_min_bytes):
         concurrency = unmeasured_concurrency(storage)
@@ -280,19 +262,122 @@ def plan_fragments(source: DatasetSource,
         probed = max(planned_bytes, key=planned_bytes.__getitem__, default=paths[0])
         concurrency = (measure or measure_here)(probed, storage, partition_bytes)
     if concurrency is not None:
-        concurrency = fit_to_ranges(concurrency, (
-            length for f in fragments
-            for _, length in fmt.ranges(footers[f.path], f.units, columns_read)),
-            storage.max_requests_in_flight)
+        concurrency = fit_to_ranges(concurrency, packed.range_lengths(),
+                                    storage.max_requests_in_flight)
     if workers is not None:
         owners = assign_owners([f.bytes for f in fragments], workers)
         fragments = [Fragment(f.index, f.path, f.units, f.rows, f.bytes, f.hive_values, o)
                      for f, o in zip(fragments, owners)]
     return ReadPlan(fmt, fragments, output, hive_schema, file_schema, kept_paths,
-                    len(paths), columns_read, dnf, total, kept, result_bytes, storage,
+                    len(paths), columns_read, dnf, packed.units_total, packed.units_kept,
+                    packed.result_bytes, storage,
                     concurrency, partition_bytes, footers,
                     {path: file.version for path, file in planned.items() if file.version},
                     frozenset(path for path, file in planned.items() if file.reused))
+
+
+class PackedUnits:
+    """The units of a plan's files that its filters keep, packed into fragments (no owners
+    yet), with what they count and, as first asked, the lengths of the ranges they fetch."""
+
+    def __init__(self, fmt: FileFormat, paths: Sequence[str],
+                 footers: Mapping[str, FileMetadata], hive_values: Mapping[str, Any],
+                 columns_read: Sequence[str], result_columns: Sequence[str], dnf: Dnf | None,
+                 partition_bytes: int) -> None:
+        self.footers = tuple(footers[path] for path in paths)
+        self.fragments: list[Fragment] = []
+        self.units_total = self.units_kept = self.result_bytes = 0
+        self._fetched = (fmt, tuple(columns_read), dict(zip(paths, self.footers)))
+        self._range_lengths: list[int] | None = None
+        for path, metadata in zip(paths, self.footers):
+            values = hive_values.get(path, {})
+            chosen: list[int] = []
+            rows: int | None = 0
+            size = 0
+            for unit in fmt.units(metadata, columns_read, result_columns):
+                self.units_total += 1
+                if not fmt.unit_may_match(metadata, unit, values, dnf):
+                    continue
+                self.units_kept += 1
+                self.result_bytes += unit.result_bytes
+                if chosen and size + unit.bytes > partition_bytes:
+                    self._add(path, chosen, rows, size, values)
+                    chosen, rows, size = [], 0, 0
+                chosen.append(unit.index)
+                rows = None if rows is None or unit.rows is None else rows + unit.rows
+                size += unit.bytes
+            if chosen:
+                self._add(path, chosen, rows, size, values)
+
+    def _add(self, path: str, units: list[int], rows: int | None, size: int,
+             values: Mapping[str, Any]) -> None:
+        self.fragments.append(Fragment(len(self.fragments), path, tuple(units), rows, size,
+                                       tuple(values.items())))
+
+    def range_lengths(self) -> list[int]:
+        """The length of each byte range the fragments fetch."""
+        if self._range_lengths is None:
+            fmt, columns, footers = self._fetched
+            self._range_lengths = [length for f in self.fragments
+                                   for _, length in fmt.ranges(footers[f.path], f.units,
+                                                               columns)]
+        return self._range_lengths
+
+
+_PACKED: OrderedDict[tuple[Any, ...], tuple[PackedUnits, int]] = OrderedDict()
+PACKED_KEPT_BYTES = 256 * 2**20
+"""Metadata bytes the remembered packings may hold alive (each holds its files' footers), the
+least recently used forgotten first."""
+_packed_bytes = 0
+_packed_lock = threading.Lock()
+
+
+def packed_units(fmt: FileFormat, paths: Sequence[str], footers: Mapping[str, FileMetadata],
+                 hive_values: Mapping[str, Any], columns_read: Sequence[str],
+                 result_columns: Sequence[str], dnf: Dnf | None,
+                 partition_bytes: int) -> PackedUnits:
+    """:class:`PackedUnits` of the files, remembered while their footers are the very objects
+    the metadata cache keeps for them unchanged (:class:`~.metadata.MetadataCache`): a query
+    run again plans each read again, and pruning and packing every row group of a large
+    dataset took milliseconds of each read's plan. Formats whose metadata is made anew for
+    each plan (CSV's) pack anew."""
+    if not fmt.reusable_metadata:
+        return PackedUnits(fmt, paths, footers, hive_values, columns_read, result_columns, dnf,
+                           partition_bytes)
+    try:
+        key = (type(fmt), tuple(paths), tuple(id(footers[path]) for path in paths),
+               tuple(tuple(sorted(hive_values.get(path, {}).items())) for path in paths),
+               tuple(columns_read), tuple(result_columns), _dnf_key(dnf), partition_bytes)
+        hash(key)
+    except TypeError:  # a filter value that is no key (it still plans)
+        return PackedUnits(fmt, paths, footers, hive_values, columns_read, result_columns, dnf,
+                           partition_bytes)
+    global _packed_bytes
+    with _packed_lock:
+        found = _PACKED.get(key)
+        if found is not None and all(a is footers[p] for a, p in zip(found[0].footers, paths)):
+            _PACKED.move_to_end(key)
+            return found[0]
+    packed = PackedUnits(fmt, paths, footers, hive_values, columns_read, result_columns, dnf,
+                         partition_bytes)
+    held = sum(fmt.metadata_bytes(footer) for footer in packed.footers)
+    with _packed_lock:
+        old = _PACKED.pop(key, None)
+        _packed_bytes += held - (old[1] if old else 0)
+        _PACKED[key] = (packed, held)
+        while _packed_bytes > PACKED_KEPT_BYTES and len(_PACKED) > 1:
+            _, (_, freed) = _PACKED.popitem(last=False)
+            _packed_bytes -= freed
+    return packed
+
+
+def _dnf_key(dnf: Dnf | None) -> tuple[Any, ...] | None:
+    """``dnf`` as a hashable key: an ``in`` term's values as a tuple."""
+    if dnf is None:
+        return None
+    return tuple(tuple((column, op, tuple(value) if isinstance(value, (list, set, frozenset))
+                        else value) for column, op, value in conjunction)
+                 for conjunction in dnf)
 
 
 def _check_no_collision(file_schema: pa.Schema, hive_schema: pa.Schema, path: str) -> None:

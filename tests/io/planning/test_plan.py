@@ -216,3 +216,33 @@ def test_the_store_is_measured_on_the_file_the_plan_reads_most_of(tmp_path):
 
     plan_fragments(str(tmp_path), storage={"probe_min_bytes": 0}, measure=measure)
     assert [p.rsplit("/", 1)[-1] for p in measured] == ["b-large.parquet"]
+
+
+def test_a_plan_of_unchanged_files_reuses_its_packing(tmp_path, monkeypatch):
+    folder = tmp_path / "table"
+    folder.mkdir()
+    for i in range(2):
+        pq.write_table(pa.table({"id": np.arange(i * 4000, (i + 1) * 4000),
+                                 "x": np.arange(4000) * 0.5}),
+                       folder / f"part-{i}.parquet", row_group_size=500)
+    filters = [[("id", "in", [10, 6000]), ("x", ">=", 0)]]  # a list value, keyed as a tuple
+    calls = []
+    units = ParquetFormat.units
+    monkeypatch.setattr(ParquetFormat, "units",
+                        lambda self, *args: calls.append(args) or units(self, *args))
+    first = plan_fragments(str(folder), ["x"], filters, workers=WORKERS, storage=FIXED)
+    again = plan_fragments(str(folder), ["x"], filters, workers=WORKERS, storage=FIXED)
+    assert len(calls) == 2  # one per file, for the first plan only
+    assert again.fragments == first.fragments and again.fragments is not first.fragments
+    assert (again.units_kept, again.units_total) == (first.units_kept, 16) == (2, 16)
+
+    other = plan_fragments(str(folder), ["x"], [("id", "<", 600)], workers=WORKERS,
+                           storage=FIXED)
+    assert [f.units for f in other.fragments] == [(0, 1)] and len(calls) == 4
+
+    # a file written again has another footer: packed anew, from its own row groups
+    pq.write_table(pa.table({"id": np.arange(8000, 9000), "x": np.arange(1000) * 0.5}),
+                   folder / "part-1.parquet", row_group_size=250)
+    changed = plan_fragments(str(folder), ["x"], filters, workers=WORKERS, storage=FIXED)
+    assert changed.units_total == 12 and changed.units_kept == 1
+    assert [f.path for f in changed.fragments] == [str(folder / "part-0.parquet")]
