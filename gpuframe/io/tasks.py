@@ -50,15 +50,15 @@ class FragmentTask:
     __repr__ = repr_without_passwords
 
     def __reduce__(self) -> tuple[Callable[..., FragmentTask], tuple[Any, ...]]:
-        # The metadata as its format packs it: a Parquet footer pickled by pyarrow is written
-        # and decoded again on each hop of each task (FileFormat.packed_metadata).
+        # The metadata as its format sends it: a Parquet footer pickled by pyarrow is written
+        # and decoded again on each hop of each task (FileFormat.sent_metadata).
         values = {field.name: getattr(self, field.name) for field in fields(self)}
-        values["metadata"] = self.format.packed_metadata(self.metadata)
-        return _unpacked_task, (values,)
+        values["metadata"] = self.format.sent_metadata(self.metadata)
+        return _received_task, (values,)
 
 
-def _unpacked_task(values: dict[str, Any]) -> FragmentTask:
-    values["metadata"] = values["format"].unpacked_metadata(values["metadata"])
+def _received_task(values: dict[str, Any]) -> FragmentTask:
+    values["metadata"] = values["format"].received_metadata(values["metadata"])
     return FragmentTask(**values)
 
 

@@ -1,4 +1,4 @@
-"""What a read task carries survives pickling: each format's metadata as it packs it."""
+"""What a read task carries survives pickling: each format's metadata as it sends it."""
 
 from __future__ import annotations
 
@@ -36,4 +36,4 @@ def test_a_parquet_task_carries_its_footer_as_pyarrow_writes_it(dataset_dir):
     task = fragment_tasks(plan)[0]
     _, (buffer,) = task.metadata.__reduce__()
     assert buffer.to_pybytes() in pickle.dumps(task)
-    assert parquet.PACKED_FOOTERS.unpacked(buffer.to_pybytes()) is task.metadata
+    assert parquet.FOOTER_BYTES.footer_of(buffer.to_pybytes()) is task.metadata

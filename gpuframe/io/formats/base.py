@@ -131,14 +131,14 @@ class FileFormat(Generic[Metadata]):
         """Bytes of ``metadata`` as its file holds it (what a cache of it is charged)."""
         raise NotImplementedError
 
-    def packed_metadata(self, metadata: Metadata) -> object:
-        """``metadata`` as a read task carries it to the workers (:meth:`unpacked_metadata`
+    def sent_metadata(self, metadata: Metadata) -> object:
+        """``metadata`` as a read task carries it to the workers (:meth:`received_metadata`
         undoes it): itself, unless pickling it costs each hop much."""
         return metadata
 
-    def unpacked_metadata(self, packed: object) -> Metadata:
-        """The metadata :meth:`packed_metadata` packed."""
-        return cast(Metadata, packed)
+    def received_metadata(self, sent: object) -> Metadata:
+        """The metadata that :meth:`sent_metadata` sent as ``sent``."""
+        return cast(Metadata, sent)
 
     def units(self, metadata: Metadata, columns: Sequence[str],
               result_columns: Sequence[str]) -> list[Unit]:

@@ -46,13 +46,13 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
         except (pa.ArrowException, OSError) as exc:
             raise CorruptFileError(f"{path}: its schema has no arrow equivalent: {exc}") from exc
 
-    def packed_metadata(self, metadata: pq.FileMetaData) -> object:
-        return PACKED_FOOTERS.packed(metadata)
+    def sent_metadata(self, metadata: pq.FileMetaData) -> object:
+        return FOOTER_BYTES.bytes_of(metadata)
 
-    def unpacked_metadata(self, packed: object) -> pq.FileMetaData:
-        if not isinstance(packed, bytes):
-            raise TypeError(f"a packed Parquet footer is bytes, not {type(packed).__name__}")
-        return PACKED_FOOTERS.unpacked(packed)
+    def received_metadata(self, sent: object) -> pq.FileMetaData:
+        if not isinstance(sent, bytes):
+            raise TypeError(f"a Parquet footer is sent as bytes, not {type(sent).__name__}")
+        return FOOTER_BYTES.footer_of(sent)
 
     def units(self, metadata: pq.FileMetaData, columns: Sequence[str],
               result_columns: Sequence[str]) -> list[Unit]:
@@ -122,7 +122,7 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
             sources, columns=columns, row_groups=units)
 
 
-class PackedFooters:
+class FooterBytes:
     """Footers and their bytes as pyarrow pickles them, each kept both ways, the most recently
     used up to ``budget`` bytes.
 
@@ -136,60 +136,62 @@ class PackedFooters:
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self._footers: OrderedDict[bytes, pq.FileMetaData] = OrderedDict()
-        self._packs: dict[int, bytes] = {}  # by the id of a footer in _footers
+        self._written: dict[int, bytes] = {}  # by the id of a footer in _footers
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def packed(self, metadata: pq.FileMetaData) -> bytes:
+    def bytes_of(self, metadata: pq.FileMetaData) -> bytes:
+        """``metadata`` written out, as pyarrow pickles it."""
         with self._lock:
-            packed = self._packs.get(id(metadata))
-            if packed is not None and self._footers.get(packed) is metadata:
-                self._footers.move_to_end(packed)
-                return packed
+            data = self._written.get(id(metadata))
+            if data is not None and self._footers.get(data) is metadata:
+                self._footers.move_to_end(data)
+                return data
         _, (buffer,) = metadata.__reduce__()
-        packed = buffer.to_pybytes()
-        self._keep(packed, metadata, replace=True)
-        return packed
+        data = buffer.to_pybytes()
+        self._keep(data, metadata, replace=True)
+        return data
 
-    def unpacked(self, packed: bytes) -> pq.FileMetaData:
+    def footer_of(self, data: bytes) -> pq.FileMetaData:
+        """The footer :meth:`bytes_of` wrote out as ``data``: the one this process keeps."""
         with self._lock:
-            metadata = self._footers.get(packed)
+            metadata = self._footers.get(data)
             if metadata is not None:
-                self._footers.move_to_end(packed)
+                self._footers.move_to_end(data)
                 return metadata
         try:
-            metadata = pq.read_metadata(pa.BufferReader(packed + len(packed).to_bytes(4, "little")
+            metadata = pq.read_metadata(pa.BufferReader(data + len(data).to_bytes(4, "little")
                                                         + MAGIC))
         except (OSError, pa.ArrowException) as exc:
             raise CorruptFileError(f"a Parquet footer sent to this process does not decode: "
                                    f"{exc}") from exc
-        return self._keep(packed, metadata, replace=False)
+        return self._keep(data, metadata, replace=False)
 
-    def _keep(self, packed: bytes, metadata: pq.FileMetaData, replace: bool) -> pq.FileMetaData:
-        """Keep ``metadata`` as ``packed``'s footer, in place of one kept already where
-        ``replace`` (a footer packed: the planner's own object, which it sends again); the
-        kept one."""
+    def _keep(self, data: bytes, metadata: pq.FileMetaData, replace: bool) -> pq.FileMetaData:
+        """Keep ``metadata`` as the footer of ``data``, in place of one kept already where
+        ``replace`` (a footer written out: the planner's own object, which it sends again);
+        the kept one."""
         with self._lock:
-            kept = self._footers.pop(packed, None)
+            kept = self._footers.pop(data, None)
             if kept is not None:
-                self._bytes -= len(packed)
+                self._bytes -= len(data)
                 if replace and kept is not metadata:
-                    self._packs.pop(id(kept), None)
+                    self._written.pop(id(kept), None)
                     kept = None
             if kept is None:
                 kept = metadata
-            self._footers[packed] = kept
-            self._packs[id(kept)] = packed
-            self._bytes += len(packed)
+            self._footers[data] = kept
+            self._written[id(kept)] = data
+            self._bytes += len(data)
             while self._bytes > self.budget and len(self._footers) > 1:
                 oldest, footer = self._footers.popitem(last=False)
-                self._packs.pop(id(footer), None)
+                self._written.pop(id(footer), None)
                 self._bytes -= len(oldest)
             return kept
 
 
-PACKED_FOOTERS = PackedFooters(256 * 2**20)
-"""This process's :class:`PackedFooters`: 256 MiB, a thousand footers of two hundred row
+FOOTER_BYTES = FooterBytes(256 * 2**20)
+"""This process's :class:`FooterBytes`: 256 MiB, a thousand footers of two hundred row
 groups."""
 
 

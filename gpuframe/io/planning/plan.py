@@ -19,7 +19,7 @@ group a task, into one partition of the frame (:meth:`ReadPlan.read_groups`).
 The metadata stays in the plan (:attr:`ReadPlan.footers`), and for later plans while the files
 are unchanged (:class:`~.metadata.MetadataCache`). The read step sends each fragment's task its
 file's metadata (a Parquet footer as its Thrift bytes, decoded once per process:
-:class:`~gpuframe.io.formats.parquet.PackedFooters`), so workers never fetch it again; they
+:class:`~gpuframe.io.formats.parquet.FooterBytes`), so workers never fetch it again; they
 fetch only the bytes of their units, from remote files that must still be the version planning
 saw (:attr:`ReadPlan.versions`). The units a plan keeps and packs are remembered while its
 files' footers are the cached ones (:func:`packed_units`).

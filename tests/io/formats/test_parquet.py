@@ -69,31 +69,31 @@ def test_footers_are_cached_and_picklable(dataset_dir, compressed):
     assert sum(n for _, n in ranges) == compressed(plan.files[0], {"id"}, [0, 1])
 
 
-def test_packed_footers_decode_each_footer_once_within_their_budget(dataset_dir):
+def test_footer_bytes_decode_each_footer_once_within_their_budget(dataset_dir):
     plan = plan_fragments(str(dataset_dir / "flat"), columns=["id"], storage=FIXED)
     first, second = (plan.footers[path] for path in plan.files[:2])
-    here = parquet.PackedFooters(2**20)
-    packed = here.packed(first)
-    assert here.packed(first) is packed and here.unpacked(bytes(packed)) is first
-    elsewhere = parquet.PackedFooters(2**20)  # a worker's: the bytes decoded, once
-    decoded = elsewhere.unpacked(bytes(packed))
+    here = parquet.FooterBytes(2**20)
+    data = here.bytes_of(first)
+    assert here.bytes_of(first) is data and here.footer_of(bytes(data)) is first
+    elsewhere = parquet.FooterBytes(2**20)  # a worker's: the bytes decoded, once
+    decoded = elsewhere.footer_of(bytes(data))
     assert decoded is not first and decoded.equals(first)
-    assert elsewhere.unpacked(bytes(packed)) is decoded
-    assert elsewhere.packed(decoded) == packed
-    assert elsewhere.packed(first) == packed  # the planner's object, packed: kept instead
-    assert elsewhere.unpacked(bytes(packed)) is first
+    assert elsewhere.footer_of(bytes(data)) is decoded
+    assert elsewhere.bytes_of(decoded) == data
+    assert elsewhere.bytes_of(first) == data  # the planner's object, written: kept instead
+    assert elsewhere.footer_of(bytes(data)) is first
 
-    small = parquet.PackedFooters(len(packed))  # room for one footer: the newest stays
-    old = small.unpacked(packed)
-    newer = small.unpacked(here.packed(second))
-    assert small.unpacked(here.packed(second)) is newer
-    again = small.unpacked(packed)
+    small = parquet.FooterBytes(len(data))  # room for one footer: the newest stays
+    old = small.footer_of(data)
+    newer = small.footer_of(here.bytes_of(second))
+    assert small.footer_of(here.bytes_of(second)) is newer
+    again = small.footer_of(data)
     assert again is not old and again.equals(first)
 
     with pytest.raises(CorruptFileError, match="does not decode"):
-        parquet.PackedFooters(2**20).unpacked(b"not a footer")
-    with pytest.raises(TypeError, match="bytes, not str"):
-        parquet.ParquetFormat().unpacked_metadata("not a footer")
+        parquet.FooterBytes(2**20).footer_of(b"not a footer")
+    with pytest.raises(TypeError, match="as bytes, not str"):
+        parquet.ParquetFormat().received_metadata("not a footer")
 
 
 def test_http_footers_one_suffix_request_per_file(dataset_dir, http_server):
