@@ -16,11 +16,12 @@ from distributed import Future
 from ..backend import get_backend
 from ..plan.concat import Concat
 from ..runtime.runner import Partitions
+from ..sent_schemas import SendsSchemas
 from .lowering import Lowering, lower
 
 
 @dataclass(frozen=True)
-class Conform:
+class Conform(SendsSchemas):
     """Gives a partition the concatenation's schema ``meta``."""
 
     meta: pd.DataFrame

@@ -26,12 +26,13 @@ from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter
 from ..plan.distinct import Distinct
 from ..runtime.runner import Partitions
+from ..sent_schemas import SendsSchemas
 from .lowering import Lowering, lower
 from .positions import position_column, with_positions
 
 
 @dataclass(frozen=True)
-class LocalDistinct:
+class LocalDistinct(SendsSchemas):
     """Drops duplicates of ``subset`` as ``keep`` says, on either side of the exchange; the
     positions travel in ``position``, and (for ``keep=False``) the mark of a row that stood for
     several in ``repeated``."""

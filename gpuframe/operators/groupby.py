@@ -43,6 +43,7 @@ from ..plan.aggregate import Aggregation, GroupBy
 from ..plan.explain import tree_bound, tree_estimate
 from ..plan.nodes import Join, Node, Scan
 from ..runtime.runner import Job, Partitions
+from ..sent_schemas import SendsSchemas
 from .join import lower_join_partials
 from .join_schema import hash_type
 from .lowering import Lowering, begin, lower
@@ -75,7 +76,7 @@ class PartialColumn(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Partial:
+class Partial(SendsSchemas):
     """What every task of one groupby needs: the keys (``WHOLE`` for a whole-frame aggregate),
     their casts to hash types, the aggregations, and the result's schema."""
 

@@ -26,6 +26,7 @@ from ..exchange.digest import UnhashableKeyError, holds_objects, unhashable_type
 from ..exchange.mailbox import arrivals
 from ..exchange.pack import hash_rows
 from ..exchange.splitters import cast_keys
+from ..sent_schemas import SendsSchemas
 from ..units import byte_text
 from .join_decision import OUTPUT_COPIES, SIDES
 from .join_schema import KeysNotUniqueError, KeyTypes, conform
@@ -33,7 +34,7 @@ from .steps import apply_steps
 
 
 @dataclass(frozen=True)
-class LocalJoin:
+class LocalJoin(SendsSchemas):
     """What each join task does with the rows it holds of both sides: cast the keys to their
     hash types (rows that arrived by an exchange already are), join as pandas would, and give
     the result the join's schema, ``meta``. ``schemas``: each side's empty frame with keys in

@@ -44,6 +44,7 @@ from ..exchange.placement import Contiguous
 from ..exchange.splitters import RangeSplitter
 from ..plan.sort import Sort, SortKeys
 from ..runtime.runner import Partitions
+from ..sent_schemas import SendsSchemas
 from .groupby import lower_into_one_task
 from .lowering import Lowering, lower
 from .positions import position_column, positions, with_positions
@@ -71,7 +72,7 @@ class Sample:
 
 
 @dataclass(frozen=True)
-class LocalSort:
+class LocalSort(SendsSchemas):
     """What each sort task does with its bucket's pieces (in input partition order): sort them
     by the keys, then by position, and drop the positions."""
 

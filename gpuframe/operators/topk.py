@@ -19,6 +19,7 @@ from ..backend import get_backend
 from ..plan.sort import SortKeys
 from ..plan.topk import TopK
 from ..runtime.runner import Partitions
+from ..sent_schemas import SendsSchemas
 from .groupby import lower_into_one_task
 from .lowering import Lowering, lower
 from .positions import position_column, with_positions
@@ -29,7 +30,7 @@ FAN_IN = 8
 
 
 @dataclass(frozen=True)
-class LocalTop:
+class LocalTop(SendsSchemas):
     """The first ``n`` rows of a frame in the order of ``keys`` and then of the positions in
     ``position``, ascending where ``first``."""
 
