@@ -29,7 +29,19 @@ def remembered(key: tuple[Any, ...], find: Callable[[], Any]) -> Any:
     return _found[key]
 
 
+_keys: dict[int, tuple[pd.DataFrame, tuple[tuple[Any, Any], ...]]] = {}
+
+
 def schema_key(meta: pd.DataFrame) -> tuple[tuple[Any, Any], ...]:
     """``meta``'s columns and dtypes, in order, hashable (a dtype compares its zone, unit and
-    categories)."""
-    return tuple(zip(meta.columns, meta.dtypes))
+    categories). Kept by the frame's identity, the frame with it (so that the identity stays
+    its own), as many as :data:`KEPT`: a plan's frames are asked again at each rewrite of the
+    nodes above them, and reading a frame's dtypes builds a Series each time."""
+    kept = _keys.get(id(meta))
+    if kept is not None and kept[0] is meta:
+        return kept[1]
+    key = tuple(zip(meta.columns, meta.dtypes))
+    _keys[id(meta)] = (meta, key)
+    while len(_keys) > KEPT:
+        _keys.pop(next(iter(_keys)), None)
+    return key

@@ -45,3 +45,16 @@ def test_schema_keys_tell_zones_units_and_categories_apart():
     assert key("int64") == key("int64")
     assert memo.schema_key(pd.DataFrame(columns=["a", "b"])) != memo.schema_key(
         pd.DataFrame(columns=["b", "a"]))
+
+
+def test_a_frame_s_schema_key_is_read_once_while_kept(monkeypatch):
+    monkeypatch.setattr(memo, "_keys", {})
+    monkeypatch.setattr(memo, "KEPT", 2)
+    frames = [pd.DataFrame({"a": pd.Series([], dtype="int64"), "b": pd.Series([], dtype="str")})
+              for _ in range(3)]
+    first = memo.schema_key(frames[0])
+    assert memo.schema_key(frames[0]) is first
+    assert memo.schema_key(frames[1]) == first and memo.schema_key(frames[1]) is not first
+    memo.schema_key(frames[2])
+    assert len(memo._keys) == 2 and id(frames[0]) not in memo._keys  # the oldest forgotten
+    assert memo.schema_key(frames[0]) == first
