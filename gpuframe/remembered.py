@@ -9,6 +9,7 @@ The frames found are shared, as nodes share their schemas: nothing changes one i
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -29,19 +30,30 @@ def remembered(key: tuple[Any, ...], find: Callable[[], Any]) -> Any:
     return _found[key]
 
 
-_keys: dict[int, tuple[pd.DataFrame, tuple[tuple[Any, Any], ...]]] = {}
+_of: dict[tuple[str, int], tuple[Any, Any]] = {}
+_of_lock = threading.Lock()
+
+
+def remembered_of(kind: str, thing: Any, find: Callable[[Any], Any]) -> Any:
+    """``find(thing)``, remembered by ``thing``'s identity for this ``kind`` of answer, the thing
+    kept with it (so that its identity stays its own), as many as :data:`KEPT`, the oldest
+    forgotten first: for what is asked of the plan's shared frames over and over."""
+    key = (kind, id(thing))
+    with _of_lock:
+        kept = _of.get(key)
+    if kept is not None and kept[0] is thing:
+        return kept[1]
+    found = find(thing)
+    with _of_lock:
+        _of[key] = (thing, found)
+        while len(_of) > KEPT:
+            _of.pop(next(iter(_of)), None)
+    return found
 
 
 def schema_key(meta: pd.DataFrame) -> tuple[tuple[Any, Any], ...]:
     """``meta``'s columns and dtypes, in order, hashable (a dtype compares its zone, unit and
-    categories). Kept by the frame's identity, the frame with it (so that the identity stays
-    its own), as many as :data:`KEPT`: a plan's frames are asked again at each rewrite of the
-    nodes above them, and reading a frame's dtypes builds a Series each time."""
-    kept = _keys.get(id(meta))
-    if kept is not None and kept[0] is meta:
-        return kept[1]
-    key = tuple(zip(meta.columns, meta.dtypes))
-    _keys[id(meta)] = (meta, key)
-    while len(_keys) > KEPT:
-        _keys.pop(next(iter(_keys)), None)
-    return key
+    categories). Read once per frame while remembered: a plan's frames are asked again at each
+    rewrite of the nodes above them, and reading a frame's dtypes builds a Series each time."""
+    return remembered_of("schema key", meta,
+                         lambda frame: tuple(zip(frame.columns, frame.dtypes)))

@@ -11,14 +11,12 @@ nothing changes one in place.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from .remembered import remembered, schema_key
+from .remembered import remembered, remembered_of, schema_key
 
 
 class SendsSchemas:
@@ -37,28 +35,15 @@ class SentSchema:
     names_dtype: Any
 
 
-_SENT: OrderedDict[int, tuple[pd.DataFrame, SentSchema | None]] = OrderedDict()
-SENT_KEPT = 1024
-"""Frames whose schemas are kept by the frame's identity (the frame with it, so that the
-identity stays its own), the oldest forgotten first: the plan's frames are sent over and
-over, and reading a frame's dtypes costs about what pickling it does."""
-_sent_lock = threading.Lock()
-
-
 def _sent(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(_sent(item) for item in value)
     if type(value) is not pd.DataFrame:
         return value
-    with _sent_lock:
-        kept = _SENT.get(id(value))
-    if kept is None or kept[0] is not value:
-        kept = (value, _schema_of(value))
-        with _sent_lock:
-            _SENT[id(value)] = kept
-            while len(_SENT) > SENT_KEPT:
-                _SENT.popitem(last=False)
-    return value if kept[1] is None else kept[1]
+    # the plan's frames are sent over and over, and reading one's dtypes costs about what
+    # pickling it does
+    schema = remembered_of("sent schema", value, _schema_of)
+    return value if schema is None else schema
 
 
 def _schema_of(frame: pd.DataFrame) -> SentSchema | None:

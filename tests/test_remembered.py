@@ -48,7 +48,7 @@ def test_schema_keys_tell_zones_units_and_categories_apart():
 
 
 def test_a_frame_s_schema_key_is_read_once_while_kept(monkeypatch):
-    monkeypatch.setattr(memo, "_keys", {})
+    monkeypatch.setattr(memo, "_of", {})
     monkeypatch.setattr(memo, "KEPT", 2)
     frames = [pd.DataFrame({"a": pd.Series([], dtype="int64"), "b": pd.Series([], dtype="str")})
               for _ in range(3)]
@@ -56,5 +56,23 @@ def test_a_frame_s_schema_key_is_read_once_while_kept(monkeypatch):
     assert memo.schema_key(frames[0]) is first
     assert memo.schema_key(frames[1]) == first and memo.schema_key(frames[1]) is not first
     memo.schema_key(frames[2])
-    assert len(memo._keys) == 2 and id(frames[0]) not in memo._keys  # the oldest forgotten
+    assert len(memo._of) == 2 and ("schema key", id(frames[0])) not in memo._of  # the oldest
     assert memo.schema_key(frames[0]) == first
+
+
+def test_an_answer_of_a_thing_is_its_own_whatever_its_id_became(monkeypatch):
+    monkeypatch.setattr(memo, "_of", {})
+    calls = []
+
+    def find(thing):
+        calls.append(thing)
+        return len(thing)
+
+    first = [1, 2]
+    assert memo.remembered_of("length", first, find) == 2
+    assert memo.remembered_of("length", first, find) == 2 and calls == [first]
+    other = [1, 2, 3]
+    # as if ``other`` had come at a forgotten thing's address: the answer kept there is not
+    # its own
+    memo._of[("length", id(other))] = ([9], 1)
+    assert memo.remembered_of("length", other, find) == 3 and calls == [first, other]

@@ -324,50 +324,65 @@ class PackedUnits:
         return self._range_lengths
 
 
-_PACKED: OrderedDict[tuple[Any, ...], tuple[PackedUnits, int]] = OrderedDict()
-PACKED_KEPT_BYTES = 256 * 2**20
-"""Metadata bytes the remembered packings may hold alive (each holds its files' footers), the
-least recently used forgotten first."""
-_packed_bytes = 0
-_packed_lock = threading.Lock()
+class Packings:
+    """:class:`PackedUnits` by what they were packed from, the most recently used, holding at
+    most ``budget`` bytes of footers alive (each holds its files')."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._kept: OrderedDict[tuple[Any, ...], tuple[PackedUnits, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...], footers: Sequence[FileMetadata]) -> PackedUnits | None:
+        """The packing kept under ``key``, where it was packed from these very ``footers``."""
+        with self._lock:
+            found = self._kept.get(key)
+            if found is None or any(a is not b for a, b in zip(found[0].footers, footers)):
+                return None
+            self._kept.move_to_end(key)
+            return found[0]
+
+    def keep(self, key: tuple[Any, ...], packed: PackedUnits, held: int) -> None:
+        with self._lock:
+            old = self._kept.pop(key, None)
+            self._bytes += held - (old[1] if old else 0)
+            self._kept[key] = (packed, held)
+            while self._bytes > self.budget and len(self._kept) > 1:
+                _, (_, freed) = self._kept.popitem(last=False)
+                self._bytes -= freed
+
+
+PACKINGS = Packings(256 * 2**20)
+"""This process's remembered packings."""
 
 
 def packed_units(fmt: FileFormat, paths: Sequence[str], footers: Mapping[str, FileMetadata],
                  hive_values: Mapping[str, Any], columns_read: Sequence[str],
                  result_columns: Sequence[str], dnf: Dnf | None,
                  partition_bytes: int) -> PackedUnits:
-    """:class:`PackedUnits` of the files, remembered while their footers are the very objects
-    the metadata cache keeps for them unchanged (:class:`~.metadata.MetadataCache`): a query
-    run again plans each read again, and pruning and packing every row group of a large
-    dataset took milliseconds of each read's plan. Formats whose metadata is made anew for
-    each plan (CSV's) pack anew."""
-    if not fmt.reusable_metadata:
+    """:class:`PackedUnits` of the files, remembered (:data:`PACKINGS`) while their footers are
+    the very objects the metadata cache keeps for them unchanged
+    (:class:`~.metadata.MetadataCache`): a query run again plans each read again, and pruning
+    and packing every row group of a large dataset took milliseconds of each read's plan.
+    Formats whose metadata is made anew for each plan (CSV's) pack anew."""
+    def pack() -> PackedUnits:
         return PackedUnits(fmt, paths, footers, hive_values, columns_read, result_columns, dnf,
                            partition_bytes)
+
+    if not fmt.reusable_metadata:
+        return pack()
     try:
         key = (type(fmt), tuple(paths), tuple(id(footers[path]) for path in paths),
                tuple(tuple(sorted(hive_values.get(path, {}).items())) for path in paths),
                tuple(columns_read), tuple(result_columns), _dnf_key(dnf), partition_bytes)
         hash(key)
     except TypeError:  # a filter value that is no key (it still plans)
-        return PackedUnits(fmt, paths, footers, hive_values, columns_read, result_columns, dnf,
-                           partition_bytes)
-    global _packed_bytes
-    with _packed_lock:
-        found = _PACKED.get(key)
-        if found is not None and all(a is footers[p] for a, p in zip(found[0].footers, paths)):
-            _PACKED.move_to_end(key)
-            return found[0]
-    packed = PackedUnits(fmt, paths, footers, hive_values, columns_read, result_columns, dnf,
-                         partition_bytes)
-    held = sum(fmt.metadata_bytes(footer) for footer in packed.footers)
-    with _packed_lock:
-        old = _PACKED.pop(key, None)
-        _packed_bytes += held - (old[1] if old else 0)
-        _PACKED[key] = (packed, held)
-        while _packed_bytes > PACKED_KEPT_BYTES and len(_PACKED) > 1:
-            _, (_, freed) = _PACKED.popitem(last=False)
-            _packed_bytes -= freed
+        return pack()
+    packed = PACKINGS.get(key, [footers[path] for path in paths])
+    if packed is None:
+        packed = pack()
+        PACKINGS.keep(key, packed, sum(fmt.metadata_bytes(f) for f in packed.footers))
     return packed
 
 

@@ -20,6 +20,8 @@ from gpuframe.io.formats.base import FOOTER_PROBE
 from gpuframe.io.formats.parquet import ParquetFormat
 from gpuframe.io.planning.metadata import PLANNED_METADATA
 from gpuframe.io.planning.plan import (
+    PackedUnits,
+    Packings,
     assign_owners,
     default_partition_bytes,
     plan_fragments,
@@ -246,3 +248,16 @@ def test_a_plan_of_unchanged_files_reuses_its_packing(tmp_path, monkeypatch):
     changed = plan_fragments(str(folder), ["x"], filters, workers=WORKERS, storage=FIXED)
     assert changed.units_total == 12 and changed.units_kept == 1
     assert [f.path for f in changed.fragments] == [str(folder / "part-0.parquet")]
+
+
+def test_remembered_packings_hold_their_footers_within_a_budget(dataset_dir):
+    plan = plan_fragments(str(dataset_dir / "flat"), storage=FIXED)
+    footers = [plan.footers[path] for path in plan.files]
+    packings = Packings(budget=100)
+    packed = [PackedUnits(ParquetFormat(), plan.files, plan.footers, {}, ["id"], ["id"], None,
+                          2**30) for _ in range(2)]
+    packings.keep(("a",), packed[0], 60)
+    assert packings.get(("a",), footers) is packed[0]
+    assert packings.get(("a",), footers[::-1]) is None  # other footers: packed anew
+    packings.keep(("b",), packed[1], 60)  # past the budget: the least recently used goes
+    assert packings.get(("a",), footers) is None and packings.get(("b",), footers) is packed[1]
