@@ -36,7 +36,7 @@ class SentSchema:
 
 
 def _sent(value: Any) -> Any:
-    if isinstance(value, tuple):
+    if type(value) is tuple:  # a named tuple goes as itself
         return tuple(_sent(item) for item in value)
     if type(value) is not pd.DataFrame:
         return value
@@ -74,7 +74,7 @@ def _received(cls: type, state: dict[str, Any]) -> Any:
 
 
 def _frame(value: Any) -> Any:
-    if isinstance(value, tuple):
+    if type(value) is tuple:  # a named tuple goes as itself
         return tuple(_frame(item) for item in value)
     if isinstance(value, SentSchema):
         return remembered(("sent schema", value), lambda: empty_frame(value))

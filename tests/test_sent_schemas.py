@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -53,6 +54,17 @@ def test_other_frames_go_as_themselves(frame):
     again = pickle.loads(pickle.dumps(state))
     pd.testing.assert_frame_equal(again.meta, frame)
     pd.testing.assert_frame_equal(again.sides[1], frame)
+
+
+class Pair(NamedTuple):
+    left: str
+    right: str
+
+
+def test_named_tuples_and_other_fields_keep_their_types():
+    state = TaskState("x", MANY, Pair("l", "r"))  # type: ignore[arg-type]
+    again = pickle.loads(pickle.dumps(state))
+    assert type(again.sides) is Pair and again.sides.left == "l"
 
 
 def test_a_sent_schema_is_small_and_names_the_columns():
