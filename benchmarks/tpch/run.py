@@ -184,13 +184,19 @@ def baseline_problem(name: str) -> str | None:
     return None
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def query_arguments(parser: argparse.ArgumentParser, queries: str) -> None:
+    """The data's scale factor and folder and the queries to run (by default ``queries``): the
+    arguments of every script that runs the queries on generated data."""
     parser.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1)")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/gpuframe-tpch"),
                         help="where the data is generated and kept, by scale factor")
-    parser.add_argument("--queries", default="1-22", help="e.g. 1-22, or 1,3,9")
+    parser.add_argument("--queries", default=queries, help=f"e.g. 1-22, or 1,3,9 ({queries})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    query_arguments(parser, "1-22")
     parser.add_argument("--repeat", type=int, default=3, help="warm runs after the first")
     parser.add_argument("--workers", type=int, default=None,
                         help="gpuframe workers (default: one per GPU, or per core)")

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gpuframe  # noqa: E402
 from gpuframe.runtime import runner  # noqa: E402
 from tpch.datagen import generate  # noqa: E402
-from tpch.run import parse_queries, read_gpuframe, run_query  # noqa: E402
+from tpch.run import parse_queries, query_arguments, read_gpuframe, run_query  # noqa: E402
 
 Event = tuple[float, float, str, str]
 """(start, stop, where: 'client' or a worker, what)."""
@@ -93,10 +93,7 @@ def timeline(client: Any, query: Callable[[], Any]) -> tuple[float, list[Event],
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1)")
-    parser.add_argument("--dir", type=Path, default=Path("/tmp/gpuframe-tpch"),
-                        help="where the data is generated and kept, by scale factor")
-    parser.add_argument("--queries", default="3,6,9", help="e.g. 1-22, or 3,6,9")
+    query_arguments(parser, "3,6,9")
     parser.add_argument("--warm", type=int, default=3, help="runs before the one shown")
     args = parser.parse_args()
     record(runner.Job, "__init__", lambda job, a: f"job {a[1] if len(a) > 1 else ''}")
