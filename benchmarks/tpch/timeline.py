@@ -23,6 +23,7 @@ from distributed import get_task_stream
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gpuframe  # noqa: E402
+from gpuframe.diagnostics.stages import stage_name_of  # noqa: E402
 from gpuframe.runtime import runner  # noqa: E402
 from tpch.datagen import generate  # noqa: E402
 from tpch.run import parse_queries, query_arguments, read_gpuframe, run_query  # noqa: E402
@@ -45,12 +46,6 @@ def record(cls: type, name: str, label: Callable[[Any, tuple], str]) -> None:
             EVENTS.append((start, time.time(), "client", label(self, args)))
 
     setattr(cls, name, timed)
-
-
-def stage_of(key: Any) -> str:
-    """A task key's stage (``gpuframe-<stage>-<job>.<step>-<index>``)."""
-    words = str(key).split("-")
-    return "-".join(w for w in words[1:] if w.isalpha() and len(w) > 2) or str(key)[:30]
 
 
 def merged(events: list[Event]) -> list[Event]:
@@ -83,7 +78,7 @@ def timeline(client: Any, query: Callable[[], Any]) -> tuple[float, list[Event],
         where = f"w{workers.index(task['worker'])}"
         for part in task["startstops"]:
             events.append((part["start"], part["stop"], where,
-                           f"{part['action']} {stage_of(task['key'])}"))
+                           f"{part['action']} {stage_name_of(task['key'])}"))
             if part["action"] == "compute":
                 busy[where] += part["stop"] - part["start"]
     shifted = [(s - began, e - began, w, what) for s, e, w, what in merged(events)]

@@ -127,6 +127,20 @@ def stage_of(key: object) -> str | None:
     return words[0]
 
 
+def stage_name_of(key: object) -> str | None:
+    """The whole stage name of a key made by :func:`task_key` (``read-parquet``,
+    ``assign-partial``: its words before the job's); None for other keys."""
+    words = _words(key)
+    if words is None:
+        return None
+    name = []
+    for word in words:
+        if not word.isalpha():
+            break
+        name.append(word)
+    return "-".join(name) or None
+
+
 def job_of(key: object) -> str | None:
     """The job of a key made by :func:`task_key`; None for keys without one."""
     words = _words(key)

@@ -5,6 +5,7 @@ from gpuframe.diagnostics.stages import (
     TaskKeyError,
     job_of,
     new_job,
+    stage_name_of,
     stage_of,
     task_key,
 )
@@ -31,6 +32,7 @@ def test_keys_round_trip_their_stage_and_job(stage, index, first):
     key = task_key(stage, job, 4, *index)
     assert key == f"gpuframe-{stage}-{job}.4" + "".join(f"-{i}" for i in index)
     assert stage_of(key) == stage_of((key, 0)) == first
+    assert stage_name_of(key) == stage_name_of((key, 0)) == stage
     assert job_of(key) == job_of((key, 0)) == job
     assert key_split(key) == f"gpuframe-{stage}"  # what the task stream shows
 
@@ -44,6 +46,7 @@ def test_a_job_id_of_letters_only_still_ends_the_stage():
     key = task_key("read", "deadbeef", 2, 0)
     assert key_split(key) == "gpuframe-read"
     assert (stage_of(key), job_of(key)) == ("read", "deadbeef")
+    assert stage_name_of(key) == "read" and stage_name_of("inc-1234") is None
 
 
 @pytest.mark.parametrize("stage", [
