@@ -287,7 +287,8 @@ class PackedUnits:
         self.footers = tuple(footers[path] for path in paths)
         self.fragments: list[Fragment] = []
         self.units_total = self.units_kept = self.result_bytes = 0
-        self._fetched = (fmt, tuple(columns_read), dict(zip(paths, self.footers)))
+        self._format, self._columns_read = fmt, tuple(columns_read)
+        self._footer_of = dict(zip(paths, self.footers))
         self._range_lengths: list[int] | None = None
         for path, metadata in zip(paths, self.footers):
             values = hive_values.get(path, {})
@@ -317,10 +318,10 @@ class PackedUnits:
     def range_lengths(self) -> list[int]:
         """The length of each byte range the fragments fetch."""
         if self._range_lengths is None:
-            fmt, columns, footers = self._fetched
-            self._range_lengths = [length for f in self.fragments
-                                   for _, length in fmt.ranges(footers[f.path], f.units,
-                                                               columns)]
+            self._range_lengths = [
+                length for f in self.fragments
+                for _, length in self._format.ranges(self._footer_of[f.path], f.units,
+                                                     self._columns_read)]
         return self._range_lengths
 
 
