@@ -2,7 +2,8 @@
 
 Every format uses the same terms: planning prunes files and units by them
 (:mod:`~gpuframe.io.statistics`), and the read step applies them to rows: to Arrow tables with
-``pyarrow.parquet.filters_to_expression``, to a read cuDF frame with :func:`rows_kept`.
+``pyarrow.parquet.filters_to_expression``, to a read cuDF frame in one libcudf expression
+(:mod:`~gpuframe.io.readers.device_filters`), and to any frame with :func:`rows_kept`.
 """
 
 from __future__ import annotations
@@ -122,13 +123,15 @@ def rows_kept(frame: Any, filters: Dnf) -> Any:
     for conjunction in filters:
         every = None
         for column, op, value in conjunction:
-            term = _term_kept(frame[column], op, value)
+            term = term_kept(frame[column], op, value)
             every = term if every is None else every & term
         kept = every if kept is None else kept | every
     return kept
 
 
-def _term_kept(series: Any, op: str, value: Any) -> Any:
+def term_kept(series: Any, op: str, value: Any) -> Any:
+    """The boolean mask, without nulls, of the rows one term keeps, by :func:`rows_kept`'s
+    rules."""
     if op in ("in", "not in"):
         values = [_comparable(series, v) for v in value if v is not None]
         hit = series.isin(values).fillna(False)

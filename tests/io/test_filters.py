@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from filter_cases import FILTER_CASES, parsed, table_with_nulls
 
 from gpuframe.io.errors import (
     FilterError,
@@ -67,45 +68,6 @@ def test_a_column_of_nulls_in_the_first_file_takes_the_others_type(engine, tmp_p
     assert frame.dtypes["s"] == got["s"].dtype and got["s"].dtype != object
 
 
-def _frame_with_nulls(n: int = 400, seed: int = 7):
-    import datetime
-
-    import numpy as np
-    import pyarrow as pa
-
-    rng = np.random.default_rng(seed)
-    gaps = rng.random((4, n)) < 0.15
-    days = [datetime.date(2024, 1, 1) + datetime.timedelta(days=int(d))
-            for d in rng.integers(0, 60, n)]
-    return pa.table({
-        "i": pa.array(rng.integers(-5, 5, n), mask=gaps[0]),
-        "f": pa.array(rng.normal(size=n).round(1), mask=gaps[1]),
-        "s": pa.array(rng.choice(["a", "b", "c"], n), mask=gaps[2]),
-        "d": pa.array(days, pa.date32(), mask=gaps[3]),
-        "t": pa.array(days, pa.date32(), mask=gaps[3]).cast(pa.timestamp("ms")),
-    })
-
-
-FILTER_CASES = [
-    [("i", "==", 1)], [("i", "!=", 1)], [("i", "<", 0)], [("i", ">=", 2)],
-    [("f", "<=", 0.3)], [("f", ">", -0.2), ("i", "!=", 0)],
-    [("s", "in", ("a", "c"))], [("s", "not in", ("a",))], [("s", "in", ("b", None))],
-    [("i", "not in", (0, 1, 2))],
-    [[("i", "<", -3)], [("s", "==", "b"), ("f", ">=", 0.0)]],
-    [("d", ">=", "2024-01-20"), ("d", "<", "2024-02-10")],
-    [("d", "==", "2024-01-05")],
-    [("t", ">", "2024-01-20T12:00"), ("t", "!=", "2024-02-01T00:00")],
-]
-
-
-def _when(column: str, value):
-    import datetime
-
-    if column == "d":
-        return datetime.date.fromisoformat(value)
-    return datetime.datetime.fromisoformat(value) if column == "t" else value
-
-
 @pytest.mark.parametrize("filters", FILTER_CASES, ids=[str(f) for f in FILTER_CASES])
 def test_rows_kept_on_a_frame_are_those_pyarrow_keeps(filters):
     """The cuDF reader filters its frame where it lives with rows_kept; pandas frames share the
@@ -113,21 +75,18 @@ def test_rows_kept_on_a_frame_are_those_pyarrow_keeps(filters):
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from gpuframe.io.filters import normalize_filters, rows_kept
+    from gpuframe.io.filters import rows_kept
 
-    table = _frame_with_nulls()
-    parsed = normalize_filters(
-        [[(c, op, _when(c, v)) for c, op, v in conj]
-         for conj in (filters if isinstance(filters[0], list) else [filters])],
-        table.schema, "t.parquet")
-    expected = table.filter(pq.filters_to_expression(parsed)).to_pandas(
+    table = table_with_nulls()
+    dnf = parsed(filters, table.schema)
+    expected = table.filter(pq.filters_to_expression(dnf)).to_pandas(
         types_mapper=pd.ArrowDtype)
     frame = table.to_pandas(types_mapper=pd.ArrowDtype)
-    got = frame[rows_kept(frame, parsed)].reset_index(drop=True)
+    got = frame[rows_kept(frame, dnf)].reset_index(drop=True)
     assert 0 < len(got) < len(frame)
     pd.testing.assert_frame_equal(got, expected)
     plain = table.to_pandas()  # numpy dtypes: nulls are NaN, NaT and None
-    assert len(plain[rows_kept(plain, parsed)]) == len(expected)
+    assert len(plain[rows_kept(plain, dnf)]) == len(expected)
 
 
 @pytest.mark.gpu
@@ -138,15 +97,12 @@ def test_rows_kept_on_a_cudf_frame_are_those_pyarrow_keeps(filters):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from gpuframe.io.filters import normalize_filters, rows_kept
+    from gpuframe.io.filters import rows_kept
 
-    table = _frame_with_nulls()
-    parsed = normalize_filters(
-        [[(c, op, _when(c, v)) for c, op, v in conj]
-         for conj in (filters if isinstance(filters[0], list) else [filters])],
-        table.schema, "t.parquet")
-    expected = table.filter(pq.filters_to_expression(parsed))
+    table = table_with_nulls()
+    dnf = parsed(filters, table.schema)
+    expected = table.filter(pq.filters_to_expression(dnf))
     frame = cudf.DataFrame.from_arrow(table.set_column(3, "d", table["d"].cast(pa.timestamp("s"))))
-    got = frame[rows_kept(frame, parsed)].reset_index(drop=True).to_arrow()
+    got = frame[rows_kept(frame, dnf)].reset_index(drop=True).to_arrow()
     assert got.drop_columns("d").to_pylist() == expected.drop_columns("d").to_pylist()
     assert got["d"].cast(pa.date32()).to_pylist() == expected["d"].to_pylist()

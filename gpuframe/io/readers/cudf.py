@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..filters import rows_kept
 from ..storage import open_source
 from ..storage.base import scheme_of
 from ..tasks import FragmentTask
@@ -19,6 +18,7 @@ from ..tuning.budget import node_budget
 from .arrow import ArrowReader, hive_column, read_fragment
 from .base import ReadStats
 from .device import CopyJob, copy_batches, fetch_device_copies, set_kvikio
+from .device_filters import kept_rows
 from .failures import check_planned_size, naming_cudf_failures
 from .fetch import FileFetcher
 
@@ -93,7 +93,7 @@ class CudfReader:
                 first.hive_schema.field(name).type)
             frame[name] = cudf.Series.from_arrow(column.combine_chunks())
         if first.filters:
-            frame = frame[rows_kept(frame, first.filters)]
+            frame = kept_rows(frame, first.filters)
         frame = frame[first.schema.names].reset_index(drop=True)
         units = sum(len(task.units) for task in tasks)
         return frame, ReadStats(key, first.path, fetched, requests, units, len(frame),
