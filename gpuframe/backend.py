@@ -37,6 +37,10 @@ class Backend:
     """Whether partitions live in device memory (one worker per GPU, spilling to host)."""
     holds_objects = True
     """Whether a column can hold Python objects (pandas' object dtype)."""
+    broadcast_bytes = 64 * 2**20
+    """A join's default cap on a side copied to every worker
+    (:attr:`~gpuframe.config.JoinOptions.broadcast_bytes`): in host memory, each copy is
+    probed by one core, and a shuffle spreads the work."""
 
     @property
     def module(self) -> Any:
@@ -134,6 +138,12 @@ class CudfBackend(Backend):
     library = "cudf"
     on_device = True
     holds_objects = False
+    broadcast_bytes = 2 * 2**30
+    """A GPU builds and probes a hash table of a copied side in milliseconds, and the copy
+    costs a GPU's link less than a shuffle of both sides does, which also samples them
+    first: at 64 MiB, most TPC-H joins at scale factor 10 shuffled, and q9 took 1.8 times as
+    long (benchmarks/results/2026-11-28-s31-gpus-h100x2.md). 2 GiB is 2.5% of a datacenter
+    GPU's memory per copy (cudf-polars copies sides up to 15% of it)."""
 
     def held(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Object columns of integers (and nulls) as nullable int64: cuDF holds no Python

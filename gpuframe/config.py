@@ -110,7 +110,8 @@ class JoinOptions:
         "(and broadcast_ratio allows it); a cap on the copy every worker holds, which a side "
         "the plan's estimates chose to copy may pass by up to half again once sampled or "
         "gathered (running the query again would cost more); a side estimated under half of "
-        "it is copied without sampling",
+        "it is copied without sampling; the default is the backend's (64 MiB on pandas, "
+        "2 GiB on cuDF: Backend.broadcast_bytes)",
     )
     broadcast_rows: int = _option(
         100_000, _count,
@@ -200,11 +201,13 @@ class GroupByOptions:
 
 
 def resolve(cls: type[Options], overrides: Mapping[str, Any] | None = None,
-            environ: Mapping[str, str] | None = None) -> Options:
-    """Build ``cls`` from its defaults, the environment, then ``overrides``."""
+            environ: Mapping[str, str] | None = None,
+            defaults: Mapping[str, Any] | None = None) -> Options:
+    """Build ``cls`` from its defaults (``defaults`` replacing some, where the right value
+    depends on the engine), the environment, then ``overrides``."""
     environ = os.environ if environ is None else environ
     known = {f.name: f for f in dataclasses.fields(cls)}
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = dict(defaults or {})
     for name, spec in known.items():
         variable = ENV_PREFIX + name.upper()
         if variable in environ:

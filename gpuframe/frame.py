@@ -426,7 +426,8 @@ def merge(left: DistributedFrame, right: DistributedFrame, on: str | Sequence[st
     ``options`` are the fields of :class:`~gpuframe.config.JoinOptions`: when to broadcast,
     how to split heavy keys, how many join tasks per worker.
     """
-    opts = resolve(JoinOptions, options)
+    opts = resolve(JoinOptions, options,
+                   defaults={"broadcast_bytes": left.engine.backend.broadcast_bytes})
     if left.engine is not right.engine:
         raise JoinError("both frames of a join must live on the same engine")
     for name, value in (("left_index", left_index), ("right_index", right_index)):

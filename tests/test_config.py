@@ -38,3 +38,14 @@ def test_every_option_is_described():
     described = describe(ClusterOptions)
     assert [name for name, _, _ in described][:2] == ["backend", "protocol"]
     assert all(meaning for _, _, meaning in described)
+
+
+def test_engine_defaults_replace_the_class_defaults_below_the_environment_and_calls():
+    from gpuframe.config import JoinOptions
+
+    engine = {"broadcast_bytes": 2**31}
+    assert resolve(JoinOptions, environ={}, defaults=engine).broadcast_bytes == 2**31
+    environ = {"GPUFRAME_BROADCAST_BYTES": "1000"}
+    assert resolve(JoinOptions, environ=environ, defaults=engine).broadcast_bytes == 1000
+    assert resolve(JoinOptions, {"broadcast_bytes": 7}, environ=environ,
+                   defaults=engine).broadcast_bytes == 7

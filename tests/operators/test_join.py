@@ -31,6 +31,20 @@ BROADCAST = {"broadcast_bytes": 2**40, "broadcast_ratio": None, "broadcast_rows"
 UNSAMPLED = {}  # the frames here are small: a side of few rows is copied without sampling
 
 
+def test_a_join_copies_sides_up_to_its_backends_cap_unless_told_otherwise(engine, monkeypatch):
+    """The cap on a copied side is the backend's (a GPU's is larger than a host's), which the
+    environment and the call's options override."""
+    left = gpuframe.from_pandas(pd.DataFrame({"k": [1, 2]}))
+    right = gpuframe.from_pandas(pd.DataFrame({"k": [1, 3]}))
+    monkeypatch.delenv("GPUFRAME_BROADCAST_BYTES", raising=False)
+    monkeypatch.setattr(type(engine.backend), "broadcast_bytes", 12345)
+    assert left.merge(right, on="k").plan.options.broadcast_bytes == 12345
+    assert left.merge(right, on="k", broadcast_bytes=9).plan.options.broadcast_bytes == 9
+    monkeypatch.setenv("GPUFRAME_BROADCAST_BYTES", "777")
+    assert left.merge(right, on="k").plan.options.broadcast_bytes == 777
+    assert get_backend("cudf").broadcast_bytes > get_backend("pandas").broadcast_bytes
+
+
 def canonical(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame[sorted(frame.columns)]
     return frame.sort_values(list(frame.columns), na_position="first").reset_index(drop=True)
