@@ -82,7 +82,7 @@ def decide(shape: JoinShape, profiles: dict[str, SideProfile]) -> Decision:
     made = OUTPUT_COPIES * output.nbytes
     for small, big in (("right", "left"), ("left", "right")):
         if small in shape.copyable and opts.broadcasts(sizes[small], sizes[big], workers) \
-                and _copy_fits(shape, small, made, task_bytes):
+                and _copy_fits(shape, small, sizes[small], made, task_bytes):
             return Decision(sizes, small)
     key_bytes = None if task_bytes is None else task_bytes / OUTPUT_COPIES
     skew = plan_skew(profiles["left"], profiles["right"], shape.how, shape.keys["left"],
@@ -122,7 +122,8 @@ def broadcast_stands(shape: JoinShape, small: str, *sampled: Any) -> bool:
     output = estimate_output(profiles["left"], profiles["right"], shape.how)
     task_bytes = _task_bytes(profiles, shape.options.join_memory_fraction)
     return profiles[small].nbytes <= BROADCAST_SLACK * shape.options.broadcast_bytes \
-        and _copy_fits(shape, small, OUTPUT_COPIES * output.nbytes, task_bytes)
+        and _copy_fits(shape, small, profiles[small].nbytes, OUTPUT_COPIES * output.nbytes,
+                       task_bytes)
 
 
 def _sampled_profiles(shape: JoinShape, sampled: Sequence[Any]) -> dict[str, SideProfile]:
@@ -131,11 +132,15 @@ def _sampled_profiles(shape: JoinShape, sampled: Sequence[Any]) -> dict[str, Sid
     return profiles_of({"left": list(sampled[:left]), "right": list(sampled[left:])})
 
 
-def _copy_fits(shape: JoinShape, small: str, made: float, task_bytes: float | None) -> bool:
-    """Whether the output (``made`` bytes, held at once) of joining a copy of ``small`` with
-    each partition of the other side fits those join tasks."""
+def _copy_fits(shape: JoinShape, small: str, copy: float, made: float,
+               task_bytes: float | None) -> bool:
+    """Whether a copy of ``small`` (``copy`` bytes, which every join task holds whole: the
+    cap on a copy, ``broadcast_bytes``, is set for a GPU's memory, and a worker may have far
+    less) and the output (``made`` bytes, held at once) of joining it with each partition of
+    the other side fit those join tasks."""
     big = "left" if small == "right" else "right"
-    return task_bytes is None or made <= task_bytes * shape.partitions[big]
+    return task_bytes is None or (copy <= task_bytes
+                                  and made <= task_bytes * shape.partitions[big])
 
 
 def tasks_per_worker(nbytes: float, n_workers: int, task_bytes: float | None) -> int:

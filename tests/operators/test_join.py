@@ -16,7 +16,12 @@ from gpuframe.cluster.memory import WorkerMemory
 from gpuframe.config import JoinOptions, resolve
 from gpuframe.errors import JoinError, MemoryLimitError
 from gpuframe.frame import DistributedFrame
-from gpuframe.operators.join_decision import JoinShape, decide, speculation_stands
+from gpuframe.operators.join_decision import (
+    JoinShape,
+    broadcast_stands,
+    decide,
+    speculation_stands,
+)
 from gpuframe.operators.join_schema import HOWS as ALL_HOWS
 from gpuframe.operators.join_schema import hash_type
 from gpuframe.operators.join_tasks import most_repeats
@@ -43,6 +48,23 @@ def test_a_join_copies_sides_up_to_its_backends_cap_unless_told_otherwise(engine
     monkeypatch.setenv("GPUFRAME_BROADCAST_BYTES", "777")
     assert left.merge(right, on="k").plan.options.broadcast_bytes == 777
     assert get_backend("cudf").broadcast_bytes > get_backend("pandas").broadcast_bytes
+
+
+@pytest.mark.gpu
+def test_on_gpus_a_side_past_the_hosts_cap_is_copied_not_shuffled(gpu_engine):
+    """96 MB of the smaller side: past the pandas backend's cap, within cuDF's."""
+    n = 6_000_000
+    rng = np.random.default_rng(3)
+    right = pd.DataFrame({"k": np.arange(n), "w": rng.integers(0, 100, n)})
+    left = pd.DataFrame({"k": rng.integers(0, 2 * n, 3 * n), "v": np.ones(3 * n)})
+    result = gpuframe.from_pandas(left, npartitions=4, engine=gpu_engine).merge(
+        gpuframe.from_pandas(right, npartitions=4, engine=gpu_engine), on="k")
+    out = io.StringIO()
+    result.explain(file=out)
+    assert "broadcast right side" in out.getvalue(), out.getvalue()
+    got = result.to_pandas()
+    expected = left.merge(right, on="k")
+    assert len(got) == len(expected) and got["w"].sum() == expected["w"].sum()
 
 
 def canonical(frame: pd.DataFrame) -> pd.DataFrame:
@@ -858,6 +880,23 @@ def test_the_verdict_task_weighs_the_sample_as_the_client_does(case):
         copying = replace(shape, options=resolve(JoinOptions, BROADCAST))
         assert decide(copying, profiles_of(sampled)).broadcast == "right"
         assert speculation_stands(copying, 1, *sampled["left"], *sampled["right"])
+
+
+@pytest.mark.parametrize("limit, copied", [(None, "right"), (2**18, None)])
+def test_a_side_is_copied_only_where_one_join_task_can_hold_it(limit, copied):
+    """The cap on a copy is set for a GPU's memory: on a worker whose join tasks may hold
+    less (join_memory_fraction of its limit), a side that fits the cap is shuffled."""
+    rows = 8000
+    left = pd.DataFrame({"k": np.arange(rows), "a": np.arange(rows, dtype="f8")})
+    right = pd.DataFrame({"k": np.arange(rows, 2 * rows), "b": np.arange(rows, dtype="f8")})
+    memory = WorkerMemory("w0", limit, None)
+    shape = replace(verdict_shape(), options=resolve(JoinOptions, BROADCAST))
+    sampled = {"left": sampled_parts(left, 4, memory), "right": sampled_parts(right, 2, memory)}
+    profiles = profiles_of(sampled)
+    assert profiles["right"].nbytes > 0.25 * 2**18  # a join task's share of the small limit
+    assert decide(shape, profiles).broadcast == copied
+    assert broadcast_stands(shape, "right", *sampled["left"], *sampled["right"]) \
+        is (copied is not None)
 
 
 @pytest.mark.parametrize("how", ["inner", "left"])
