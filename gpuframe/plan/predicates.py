@@ -7,6 +7,7 @@ evaluates expressions per partition, as only the optimizer needs this.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from typing import Any
 
@@ -120,7 +121,9 @@ def _comparable(value: Any, dtype: Any) -> bool:
     if pd.api.types.is_string_dtype(dtype) and kind in ("O", "U", "T"):
         return isinstance(value, str)
     if pd.api.types.is_datetime64_any_dtype(dtype):
+        # pandas compares a naive datetime as the Timestamp it converts it to (a date it
+        # refuses), and a reader as the timestamp of the column's type
         zone = getattr(dtype, "tz", None) or getattr(getattr(dtype, "pyarrow_dtype", None),
                                                      "tz", None)
-        return isinstance(value, pd.Timestamp) and value.tzinfo is None and zone is None
+        return isinstance(value, datetime.datetime) and value.tzinfo is None and zone is None
     return False

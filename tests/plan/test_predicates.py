@@ -1,6 +1,8 @@
 """Filter predicates: cut at their top-level ``&``s and joined again, and turned into a reader's
 filters only where the reader keeps exactly the same rows as pandas, and back again."""
 
+import datetime
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -37,6 +39,7 @@ DTYPES = {"a": np.dtype("int64"), "b": np.dtype("float64"), "s": pd.StringDtype(
     (((col("a") == 1) | (col("a") == 2)) & (col("b") > 0),
      [[("a", "==", 1), ("b", ">", 0)], [("a", "==", 2), ("b", ">", 0)]]),
     (col("t") >= pd.Timestamp("2001-01-01"), [[("t", ">=", pd.Timestamp("2001-01-01"))]]),
+    (col("t") < datetime.datetime(1995, 3, 15), [[("t", "<", datetime.datetime(1995, 3, 15))]]),
 ])
 def test_conditions_readers_apply_exactly_become_filters(expr, filters):
     assert as_reader_filters(expr, DTYPES) == filters
@@ -54,6 +57,9 @@ def test_conditions_readers_apply_exactly_become_filters(expr, filters):
     col("a").isin([1, None]),
     col("nope") == 1,
     col("z") > pd.Timestamp("2001-01-01"),
+    col("z") > datetime.datetime(2001, 1, 1),
+    col("t") > datetime.date(2001, 1, 1),  # pandas refuses to compare a date
+    col("t") > datetime.datetime(2001, 1, 1, tzinfo=datetime.timezone.utc),
     (col("a") > 1) | (col("s").str.startswith("x")),
 ])
 def test_other_conditions_stay_above_the_reader(expr):
@@ -66,8 +72,11 @@ def test_pushed_filters_keep_exactly_the_rows_pandas_keeps(tmp_path, data):
     path = tmp_path / "d.parquet"
     pq.write_table(pa.Table.from_pandas(data, preserve_index=False), path)
     dtypes = dict(pd.read_parquet(path).dtypes)
+    data = data.assign(t=data.t.astype("datetime64[us]"))
     for expr in [col("f") > 0.5, col("a").between(2, 8), col("s").isin(["apple", "cherry"]),
-                 (col("f") <= 0.3) | (col("a") == 7), col("s") >= "b"]:
+                 (col("f") <= 0.3) | (col("a") == 7), col("s") >= "b",
+                 col("t") < datetime.datetime(1985, 6, 1, 12, 30, 0, 5),
+                 col("t").between(datetime.datetime(1975, 1, 1), pd.Timestamp("1990-01-01"))]:
         filters = as_reader_filters(expr, dtypes)
         assert filters is not None, expr
         read = pq.read_table(path, filters=filters).to_pandas()
