@@ -2,7 +2,9 @@
 gathers beside each worker's task stream (compute and transfers), in milliseconds from the
 query's start. Where ``--stages`` (``run.py``) says how long each stage took, this shows where a
 query waits: the client planning before its first submit, a submit's cost, the gap between a
-task and the next, the fetch of the result.
+task and the next, the fetch of the result. A task that makes a plan node's output is marked
+with the node's number (``compute read-parquet #15``), and the plan follows, with its numbers,
+so that each read names its table.
 
   python benchmarks/tpch/timeline.py --sf 10 --queries 3,6,9
 """
@@ -24,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gpuframe  # noqa: E402
 from gpuframe.diagnostics.stages import stage_name_of  # noqa: E402
+from gpuframe.frame import DistributedFrame  # noqa: E402
 from gpuframe.runtime import runner  # noqa: E402
 from tpch.datagen import generate  # noqa: E402
 from tpch.run import parse_queries, query_arguments, read_gpuframe, run_query  # noqa: E402
@@ -32,6 +35,11 @@ Event = tuple[float, float, str, str]
 """(start, stop, where: 'client' or a worker, what)."""
 
 EVENTS: list[Event] = []
+ACTED: list[Any] = []
+"""The frames the query shown ran an action on."""
+NODES: dict[str, int] = {}
+"""The plan node whose output each task's key makes (:meth:`~gpuframe.runtime.runner.Stage.submit`'s
+``node``)."""
 
 
 def record(cls: type, name: str, label: Callable[[Any, tuple], str]) -> None:
@@ -46,6 +54,33 @@ def record(cls: type, name: str, label: Callable[[Any, tuple], str]) -> None:
             EVENTS.append((start, time.time(), "client", label(self, args)))
 
     setattr(cls, name, timed)
+
+
+def record_actions(cls: type, *names: str) -> None:
+    """Keep each frame on which ``cls``'s methods ``names`` (its actions) run, to explain it
+    after: a query ending in ``head(n)`` hands back pandas, not its frame."""
+    for name in names:
+        original = getattr(cls, name)
+
+        def acted(self: Any, *args: Any, original: Any = original, **kwargs: Any) -> Any:
+            ACTED.append(self)
+            return original(self, *args, **kwargs)
+
+        setattr(cls, name, acted)
+
+
+def record_nodes(cls: type, name: str) -> None:
+    """Keep, for each task ``cls.name`` (a submit) makes for a plan node, the node's
+    number."""
+    original = getattr(cls, name)
+
+    def submitted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        future = original(self, *args, **kwargs)
+        if kwargs.get("node") is not None:
+            NODES[future.key] = kwargs["node"]
+        return future
+
+    setattr(cls, name, submitted)
 
 
 def merged(events: list[Event]) -> list[Event]:
@@ -77,8 +112,10 @@ def timeline(client: Any, query: Callable[[], Any]) -> tuple[float, list[Event],
     for task in stream.data:
         where = f"w{workers.index(task['worker'])}"
         for part in task["startstops"]:
+            node = NODES.get(task["key"])
             events.append((part["start"], part["stop"], where,
-                           f"{part['action']} {stage_name_of(task['key'])}"))
+                           f"{part['action']} {stage_name_of(task['key'])}"
+                           + ("" if node is None else f" #{node}")))
             if part["action"] == "compute":
                 busy[where] += part["stop"] - part["start"]
     shifted = [(s - began, e - began, w, what) for s, e, w, what in merged(events)]
@@ -95,6 +132,8 @@ def main() -> None:
     record(runner.Job, "wait", lambda job, a: f"wait {len(list(a[0]))}")
     record(runner.Job, "gather", lambda job, a: f"gather {len(list(a[0]))}")
     record(runner.Stage, "submit", lambda stage, a: f"submit {stage.name}")
+    record_nodes(runner.Stage, "submit")
+    record_actions(DistributedFrame, "to_pandas", "head")
     root = generate(args.dir, args.sf)
     with gpuframe.start_cluster(dashboard_address="127.0.0.1:0") as engine:
         print(f"gpuframe: {engine!r}; data: {root}")
@@ -102,6 +141,7 @@ def main() -> None:
             query = partial(run_query, number, partial(read_gpuframe, root))
             for _ in range(args.warm):
                 query()
+            ACTED.clear()
             wall, events, busy = timeline(engine.client, query)
             print(f"\nq{number}: wall {wall * 1e3:.1f} ms; computing "
                   + ", ".join(f"{w} {b * 1e3:.1f} ms" for w, b in sorted(busy.items()))
@@ -109,6 +149,9 @@ def main() -> None:
             for start, stop, where, what in events:
                 print(f"{start * 1e3:10.1f} {stop * 1e3:8.1f} {(stop - start) * 1e3:9.1f}  "
                       f"{where:6s}  {what}")
+            if ACTED:  # the frame whose action ran the query (head(n) runs a top-k's)
+                print()
+                ACTED[-1].explain()
 
 
 if __name__ == "__main__":
