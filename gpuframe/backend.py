@@ -140,10 +140,11 @@ class CudfBackend(Backend):
     holds_objects = False
     broadcast_bytes = 2 * 2**30
     """A GPU builds and probes a hash table of a copied side in milliseconds, and the copy
-    costs a GPU's link less than a shuffle of both sides does, which also samples them
-    first: at 64 MiB, most TPC-H joins at scale factor 10 shuffled, and q9 took 1.8 times as
-    long (benchmarks/results/2026-11-28-s31-gpus-h100x2.md). 2 GiB is 2.5% of a datacenter
-    GPU's memory per copy (cudf-polars copies sides up to 15% of it)."""
+    costs a GPU's link less than a shuffle of both sides does, which also samples them first
+    (benchmarks/results/2026-11-28-s31-gpus-h100x2.md). A small share of a datacenter GPU's
+    memory per copy; a worker with less copies only what one join task may hold, weighed by
+    the sample (:mod:`~gpuframe.operators.join_decision`) or as the copy is gathered
+    (:func:`~gpuframe.operators.join_tasks.gather_unsampled`)."""
 
     def held(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Object columns of integers (and nulls) as nullable int64: cuDF holds no Python

@@ -447,7 +447,7 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
     for owner in inputs[big].owners:
         if owner not in copies:
             copies[owner] = _gathered(job, inputs[small], local, small, copy, owner,
-                                      len(copies))
+                                      len(copies), node.options.join_memory_fraction)
     stage = job.stage("join")
     futures = []
     for i, (part, owner) in enumerate(zip(inputs[big].futures, inputs[big].owners)):
@@ -466,15 +466,16 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
 
 
 def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str, copy: Copy,
-              owner: str, index: int) -> Future:
+              owner: str, index: int, fraction: float) -> Future:
     """The broadcast task ``index`` of ``side``, on ``owner``: all of ``parts`` as one frame,
     as ``copy`` says (:func:`gather_side`, :func:`gather_side_after`,
-    :func:`gather_unsampled`)."""
+    :func:`gather_unsampled`, which holds a copy to ``fraction`` of its worker's memory)."""
     casts = local.types.left if side == "left" else local.types.right
     stage = job.stage("broadcast")
     if copy.counted_on is not None or copy.most_bytes is not None:
         return stage.submit(gather_unsampled, parts.futures, casts, job.backend, side,
-                            copy.counted_on, copy.most_bytes, index=(index,), owner=owner)
+                            copy.counted_on, copy.most_bytes, fraction, index=(index,),
+                            owner=owner)
     if copy.verdict is None:
         return stage.submit(gather_side, parts.futures, casts, job.backend, index=(index,),
                             owner=owner)

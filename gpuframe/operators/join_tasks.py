@@ -170,14 +170,20 @@ def _sizeof_counted(side: CountedSide) -> int:
 
 
 def gather_unsampled(parts: list[Any], casts: dict[str, Any], backend: str, side: str,
-                     keys: list[str] | None, most_bytes: float | None) -> Any:
+                     keys: list[str] | None, most_bytes: float | None,
+                     fraction: float = 1.0) -> Any:
     """The broadcast task of a side copied without a sample: the side gathered
     (:func:`gather_side`); with ``most_bytes`` (a side copied by the plan's estimates), once its
-    parts are found to hold no more, else :class:`~gpuframe.errors.SpeculationError` before
-    they are put together; with ``keys`` (a side whose keys may repeat), as a
-    :class:`CountedSide`, its repeats counted in the same task, a step fewer before the join
-    tasks that check their output by them (:func:`join_copied`)."""
+    parts are found to hold no more, nor more than ``fraction`` of this worker's memory (which
+    every join task holds whole beside its partition), else
+    :class:`~gpuframe.errors.SpeculationError` before they are put together; with ``keys`` (a
+    side whose keys may repeat), as a :class:`CountedSide`, its repeats counted in the same
+    task, a step fewer before the join tasks that check their output by them
+    (:func:`join_copied`)."""
     if most_bytes is not None:
+        memory = this_worker_memory()
+        if memory is not None and memory.limit:
+            most_bytes = min(most_bytes, fraction * memory.limit)
         frames = get_backend(backend)
         held = sum(frames.nbytes(part) for part in parts)
         if held > most_bytes:

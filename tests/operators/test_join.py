@@ -2,6 +2,7 @@ import io
 import logging
 import time
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -897,6 +898,27 @@ def test_a_side_is_copied_only_where_one_join_task_can_hold_it(limit, copied):
     assert decide(shape, profiles).broadcast == copied
     assert broadcast_stands(shape, "right", *sampled["left"], *sampled["right"]) \
         is (copied is not None)
+
+
+@pytest.mark.parametrize("fraction, copies", [(1.0, True), (0.25, False)])
+def test_a_side_copied_by_estimate_is_held_to_a_join_tasks_share_of_the_worker(
+        monkeypatch, fraction, copies):
+    """The estimate chose the copy before any worker weighed it: the broadcast task refuses a
+    side past its worker's share (the action then runs again, sampling) as past the cap."""
+    from gpuframe.errors import SpeculationError
+    from gpuframe.operators import join_tasks
+
+    parts = [pd.DataFrame({"k": np.arange(i, 20_000, 2), "b": np.ones(10_000)}) for i in (0, 1)]
+    held = sum(get_backend("pandas").nbytes(part) for part in parts)
+    monkeypatch.setattr(join_tasks, "this_worker_memory",
+                        lambda: WorkerMemory("w0", int(held * 2), None))
+    gather = partial(join_tasks.gather_unsampled, parts, {}, "pandas", "right", None, 2**40,
+                     fraction)
+    if copies:
+        assert len(gather()) == 20_000
+    else:
+        with pytest.raises(SpeculationError, match="right side"):
+            gather()
 
 
 @pytest.mark.parametrize("how", ["inner", "left"])
