@@ -171,7 +171,7 @@ def _sizeof_counted(side: CountedSide) -> int:
 
 def gather_unsampled(parts: list[Any], casts: dict[str, Any], backend: str, side: str,
                      keys: list[str] | None, most_bytes: float | None,
-                     fraction: float = 1.0) -> Any:
+                     fraction: float) -> Any:
     """The broadcast task of a side copied without a sample: the side gathered
     (:func:`gather_side`); with ``most_bytes`` (a side copied by the plan's estimates), once its
     parts are found to hold no more, nor more than ``fraction`` of this worker's memory (which

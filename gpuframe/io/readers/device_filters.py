@@ -43,14 +43,13 @@ def kept_rows(frame: Any, filters: Dnf) -> Any:
     places: dict[str, int] = {}
 
     def reference(plc_column: Any, name: str | None = None) -> Any:
-        if name is None or name not in places:
-            inputs.append(plc_column)
-            if name is not None:
-                places[name] = len(inputs) - 1
-            index = len(inputs) - 1
-        else:
-            index = places[name]
-        return plc.expressions.ColumnReference(index)
+        """The expression's input column, a named column's once however many terms use it."""
+        if name in places:
+            return plc.expressions.ColumnReference(places[name])
+        inputs.append(plc_column)
+        if name is not None:
+            places[name] = len(inputs) - 1
+        return plc.expressions.ColumnReference(len(inputs) - 1)
 
     def term(column: str, op: str, value: Any) -> Any:
         kind = literal_type(columns[column])
@@ -77,15 +76,13 @@ def literal_type(column: Any) -> pa.DataType | None:
     column's own; None where the expression cannot compare it (decimals, categoricals,
     float32, timezone-aware times, durations, nested types)."""
     dtype = column.dtype
-    if not isinstance(dtype, np.dtype):
+    if not isinstance(dtype, np.dtype) or dtype.kind == "O":
         return pa.string() if _is_plain_strings(column) else None
     if dtype.kind in "iub" or (dtype.kind == "f" and dtype.itemsize == 8):
         return pa.from_numpy_dtype(dtype)
     if dtype.kind == "M":
         unit = np.datetime_data(dtype)[0]
         return pa.timestamp(unit) if unit in ("s", "ms", "us", "ns") else None
-    if dtype.kind == "O":
-        return pa.string() if _is_plain_strings(column) else None
     return None
 
 
