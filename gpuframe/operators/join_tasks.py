@@ -181,9 +181,9 @@ def gather_unsampled(parts: list[Any], casts: dict[str, Any], backend: str, side
     task, a step fewer before the join tasks that check their output by them
     (:func:`join_copied`)."""
     if most_bytes is not None:
-        memory = this_worker_memory()
-        if memory is not None and memory.limit:
-            most_bytes = min(most_bytes, fraction * memory.limit)
+        share = _task_share(fraction)
+        if share is not None:
+            most_bytes = min(most_bytes, share)
         frames = get_backend(backend)
         held = sum(frames.nbytes(part) for part in parts)
         if held > most_bytes:
@@ -192,6 +192,13 @@ def gather_unsampled(parts: list[Any], casts: dict[str, Any], backend: str, side
                 f"estimates allowed, holds {byte_text(held)}, past {byte_text(most_bytes)}")
     frame = gather_side(parts, casts, backend)
     return frame if keys is None else CountedSide(frame, most_repeats(frame, keys, side, backend))
+
+
+def _task_share(fraction: float) -> float | None:
+    """The bytes one join task may hold on this worker: ``fraction`` of its memory limit;
+    None outside a worker or without a limit."""
+    memory = this_worker_memory()
+    return fraction * memory.limit if memory is not None and memory.limit else None
 
 
 def join_copied(local: LocalJoin, copied: str, fraction: float, left: list[Any],
@@ -209,25 +216,24 @@ def join_copied(local: LocalJoin, copied: str, fraction: float, left: list[Any],
     counted: CountedSide = parts[copied][0]
     parts[copied] = [counted.frame]
     left, right, repeats = parts["left"], parts["right"], counted.repeats
-    if repeats > 1:
-        memory = this_worker_memory()
-        if memory is not None and memory.limit:
-            big_side = "left" if copied == "right" else "right"
-            frames = get_backend(local.backend)
-            whole, big = parts[copied][0], parts[big_side][0]
-            held_per_row = (frames.nbytes(big) / max(len(big), 1)
-                            + frames.nbytes(whole) / max(len(whole), 1)) * OUTPUT_COPIES
-            rows = len(big) * repeats
-            if rows * held_per_row > fraction * memory.limit:
-                big_keys = local.left_keys if big_side == "left" else local.right_keys
-                rows = min(rows, len(whole) * most_repeats(big, list(big_keys), big_side,
-                                                           local.backend) + len(big))
-            if rows * held_per_row > fraction * memory.limit:
-                raise SpeculationError(
-                    f"the join's {copied} side, copied to every worker unsampled, repeats a key "
-                    f"up to {repeats} times: a task's output may take "
-                    f"{byte_text(rows * held_per_row)}, past {fraction:g} of its worker's "
-                    f"memory ({byte_text(memory.limit)})")
+    share = _task_share(fraction) if repeats > 1 else None
+    if share is not None:
+        big_side = "left" if copied == "right" else "right"
+        frames = get_backend(local.backend)
+        whole, big = parts[copied][0], parts[big_side][0]
+        held_per_row = (frames.nbytes(big) / max(len(big), 1)
+                        + frames.nbytes(whole) / max(len(whole), 1)) * OUTPUT_COPIES
+        rows = len(big) * repeats
+        if rows * held_per_row > share:
+            big_keys = local.left_keys if big_side == "left" else local.right_keys
+            rows = min(rows, len(whole) * most_repeats(big, list(big_keys), big_side,
+                                                       local.backend) + len(big))
+        if rows * held_per_row > share:
+            raise SpeculationError(
+                f"the join's {copied} side, copied to every worker unsampled, repeats a key "
+                f"up to {repeats} times: a task's output may take "
+                f"{byte_text(rows * held_per_row)}, past {byte_text(share)} "
+                f"({fraction:g} of its worker's memory)")
     return join_parts(local, left, right)
 
 
