@@ -147,7 +147,13 @@ def term_kept(series: Any, op: str, value: Any) -> Any:
 def _comparable(series: Any, value: Any) -> Any:
     """A date compared with a datetime64 column (cuDF reads Parquet dates so) as the
     timestamp of its midnight."""
-    if (isinstance(value, datetime.date) and not isinstance(value, datetime.datetime)
-            and isinstance(series.dtype, np.dtype) and series.dtype.kind == "M"):
+    if isinstance(series.dtype, np.dtype) and series.dtype.kind == "M":
+        return as_timestamp(value)
+    return value
+
+
+def as_timestamp(value: Any) -> Any:
+    """A date (not a datetime) as the timestamp of its midnight; anything else as it is."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
         return datetime.datetime.combine(value, datetime.time())
     return value

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..filters import Dnf, term_kept
+from ..filters import Dnf, as_timestamp, term_kept
 
 MAX_IN_VALUES = 16
 """The longest ``in`` list written as equalities in the expression; longer lists are cuDF's
@@ -146,8 +146,7 @@ def arrow_literal(kind: pa.DataType, value: Any) -> pa.Scalar | None:
             return None
         return pa.scalar(float(value), kind)
     if pa.types.is_timestamp(kind):
-        if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
-            value = datetime.datetime.combine(value, datetime.time())
+        value = as_timestamp(value)
         if not isinstance(value, datetime.datetime) or value.tzinfo is not None:
             return None
         scalar = pa.scalar(value, kind)
