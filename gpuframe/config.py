@@ -145,6 +145,12 @@ class JoinOptions:
         0.25, float,
         "the share of a worker's memory limit one join task's buckets and output may take",
     )
+    fuse_copies: bool = _option(
+        True, _flag,
+        "run a join that copies a side to every worker without sampling, where its other side "
+        "is a join's output that nothing else reads, in that join's tasks: a task and a "
+        "scheduler round trip fewer per partition; off: a join task of its own",
+    )
 
     def broadcasts(self, small: float, large: float, n_workers: int) -> bool:
         """Whether copying the ``small`` side (bytes) to every worker beats shuffling both:

@@ -47,6 +47,12 @@ Where a verdict or a check fails, so does the action's job, and the action runs 
 that waits for every sample on the client (:func:`~gpuframe.execute.in_job`): a rare cost,
 rather than a round trip through the client in every such join.
 
+Fused: a join that copies a side without sampling it, whose other side is made by a join that
+nothing else reads (through per-partition nodes), runs in that join's tasks, as a step on each
+partition they make, given its worker's copy (:func:`_fused`): a chain of joins with
+dimension tables is one task per partition, not one per join. Where the side to copy turns out
+hashed on its keys already, the join takes its placement's way instead.
+
 Overlap: a destination fetches each bucket as soon as its source's partition task finishes, so
 transfers overlap the partitioning of later partitions. The local join starts once all of its
 buckets are in: joining per arriving bucket would rebuild the other side's hash table once per
@@ -56,8 +62,9 @@ bucket, and a CPU worker with one thread has no idle time to hide it in.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from distributed import Future
@@ -68,7 +75,7 @@ from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, Splitter, cast_keys
 from ..plan.bounds import rows_at_most, unique_on
 from ..plan.explain import copied_by_estimates, estimated, row_width, unsampled_broadcast
-from ..plan.nodes import Join
+from ..plan.nodes import Join, Node
 from ..runtime.runner import Job, Partitions, Stage
 from ..units import byte_text
 from .join_decision import (
@@ -80,6 +87,7 @@ from .join_decision import (
     speculation_stands,
 )
 from .join_tasks import (
+    CopiedJoinStep,
     LocalJoin,
     gather_side,
     gather_side_after,
@@ -90,7 +98,7 @@ from .join_tasks import (
 )
 from .lowering import Lowering, lower
 from .skew import SkewSplitter, can_split, profile_sides, sample_sides
-from .steps import Chain
+from .steps import Chain, chain_ending
 
 SPECULATION_SHARE = 1 / 32
 """The most of the smallest worker memory limit that the plan's estimate of one worker's share
@@ -130,12 +138,12 @@ def lower_join_partials(node: Join, lowering: Lowering, steps: tuple[Any, ...]) 
     return joined
 
 
-def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, ...]
-          ) -> Partitions:
+def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, ...],
+          copies: SideCopies | None = None) -> Partitions:
     """The join's tasks, their output reported as plan node ``number``'s (None: not reported),
-    after ``steps``."""
+    after ``steps``, each given its worker's ``copies`` that those steps join with."""
     job = lowering.job
-    inputs = {"left": lowering.input(node.left), "right": lowering.input(node.right)}
+    copies = copies or SideCopies()
     keys = {"left": list(node.left_keys), "right": list(node.right_keys)}
     casts = {"left": node.types.left, "right": node.types.right}
     schemas = (cast_keys(node.left.meta, casts["left"]), cast_keys(node.right.meta,
@@ -143,12 +151,18 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
     hash_types = tuple(str(schemas[0][k].dtype) for k in node.left_keys)
     local = LocalJoin(node.how, node.left_keys, node.right_keys, node.suffixes, node.types,
                       schemas, node.meta, job.backend, node.indicator, node.unique, steps)
+    lowered: dict[str, Partitions] = {}
+    fused = _fused(node, lowering, number, local, steps, copies, hash_types, lowered)
+    if fused is not None:
+        return fused
+    inputs = {side: lowered[side] if side in lowered else lowering.input(getattr(node, side))
+              for side in SIDES}
     placed = {side: _placement_serving(inputs[side], keys[side], hash_types) for side in SIDES}
     left_placed, right_placed = placed["left"], placed["right"]
     if left_placed is not None and right_placed is not None \
             and _same_buckets(left_placed, right_placed):
         lowering.note(node, f"none: both sides already {left_placed.describe()}")
-        return _colocated(node, lowering, number, local, inputs, left_placed)
+        return _colocated(node, lowering, number, local, inputs, left_placed, copies)
     for side, other in (("left", "right"), ("right", "left")):
         hashed = placed[side]
         if hashed is not None:
@@ -156,33 +170,14 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
                                 f"{hashed.describe()}")
             splitter = HashSplitter(tuple(keys[other]), hashed.n, casts[other])
             return _into_buckets(node, lowering, number, local, inputs, side, splitter,
-                                 Given(hashed.owners), hash_types)
+                                 Given(hashed.owners), hash_types, copies)
 
+    unsampled = _copied_unsampled(node, lowering, inputs)
+    if unsampled is not None:
+        return _broadcast(node, lowering, number, local, inputs, *unsampled, copies)
     opts = node.options
     workers = job.workers
-    unsampled = unsampled_broadcast(node)
-    counted = None if unsampled is not None else _counted_broadcast(node, inputs)
-    copied = unsampled or counted
-    # A cross join has no keys: every row of the copied side joins every row, as asked.
-    may_repeat = copied is not None and node.how != "cross" \
-        and not unique_on(getattr(node, copied), keys[copied])
-    if copied is not None and not (may_repeat and not job.speculates):
-        lowering.note(node, f"broadcast {copied} side (at most "
-                            + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
-                               if unsampled else
-                               f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
-        return _broadcast(node, lowering, number, local, inputs, copied,
-                          Copy(counted_on=keys[copied] if may_repeat else None))
-    estimates = {side: estimated(getattr(node, side)).bytes for side in SIDES}
-    estimated_copy = _copied_by_estimate(node, job, estimates)
-    if estimated_copy is not None:
-        may_repeat = not unique_on(getattr(node, estimated_copy), keys[estimated_copy])
-        lowering.note(node, f"broadcast {estimated_copy} side (estimated at "
-                            f"{byte_text(estimates[estimated_copy] or 0)}, unsampled; its size "
-                            "checked as it is gathered)")
-        return _broadcast(node, lowering, number, local, inputs, estimated_copy,
-                          Copy(counted_on=keys[estimated_copy] if may_repeat else None,
-                               most_bytes=BROADCAST_SLACK * opts.broadcast_bytes))
+    estimates = _estimates(node)
     # validate= checks each side's keys where all of their rows meet: a side split by heavy
     # keys has them spread over several tasks. sort=True keeps pandas' order of a key's rows
     # by joining them in one task, in input order.
@@ -194,7 +189,7 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
                       f"{', '.join(keys['right'])}")
     samples = sample_sides(job, inputs, keys, casts, opts.skew_sample_rows)
     speculated = _speculated(node, lowering, inputs, shape, samples, local, number, hash_types,
-                             estimates)
+                             estimates, copies)
     if speculated is not None:
         return speculated
     profiles = profile_sides(job, samples)
@@ -208,7 +203,7 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
                       if node.how == "cross" else
                       f"broadcast {small} side ({byte_text(sizes[small])} sampled, {big} "
                       f"{byte_text(sizes[big])})")
-        return _broadcast(node, lowering, number, local, inputs, small)
+        return _broadcast(node, lowering, number, local, inputs, small, Copy(), copies)
     assert decision.output is not None
     skew, per_worker = decision.skew, decision.per_worker
     lowering.note(node, f"shuffle: {len(workers)} workers x {per_worker} join tasks"
@@ -223,19 +218,19 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
     buckets = {side: exchange(job, inputs[side], splitters[side], Contiguous(), side,
                               decision.batches[side])
                for side in SIDES}
-    return _shuffle_joins(node, job, number, local, buckets, hash_types, skew is None)
+    return _shuffle_joins(node, job, number, local, buckets, hash_types, skew is None, copies)
 
 
 def _shuffle_joins(node: Join, job: Job, number: int | None, local: LocalJoin,
                    buckets: dict[str, Buckets], hash_types: tuple[str, ...], placed: bool,
-                   verdict: Future | None = None) -> Partitions:
+                   copies: SideCopies, verdict: Future | None = None) -> Partitions:
     """The join task of each bucket, on its owner; with ``verdict``, each joins once it has
     passed (:func:`~.join_tasks.join_after`). ``placed``: the output is hash-partitioned on the
     keys (no key split over several tasks)."""
     owners = buckets["left"].owners
     stage = job.stage("join")
     futures = [_join_task(stage, local, buckets["left"].parts[b], buckets["right"].parts[b],
-                          b, owner, number, verdict)
+                          b, owner, number, copies, verdict)
                for b, owner in enumerate(owners)]
     placement = _output_placement(node, hash_types, len(owners), owners) if placed else None
     return Partitions(futures, owners, node.meta, placement)
@@ -256,15 +251,16 @@ logging.getLogger("distributed.worker").addFilter(_QuietSpeculation())
 
 
 def _join_task(stage: Stage, local: LocalJoin, left: list[Any], right: list[Any], index: int,
-               owner: str, number: int | None, verdict: Future | None = None) -> Future:
+               owner: str, number: int | None, copies: SideCopies,
+               verdict: Future | None = None) -> Future:
     """The join task of output partition ``index`` on ``owner``, of the parts of each side it
-    takes; with ``verdict``, one that joins once the verdict has passed
-    (:func:`~.join_tasks.join_after`)."""
+    takes, given ``owner``'s ``copies``; with ``verdict``, one that joins once the verdict has
+    passed (:func:`~.join_tasks.join_after`)."""
     if verdict is None:
-        return stage.submit(join_parts, local, left, right, index=(index,), owner=owner,
-                            node=number)
-    return stage.submit(join_after, verdict, local, left, right, index=(index,), owner=owner,
-                        node=number)
+        return stage.submit(join_parts, local, left, right, copies.on(owner), index=(index,),
+                            owner=owner, node=number)
+    return stage.submit(join_after, verdict, local, left, right, copies.on(owner),
+                        index=(index,), owner=owner, node=number)
 
 
 def speculation_verdict(shape: JoinShape, per_worker: int, *sampled: Any) -> bool:
@@ -281,7 +277,7 @@ def speculation_verdict(shape: JoinShape, per_worker: int, *sampled: Any) -> boo
 def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
                 shape: JoinShape, samples: dict[str, list[Future]], local: LocalJoin,
                 number: int | None, hash_types: tuple[str, ...],
-                sizes: dict[str, float | None]) -> Partitions | None:
+                sizes: dict[str, float | None], copies: SideCopies) -> Partitions | None:
     """The join the plan's estimates of its sides' bytes (``sizes``,
     :func:`~gpuframe.plan.explain.estimated`) choose, submitted with the sample, and the client
     goes on lowering the plan without waiting for the sample at all: a round trip through the
@@ -317,7 +313,7 @@ def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
                                               priority=1)
         lowering.note(node, f"broadcast {copied} side (copied once its sample, weighed on a "
                             "worker, allows it)")
-        return _broadcast(node, lowering, number, local, inputs, copied, Copy(verdict))
+        return _broadcast(node, lowering, number, local, inputs, copied, Copy(verdict), copies)
     if max(left, right) / workers > SPECULATION_SHARE * min(limits):
         return None
     per_worker = node.options.partitions_per_worker or 1
@@ -330,7 +326,7 @@ def _speculated(node: Join, lowering: Lowering, inputs: dict[str, Partitions],
                                           priority=1)
     lowering.note(node, f"shuffle: {workers} workers x {per_worker} join tasks, rows sent and "
                         "joined while sampling (the sample weighed on a worker)")
-    return _shuffle_joins(node, job, number, local, buckets, hash_types, True, verdict)
+    return _shuffle_joins(node, job, number, local, buckets, hash_types, True, copies, verdict)
 
 
 def broadcast_verdict(shape: JoinShape, copied: str, *sampled: Any) -> bool:
@@ -356,6 +352,122 @@ def _copied_by_estimate(node: Join, job: Job, sizes: dict[str, float | None]) ->
         return None
     return copied_by_estimates(node, sizes, len(job.workers),
                                UNSAMPLED_SHARE * node.options.broadcast_bytes)
+
+
+def _estimates(node: Join) -> dict[str, float | None]:
+    """Each side's bytes as the plan estimates them (None: no estimate)."""
+    return {side: estimated(getattr(node, side)).bytes for side in SIDES}
+
+
+def _copied_unsampled(node: Join, lowering: Lowering,
+                      inputs: dict[str, Partitions] | None = None) -> tuple[str, Copy] | None:
+    """The side ``node`` copies to every worker without sampling either side, and how, noted
+    on ``node``: one the plan bounds (:func:`~gpuframe.plan.explain.unsampled_broadcast`), or,
+    given the lowered ``inputs``, one bounded as it ran (:func:`_counted_broadcast`), where its
+    keys are unique or the job speculates (its join tasks then check their output); else one
+    the plan's estimates copy (:func:`_copied_by_estimate`), its size checked as it is
+    gathered. None where the join samples."""
+    job = lowering.job
+    keys = {"left": list(node.left_keys), "right": list(node.right_keys)}
+    unsampled = unsampled_broadcast(node)
+    counted = None if unsampled is not None or inputs is None \
+        else _counted_broadcast(node, inputs)
+    copied = unsampled or counted
+    # A cross join has no keys: every row of the copied side joins every row, as asked.
+    may_repeat = copied is not None and node.how != "cross" \
+        and not unique_on(getattr(node, copied), keys[copied])
+    if copied is not None and not (may_repeat and not job.speculates):
+        lowering.note(node, f"broadcast {copied} side (at most "
+                            + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
+                               if unsampled or inputs is None else
+                               f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
+        return copied, Copy(counted_on=keys[copied] if may_repeat else None)
+    estimates = _estimates(node)
+    estimated_copy = _copied_by_estimate(node, job, estimates)
+    if estimated_copy is None:
+        return None
+    may_repeat = not unique_on(getattr(node, estimated_copy), keys[estimated_copy])
+    lowering.note(node, f"broadcast {estimated_copy} side (estimated at "
+                        f"{byte_text(estimates[estimated_copy] or 0)}, unsampled; its size "
+                        "checked as it is gathered)")
+    return estimated_copy, Copy(counted_on=keys[estimated_copy] if may_repeat else None,
+                                most_bytes=BROADCAST_SLACK * node.options.broadcast_bytes)
+
+
+@dataclass
+class SideCopies:
+    """The sides that the broadcast joins run in a join's tasks (:func:`_fused`) copy to every
+    worker: on each worker, one broadcast task per side, in the order of the steps' slots,
+    submitted the first time a join task there needs them."""
+
+    gathers: tuple[Callable[[str, int], Future], ...] = ()
+    """Per side, what submits its broadcast task on a worker (the worker, the task's index)."""
+    made: dict[str, list[Future]] = field(default_factory=dict)
+
+    def plus(self, gather: Callable[[str, int], Future]) -> SideCopies:
+        """These copies and one more, in the next slot."""
+        return SideCopies(self.gathers + (gather,))
+
+    def on(self, owner: str) -> list[Future]:
+        """``owner``'s copies, their broadcast tasks submitted once."""
+        if owner not in self.made:
+            self.made[owner] = [gather(owner, len(self.made)) for gather in self.gathers]
+        return self.made[owner]
+
+
+def _join_below(node: Node, lowering: Lowering) -> tuple[Join, Chain | None] | None:
+    """The join whose tasks make ``node``'s partitions, where nothing else reads them:
+    ``node`` itself, or the base of the per-partition chain that ends at it, with that chain.
+    None where no such join does."""
+    chain = chain_ending(node, lowering)
+    base = chain.base if chain is not None else node
+    if isinstance(base, Join) and not lowering.shared(base):
+        return base, chain
+    return None
+
+
+def _fused(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
+           steps: tuple[Any, ...], copies: SideCopies, hash_types: tuple[str, ...],
+           lowered: dict[str, Partitions]) -> Partitions | None:
+    """Where ``node`` copies a side to every worker without sampling (:func:`_copied_unsampled`)
+    and its other side is made by a join that nothing else reads (through per-partition nodes,
+    :func:`_join_below`): that join's tasks run this one as well, as a step on each partition
+    they make (:class:`~.join_tasks.CopiedJoinStep`) with their worker's copy. A join task
+    fewer per partition: a round trip through the scheduler, and the wait for a worker's
+    thread, off the path of each partition. None elsewhere, and where the side to copy turns
+    out hashed on its keys already (the other side is then sent into its buckets): that side,
+    lowered, is left in ``lowered``."""
+    if not node.options.fuse_copies:
+        return None
+    below = {side: _join_below(getattr(node, side), lowering) for side in SIDES}
+    if not any(below.values()):
+        return None
+    decided = _copied_unsampled(node, lowering)
+    if decided is None:
+        return None
+    small, copy = decided
+    big = "left" if small == "right" else "right"
+    found = below[big]
+    if found is None:
+        return None
+    base, chain = found
+    small_parts = lowered[small] = lowering.input(getattr(node, small))
+    small_keys = list(node.left_keys if small == "left" else node.right_keys)
+    if _placement_serving(small_parts, small_keys, hash_types) is not None:
+        return None
+    fraction = node.options.join_memory_fraction
+    step = CopiedJoinStep(replace(local, steps=()), small, len(copies.gathers), fraction)
+    gather = partial(_gathered, lowering.job, small_parts, local, small, copy, fraction=fraction)
+    if chain is not None:
+        chain.fused(lowering, base)
+    lowering.note(node, f"{lowering.job.notes[lowering.number(node)]}, joined in the tasks of "
+                        f"#{lowering.number(base)}")
+    parts = _join(base, lowering, number, (chain.steps if chain is not None else ())
+                  + (step,) + steps, copies.plus(gather))
+    placed = chain.placed(parts).partitioning if chain is not None else parts.partitioning
+    placement = None if placed is None else _output_placement(
+        node, placed.hash_types, placed.n, placed.owners, side=big, keys=placed.keys)
+    return Partitions(parts.futures, parts.owners, node.meta, placement)
 
 
 def _hash_splitters(keys: dict[str, list[str]], casts: dict[str, dict[str, Any]], n: int
@@ -389,11 +501,12 @@ def _same_buckets(a: HashPartitioning, b: HashPartitioning) -> bool:
 
 
 def _colocated(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
-               inputs: dict[str, Partitions], placed: HashPartitioning) -> Partitions:
+               inputs: dict[str, Partitions], placed: HashPartitioning, copies: SideCopies
+               ) -> Partitions:
     """Both sides hashed alike: partition ``b`` of each joined where both lie."""
     stage = lowering.job.stage("join")
     left, right = inputs["left"], inputs["right"]
-    futures = [_join_task(stage, local, [lf], [rf], b, owner, number)
+    futures = [_join_task(stage, local, [lf], [rf], b, owner, number, copies)
                for b, (lf, rf, owner) in enumerate(zip(left.futures, right.futures,
                                                        left.owners))]
     placement = _output_placement(node, placed.hash_types, placed.n, placed.owners)
@@ -402,7 +515,8 @@ def _colocated(node: Join, lowering: Lowering, number: int | None, local: LocalJ
 
 def _into_buckets(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
                   inputs: dict[str, Partitions], placed_side: str, splitter: Splitter,
-                  placed_owners: Given, hash_types: tuple[str, ...]) -> Partitions:
+                  placed_owners: Given, hash_types: tuple[str, ...], copies: SideCopies
+                  ) -> Partitions:
     """One side hashed already: the other sent into its buckets, and each bucket joined with
     the partition that holds it."""
     job = lowering.job
@@ -414,7 +528,7 @@ def _into_buckets(node: Join, lowering: Lowering, number: int | None, local: Loc
     for b, (part, owner) in enumerate(zip(inputs[placed_side].futures, owners)):
         sides = {placed_side: [part], other: buckets.parts[b]}
         futures.append(_join_task(stage, local, sides["left"], sides["right"], b, owner,
-                                  number))
+                                  number, copies))
     placement = _output_placement(node, hash_types, len(owners), owners)
     return Partitions(futures, owners, node.meta, placement)
 
@@ -432,7 +546,8 @@ class Copy:
 
 
 def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
-               inputs: dict[str, Partitions], small: str, copy: Copy = Copy()) -> Partitions:
+               inputs: dict[str, Partitions], small: str, copy: Copy, copies: SideCopies
+               ) -> Partitions:
     """The ``small`` side gathered on every worker that holds a partition of the other side,
     as ``copy`` says, and each such partition joined with it where it lies. Each worker
     fetches the small side's parts itself: gathered on one worker and copied from there, the
@@ -443,20 +558,21 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
     client never waits for that check."""
     job = lowering.job
     big = "left" if small == "right" else "right"
-    copies: dict[str, Future] = {}
+    gathered: dict[str, Future] = {}
     for owner in inputs[big].owners:
-        if owner not in copies:
-            copies[owner] = _gathered(job, inputs[small], local, small, copy, owner,
-                                      len(copies), node.options.join_memory_fraction)
+        if owner not in gathered:
+            gathered[owner] = _gathered(job, inputs[small], local, small, copy, owner,
+                                        len(gathered), node.options.join_memory_fraction)
     stage = job.stage("join")
     futures = []
     for i, (part, owner) in enumerate(zip(inputs[big].futures, inputs[big].owners)):
-        sides = {big: [part], small: [copies[owner]]}
+        sides = {big: [part], small: [gathered[owner]]}
         futures.append(
-            _join_task(stage, local, sides["left"], sides["right"], i, owner, number)
+            _join_task(stage, local, sides["left"], sides["right"], i, owner, number, copies)
             if copy.counted_on is None else
             stage.submit(join_copied, local, small, node.options.join_memory_fraction,
-                         sides["left"], sides["right"], index=(i,), owner=owner, node=number))
+                         sides["left"], sides["right"], copies.on(owner), index=(i,),
+                         owner=owner, node=number))
     placed = inputs[big].partitioning
     placement = None
     if placed is not None:

@@ -30,7 +30,7 @@ from ..sent_schemas import SendsSchemas
 from ..units import byte_text
 from .join_decision import OUTPUT_COPIES, SIDES
 from .join_schema import KeysNotUniqueError, KeyTypes, conform
-from .steps import apply_steps
+from .steps import CopyStep, apply_steps
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class LocalJoin(SendsSchemas):
     steps: tuple[Any, ...] = ()
     """A per-partition chain above the join, run on each joined part (:mod:`~.steps`)."""
 
-    def __call__(self, left: list[Any], right: list[Any]) -> Any:
+    def __call__(self, left: list[Any], right: list[Any], copies: Sequence[Any] = ()) -> Any:
         frames = get_backend(self.backend)
         sides = [_keys_cast(_concat_or_empty(arrivals(parts), schema, frames), casts, schema, keys)
                  for parts, schema, casts, keys in zip(
@@ -67,7 +67,7 @@ class LocalJoin(SendsSchemas):
         check_unique(sides[0], sides[1], self.left_keys, self.right_keys, self.unique)
         joined = frames.join(sides[0], sides[1], self.how, list(self.left_keys),
                              list(self.right_keys), self.suffixes, self.indicator)
-        return apply_steps(conform(joined, self.meta, frames), self.steps)
+        return apply_steps(conform(joined, self.meta, frames), self.steps, copies)
 
 
 def check_unique(left: Any, right: Any, left_keys: Sequence[str], right_keys: Sequence[str],
@@ -100,9 +100,33 @@ def check_hashable(frame: Any, keys: Sequence[str], side: str) -> None:
                     "cannot be joined on: convert such keys to a hashable type (tuples, say)")
 
 
-def join_parts(local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
-    """The join task: ``local`` over the parts of each side it received."""
-    return local(left, right)
+def join_parts(local: LocalJoin, left: list[Any], right: list[Any],
+               copies: Sequence[Any] = ()) -> Any:
+    """The join task: ``local`` over the parts of each side it received, its steps' joins with
+    ``copies`` (:class:`CopiedJoinStep`) after it."""
+    return local(left, right, copies)
+
+
+@dataclass(frozen=True)
+class CopiedJoinStep(CopyStep):
+    """A broadcast join run as a step of the task that makes its other side's partition (a
+    join's, :func:`~.join._fused`): the partition joined with the ``copied`` side, this
+    worker's copy ``slot`` of the task's copies, by ``local`` (no steps of its own); where the
+    copy was counted (a :class:`CountedSide`), once its output is found to fit ``fraction``
+    of the worker's memory, as :func:`join_copied` finds it."""
+
+    local: LocalJoin
+    copied: str
+    slot: int
+    fraction: float
+
+    def apply_copy(self, frame: Any, copy: Any) -> Any:
+        sides = {"left": [frame], "right": [frame]}
+        sides[self.copied] = [copy]
+        if isinstance(copy, CountedSide):
+            return join_copied(self.local, self.copied, self.fraction, sides["left"],
+                               sides["right"])
+        return self.local(sides["left"], sides["right"])
 
 
 def _keys_cast(frame: Any, casts: dict[str, Any], schema: pd.DataFrame,
@@ -119,10 +143,11 @@ def _concat_or_empty(parts: list[Any], schema: pd.DataFrame, frames: Any) -> Any
     return frames.concat(parts) if parts else frames.from_pandas(schema)
 
 
-def join_after(verdict: bool, local: LocalJoin, left: list[Any], right: list[Any]) -> Any:
+def join_after(verdict: bool, local: LocalJoin, left: list[Any], right: list[Any],
+               copies: Sequence[Any] = ()) -> Any:
     """A join task submitted before its sample was weighed (:func:`~.join._speculated`): it
     runs once its verdict task has passed, and fails with it where the sample chose otherwise."""
-    return join_parts(local, left, right)
+    return join_parts(local, left, right, copies)
 
 
 def most_repeats(frame: Any, keys: list[str], side: str, backend: str) -> int:
@@ -202,7 +227,7 @@ def _task_share(fraction: float) -> float | None:
 
 
 def join_copied(local: LocalJoin, copied: str, fraction: float, left: list[Any],
-                right: list[Any]) -> Any:
+                right: list[Any], copies: Sequence[Any] = ()) -> Any:
     """A broadcast join task whose copied side (a :class:`CountedSide`) repeats a key up to
     ``repeats`` times: its join, where its output fits ``fraction`` of its worker's memory as
     the join's tasks are sized (:data:`~.join_decision.OUTPUT_COPIES` times over); else
@@ -234,7 +259,7 @@ def join_copied(local: LocalJoin, copied: str, fraction: float, left: list[Any],
                 f"up to {repeats} times: a task's output may take "
                 f"{byte_text(rows * held_per_row)}, past {byte_text(share)} "
                 f"({fraction:g} of its worker's memory)")
-    return join_parts(local, left, right)
+    return join_parts(local, left, right, copies)
 
 
 def gather_side(parts: list[Any], casts: dict[str, Any], backend: str) -> Any:

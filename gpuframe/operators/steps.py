@@ -11,7 +11,7 @@ below it (:mod:`~gpuframe.operators.scan`), the aggregate above it
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,10 +111,23 @@ def step_of(node: Node) -> Any:
     return MapStep(node.fn, node.args, node.kwargs)
 
 
-def apply_steps(frame: Any, steps: tuple[Any, ...]) -> Any:
-    """On a worker: ``steps`` applied to one partition in order."""
+class CopyStep:
+    """A step that joins each partition with a side copied to its worker: a broadcast join run
+    in the task that makes the partition (:mod:`~.join`). The task is given the copies its
+    steps join with; ``slot`` is this step's among them."""
+
+    slot: int
+
+    def apply_copy(self, frame: Any, copy: Any) -> Any:
+        raise NotImplementedError
+
+
+def apply_steps(frame: Any, steps: tuple[Any, ...], copies: Sequence[Any] = ()) -> Any:
+    """On a worker: ``steps`` applied to one partition in order, a :class:`CopyStep` with its
+    copy of ``copies``."""
     for step in steps:
-        frame = step.apply(frame)
+        frame = step.apply_copy(frame, copies[step.slot]) if isinstance(step, CopyStep) \
+            else step.apply(frame)
     return frame
 
 

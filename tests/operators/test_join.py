@@ -404,6 +404,77 @@ def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
         assert speculating == ([True, False] if again else [True])
 
 
+def chained_joins(fuse: bool, **options) -> tuple[DistributedFrame, pd.DataFrame]:
+    """A shuffle join of two large sides, then joins with two small ones that the plan bounds
+    (a nation-like side with unique keys, one whose keys repeat), not yet run, and pandas'
+    rows of the same."""
+    rng = np.random.default_rng(21)
+    facts = pd.DataFrame({"k": np.arange(4000), "n": rng.integers(0, 25, 4000),
+                          "g": rng.integers(0, 8, 4000)})
+    other = pd.DataFrame({"k": np.arange(0, 8000, 2), "a": np.arange(4000.0)})
+    nations = pd.DataFrame({"n": np.arange(25), "name": [f"n{i}" for i in range(25)]})
+    groups = pd.DataFrame({"g": np.arange(24) % 8, "b": np.arange(24)})
+    joined = (gpuframe.from_pandas(facts, npartitions=4)
+              .merge(gpuframe.from_pandas(other, npartitions=3), on="k", **SHUFFLE)
+              [["k", "n", "g", "a"]]
+              .merge(gpuframe.from_pandas(nations), on="n", fuse_copies=fuse, **options)
+              .merge(gpuframe.from_pandas(groups, npartitions=2), on="g", fuse_copies=fuse,
+                     **options))
+    expected = facts.merge(other, on="k")[["k", "n", "g", "a"]].merge(nations, on="n") \
+        .merge(groups, on="g")
+    return joined, expected
+
+
+def test_a_side_copied_unsampled_is_joined_in_the_tasks_of_the_join_below(engine):
+    """Joins that copy a side without sampling it, over a join's output that nothing else
+    reads, run as steps of that join's tasks, each with its worker's copy: no join task of
+    their own, the rows pandas'. Told not to, each has its own tasks, the rows the same."""
+    tasks = {}
+    for fuse in (True, False):
+        joined, expected = chained_joins(fuse)
+        with get_task_stream(client=engine.client) as stream:
+            result = joined.to_pandas()
+        assert_same_rows(result, expected)
+        names = [key_split(entry["key"]) for entry in stream.data]
+        tasks[fuse] = names.count("gpuframe-join")
+        assert names.count("gpuframe-broadcast") == 4  # two sides, each copied to 2 workers
+        assert notes_of(joined).count("joined in the tasks of #") == (2 if fuse else 0)
+    assert tasks == {True: 2, False: 6}  # the shuffle's 2, then 2 per copied join
+
+
+def test_a_join_run_in_the_tasks_below_checks_its_output_and_may_run_the_action_again(
+        engine, speculating):
+    """A copied side whose keys repeat is checked where it is joined, in the tasks of the
+    join below: past its share of memory, the job fails and the action runs again, sampling
+    (each copied join then in tasks of its own); the rows are pandas' either way."""
+    limit = min(engine.client.run(lambda dask_worker: dask_worker.memory_manager.memory_limit)
+                .values())
+    for fraction, again in ((0.25, False), (100_000 / limit, True)):
+        joined, expected = chained_joins(True, join_memory_fraction=fraction)
+        speculating.clear()
+        assert_same_rows(joined.to_pandas(), expected)
+        assert speculating == ([True, False] if again else [True])
+        assert ("joined in the tasks of #" in notes_of(joined)) == (not again)
+
+
+def test_a_side_found_hashed_on_the_keys_is_not_copied_into_the_tasks_below(engine):
+    """A side the plan would copy unsampled that turns out hashed on the keys (a groupby that
+    shuffled) takes its placement's way: the join below's output, hashed alike, is joined
+    with it where both lie."""
+    facts = pd.DataFrame({"k": np.arange(3000) % 500, "a": np.arange(3000.0)})
+    other = pd.DataFrame({"k": np.arange(500), "b": np.arange(500)})
+    sums = gpuframe.from_pandas(facts, npartitions=3).groupby("k", strategy="shuffle").agg(
+        total=("a", "sum"))
+    joined = gpuframe.from_pandas(facts, npartitions=3).merge(
+        gpuframe.from_pandas(other, npartitions=2), on="k", **SHUFFLE).merge(sums, on="k")
+    expected = facts.merge(other, on="k").merge(
+        facts.groupby("k", as_index=False).agg(total=("a", "sum")), on="k")
+    assert_same_rows(joined.to_pandas(), expected)
+    notes = notes_of(joined)
+    assert "none: both sides already hash(k)" in notes
+    assert "joined in the tasks of #" not in notes
+
+
 INTEGERS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
             "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64"]
 
