@@ -17,10 +17,12 @@ pairs, in a frame of its own (a *component*). Then, chosen when the plan runs:
   worker, and each bucket finished by its owner; the result is hash-partitioned on the keys,
   which a later join or groupby on them reuses.
 
-A whole-frame aggregate of a join (through per-partition nodes that nothing else reads) has the
-join's own tasks make the partials (:class:`~.groupby_tasks.PartialStep`), as the join's rows
-are made: a task and a scheduler round trip fewer per partition, and the joined rows never
-leave their task.
+An aggregate of a join (through per-partition nodes that nothing else reads) has the join's
+own tasks make the partials (:class:`~.groupby_tasks.PartialStep`), as the join's rows are
+made: a task and a scheduler round trip fewer per partition, and the joined rows never leave
+their task. A groupby does so where none of its keys is a column the join's output could be
+found hashed on (:func:`~gpuframe.plan.explain.placeable_names`), which would have it finish
+each group where it lies.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from ..exchange.exchange import exchange
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter
 from ..plan.aggregate import GroupBy
-from ..plan.explain import tree_bound, tree_estimate
+from ..plan.explain import placeable_names, tree_bound, tree_estimate
 from ..plan.nodes import Join, Node, Scan
 from ..runtime.runner import Job, Partitions
 from .groupby_tasks import (
@@ -210,7 +212,7 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
         tree.rows_at_most = 1 if whole else rows
         return tree, ran
     n = len(job.workers) * opts.partitions_per_worker
-    lowering.note(node, f"shuffle: partials hashed into {n} buckets{seen}")
+    lowering.note(node, f"shuffle: partials{begun.made} hashed into {n} buckets{seen}")
     return _shuffle(lowering, node, partial, partials, owners, n, begun.types, number,
                     after), False
 
@@ -223,15 +225,16 @@ def _then(fn: Callable[..., Any], after: tuple[Any, ...]) -> Callable[..., Any]:
 def _partials_below(node: GroupBy, lowering: Lowering, partial: Partial
                     ) -> tuple[list[Future], list[str], str] | None:
     """Where ``node`` aggregates, through per-partition nodes that nothing else reads, a read
-    or (for a whole-frame aggregate) a join that nothing else reads: the partials, each made
-    in the task that makes the partition, after those nodes' steps, so that no task of their
-    own waits for it (a scan's partitions hold no placement an aggregate could use; a
-    whole-frame aggregate's partials need none, so the join's strategy, decided as it runs,
-    cannot matter); their owners, and where they were made. None elsewhere."""
+    or a join that nothing else reads: the partials, each made in the task that makes the
+    partition, after those nodes' steps, so that no task of their own waits for it (a scan's
+    partitions hold no placement an aggregate could use; a join's, decided as it runs, may
+    hold one only on names that :func:`~gpuframe.plan.explain.placeable_names` gives, and a
+    whole-frame aggregate needs none); their owners, and where they were made. None
+    elsewhere."""
     chain = chain_ending(node.child, lowering)
     base = chain.base if chain is not None else node.child
     if lowering.shared(base) or not (isinstance(base, Scan)
-                                     or (isinstance(base, Join) and not node.keys)):
+                                     or (isinstance(base, Join) and _never_served(node))):
         return None
     if chain is not None:
         chain.fused(lowering, node)
@@ -241,6 +244,14 @@ def _partials_below(node: GroupBy, lowering: Lowering, partial: Partial
     else:
         parts, made = lower_join_partials(base, lowering, steps), ", made in the join's tasks,"
     return parts.futures, list(parts.owners), made
+
+
+def _never_served(node: GroupBy) -> bool:
+    """Whether no placement its input may be found in once run would let ``node`` finish each
+    group where it lies: a whole-frame aggregate, or none of its keys a name the input's rows
+    may be hashed on."""
+    placeable = placeable_names(node.child)
+    return not node.keys or (placeable is not None and not placeable & set(node.keys))
 
 
 def _uncounted_tree(node: GroupBy, job: Job) -> tuple[str, int | None, float | None] | None:

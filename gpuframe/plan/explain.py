@@ -27,8 +27,11 @@ from ..units import byte_text
 from .aggregate import GroupBy
 from .bounds import rows_at_most
 from .concat import Concat
+from .distinct import Distinct
 from .expr import Between, Binary, Expr, IsIn, Unary
 from .nodes import (
+    Assign,
+    AsType,
     Filter,
     FromDask,
     FromPandas,
@@ -36,7 +39,9 @@ from .nodes import (
     MapPartitions,
     Node,
     Persisted,
+    Rename,
     Scan,
+    Select,
     placement_after,
 )
 from .topk import TopK
@@ -272,6 +277,39 @@ def expected_placement(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]] | 
         return None
     kept = placement_after(node, HashPartitioning(below[0], below[1], 1, ("",)))
     return None if kept is None else (kept.keys, kept.hash_types)
+
+
+def placeable_names(node: Node) -> frozenset[str] | None:
+    """The columns of ``node``'s output that its rows may be found hashed on once it has run,
+    whatever strategies its joins and groupbys choose then (None: not known): a join's keys, a
+    groupby's or a distinct's, a persisted frame's placement, and those carried up from below
+    through per-partition nodes and the sides of joins. More names than may be, never fewer."""
+    if isinstance(node, Persisted):
+        placed = node.partitions.partitioning
+        return frozenset(placed.keys if placed is not None else ())
+    if isinstance(node, (Scan, FromPandas)):
+        return frozenset()
+    if isinstance(node, GroupBy):
+        return frozenset(node.keys)
+    if isinstance(node, Distinct):
+        return frozenset(node.subset)
+    if isinstance(node, Join):
+        sources = node.sources()
+        carried = {"left": placeable_names(node.left), "right": placeable_names(node.right)}
+        left, right = carried["left"], carried["right"]
+        if not sources or left is None or right is None:
+            return None
+        placeable = {"left": left | set(node.left_keys), "right": right | set(node.right_keys)}
+        return frozenset(name for name, (side, source) in sources.items()
+                         if source in placeable[side])
+    if isinstance(node, (Filter, Select, Rename, Assign, AsType)):
+        below = placeable_names(node.children[0])
+        if below is None:
+            return None
+        if isinstance(node, Rename):
+            below = frozenset(node.mapping.get(name, name) for name in below)
+        return below & frozenset(node.meta.columns)
+    return None
 
 
 def unsampled_broadcast(node: Join) -> str | None:

@@ -192,6 +192,32 @@ def test_a_whole_frame_aggregate_of_a_join_takes_its_partials_from_the_join_task
 
 
 @pytest.mark.parametrize("options", STRATEGIES[:2], ids=["tree", "shuffle"])
+@pytest.mark.parametrize("broadcast_bytes", [0, None], ids=["shuffled", "broadcast"])
+def test_a_groupby_of_a_join_on_other_keys_takes_its_partials_from_the_join_tasks(
+        engine, data, broadcast_bytes, options):
+    """A groupby whose keys the join's output cannot be hashed on (not the join's keys, nor
+    any below) has the join's own tasks make its partials (no partial stage), whichever way
+    the join ran; grouped on the join's key, it finishes each group where it lies instead."""
+    right = pd.DataFrame({"k": np.arange(30), "w": np.arange(30) % 4})
+    join_options = {} if broadcast_bytes is None else {"broadcast_bytes": broadcast_bytes}
+    joined = gpuframe.from_pandas(data, npartitions=3).merge(
+        gpuframe.from_pandas(right, npartitions=2), on="k", **join_options)
+    named = {name: pair for name, pair in EVERY.items() if pair[1] not in ("first", "last")}
+    with get_task_stream(client=engine.client) as stream:
+        result = groupby(joined, ["w", "s"], **options).agg(**named)
+        expected = data.merge(right, on="k").groupby(["w", "s"], as_index=False).agg(**named)
+        assert_matches(result, expected, ["w", "s"])
+    names = {key_split(entry["key"]) for entry in stream.data}
+    assert "gpuframe-join" in names
+    assert not [name for name in names if name.endswith("partial") and "send" not in name]
+    assert "partials, made in the join's tasks" in explained(result)
+    on_key = groupby(joined, ["k", "w"], **options).agg(total=("x", "sum"))
+    assert_matches(on_key, data.merge(right, on="k").groupby(["k", "w"], as_index=False)
+                   .agg(total=("x", "sum")), ["k", "w"])
+    assert "made in the join's tasks" not in explained(on_key)
+
+
+@pytest.mark.parametrize("options", STRATEGIES[:2], ids=["tree", "shuffle"])
 @pytest.mark.parametrize("keys", [["k", "s"], []], ids=["keys", "whole-frame"])
 def test_an_aggregate_of_a_read_takes_its_partials_from_the_read_tasks(engine, tmp_path, data,
                                                                       keys, options):

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import gpuframe
-from gpuframe.plan.explain import selectivity
+from gpuframe.plan.explain import placeable_names, selectivity
 from gpuframe.plan.expr import col
 
 
@@ -111,3 +111,21 @@ def test_a_join_under_a_filtered_dimension_is_estimated_at_its_share(engine, ord
     half = read["customers"].merge(read["notes"], on="k", how="leftsemi")
     assert "est. 10,000 rows" in explained(
         gpuframe.read_parquet(str(path)).merge(half, on="k")).splitlines()[0]
+
+
+def test_placeable_names_are_the_keys_carried_up(engine):
+    """A join's keys, a groupby's, and those carried up through renames and selections and
+    the sides of joins; none for a read; not known past a function."""
+    facts = gpuframe.from_pandas(pd.DataFrame({"k": [1, 2], "n": [1, 1], "x": [0.5, 1.5]}))
+    dims = gpuframe.from_pandas(pd.DataFrame({"k": [1, 2], "m": [3, 4]}))
+    joined = facts.merge(dims, on="k")
+    assert placeable_names(facts.plan) == frozenset()
+    assert placeable_names(joined.plan) == {"k"}
+    assert placeable_names(joined.rename(columns={"k": "key"}).plan) == {"key"}
+    assert placeable_names(joined[["n", "x"]].plan) == frozenset()
+    sums = facts.groupby("n").agg(total=("x", "sum"))
+    assert placeable_names(sums.plan) == {"n"}
+    assert placeable_names(joined.merge(sums, on="n").plan) == {"k", "n"}
+    assert placeable_names(joined.merge(dims, left_on="x", right_on="m").plan) == \
+        {"k_x", "x", "m_y"}
+    assert placeable_names(joined.map_partitions(lambda part: part).plan) is None
