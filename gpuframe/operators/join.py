@@ -64,7 +64,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
 
 from distributed import Future
@@ -89,6 +88,7 @@ from .join_decision import (
 from .join_tasks import (
     CopiedJoinStep,
     LocalJoin,
+    gather_each,
     gather_side,
     gather_side_after,
     gather_unsampled,
@@ -397,21 +397,27 @@ def _copied_unsampled(node: Join, lowering: Lowering,
 @dataclass
 class SideCopies:
     """The sides that the broadcast joins run in a join's tasks (:func:`_fused`) copy to every
-    worker: on each worker, one broadcast task per side, in the order of the steps' slots,
-    submitted the first time a join task there needs them."""
+    worker: on each worker, one broadcast task gathers them all, in the order of the steps'
+    slots, submitted the first time a join task there needs them (a task a side would cost a
+    round trip through the scheduler each, before the join task can start)."""
 
-    gathers: tuple[Callable[[str, int], Future], ...] = ()
-    """Per side, what submits its broadcast task on a worker (the worker, the task's index)."""
-    made: dict[str, list[Future]] = field(default_factory=dict)
+    job: Job | None = None
+    calls: tuple[tuple[Callable[..., Any], tuple[Any, ...]], ...] = ()
+    """Per side, what gathers it and its arguments (:func:`_gather_call`)."""
+    made: dict[str, Future] = field(default_factory=dict)
 
-    def plus(self, gather: Callable[[str, int], Future]) -> SideCopies:
+    def plus(self, job: Job, call: tuple[Callable[..., Any], tuple[Any, ...]]) -> SideCopies:
         """These copies and one more, in the next slot."""
-        return SideCopies(self.gathers + (gather,))
+        return SideCopies(job, self.calls + (call,))
 
-    def on(self, owner: str) -> list[Future]:
-        """``owner``'s copies, their broadcast tasks submitted once."""
+    def on(self, owner: str) -> Future | None:
+        """``owner``'s copies (a list, once gathered), their broadcast task submitted once;
+        None where there are none."""
+        if self.job is None:
+            return None
         if owner not in self.made:
-            self.made[owner] = [gather(owner, len(self.made)) for gather in self.gathers]
+            self.made[owner] = self.job.stage("broadcast").submit(
+                gather_each, list(self.calls), index=(len(self.made),), owner=owner)
         return self.made[owner]
 
 
@@ -456,14 +462,14 @@ def _fused(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
     if _placement_serving(small_parts, small_keys, hash_types) is not None:
         return None
     fraction = node.options.join_memory_fraction
-    step = CopiedJoinStep(replace(local, steps=()), small, len(copies.gathers), fraction)
-    gather = partial(_gathered, lowering.job, small_parts, local, small, copy, fraction=fraction)
+    step = CopiedJoinStep(replace(local, steps=()), small, len(copies.calls), fraction)
+    call = _gather_call(lowering.job, small_parts, local, small, copy, fraction)
     if chain is not None:
         chain.fused(lowering, base)
     lowering.note(node, f"{lowering.job.notes[lowering.number(node)]}, joined in the tasks of "
                         f"#{lowering.number(base)}")
     parts = _join(base, lowering, number, (chain.steps if chain is not None else ())
-                  + (step,) + steps, copies.plus(gather))
+                  + (step,) + steps, copies.plus(lowering.job, call))
     placed = chain.placed(parts).partitioning if chain is not None else parts.partitioning
     placement = None if placed is None else _output_placement(
         node, placed.hash_types, placed.n, placed.owners, side=big, keys=placed.keys)
@@ -583,20 +589,23 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
 
 def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str, copy: Copy,
               owner: str, index: int, fraction: float) -> Future:
-    """The broadcast task ``index`` of ``side``, on ``owner``: all of ``parts`` as one frame,
-    as ``copy`` says (:func:`gather_side`, :func:`gather_side_after`,
-    :func:`gather_unsampled`, which holds a copy to ``fraction`` of its worker's memory)."""
+    """The broadcast task ``index`` of ``side``, on ``owner`` (:func:`_gather_call`)."""
+    fn, args = _gather_call(job, parts, local, side, copy, fraction)
+    return job.stage("broadcast").submit(fn, *args, index=(index,), owner=owner)
+
+
+def _gather_call(job: Job, parts: Partitions, local: LocalJoin, side: str, copy: Copy,
+                 fraction: float) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """What gathers ``side`` on a worker: all of ``parts`` as one frame, as ``copy`` says
+    (:func:`gather_side`, :func:`gather_side_after`, :func:`gather_unsampled`, which holds a
+    copy to ``fraction`` of its worker's memory), and its arguments."""
     casts = local.types.left if side == "left" else local.types.right
-    stage = job.stage("broadcast")
     if copy.counted_on is not None or copy.most_bytes is not None:
-        return stage.submit(gather_unsampled, parts.futures, casts, job.backend, side,
-                            copy.counted_on, copy.most_bytes, fraction, index=(index,),
-                            owner=owner)
+        return gather_unsampled, (parts.futures, casts, job.backend, side, copy.counted_on,
+                                  copy.most_bytes, fraction)
     if copy.verdict is None:
-        return stage.submit(gather_side, parts.futures, casts, job.backend, index=(index,),
-                            owner=owner)
-    return stage.submit(gather_side_after, copy.verdict, parts.futures, casts, job.backend,
-                        index=(index,), owner=owner)
+        return gather_side, (parts.futures, casts, job.backend)
+    return gather_side_after, (copy.verdict, parts.futures, casts, job.backend)
 
 
 def _output_placement(node: Join, hash_types: Sequence[str], n: int, owners: Sequence[str],

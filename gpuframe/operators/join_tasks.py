@@ -11,7 +11,7 @@ checked and the count of its most repeated key where it was copied unsampled
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,10 +101,10 @@ def check_hashable(frame: Any, keys: Sequence[str], side: str) -> None:
 
 
 def join_parts(local: LocalJoin, left: list[Any], right: list[Any],
-               copies: Sequence[Any] = ()) -> Any:
+               copies: Sequence[Any] | None = None) -> Any:
     """The join task: ``local`` over the parts of each side it received, its steps' joins with
     ``copies`` (:class:`CopiedJoinStep`) after it."""
-    return local(left, right, copies)
+    return local(left, right, copies or ())
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def _concat_or_empty(parts: list[Any], schema: pd.DataFrame, frames: Any) -> Any
 
 
 def join_after(verdict: bool, local: LocalJoin, left: list[Any], right: list[Any],
-               copies: Sequence[Any] = ()) -> Any:
+               copies: Sequence[Any] | None = None) -> Any:
     """A join task submitted before its sample was weighed (:func:`~.join._speculated`): it
     runs once its verdict task has passed, and fails with it where the sample chose otherwise."""
     return join_parts(local, left, right, copies)
@@ -227,7 +227,7 @@ def _task_share(fraction: float) -> float | None:
 
 
 def join_copied(local: LocalJoin, copied: str, fraction: float, left: list[Any],
-                right: list[Any], copies: Sequence[Any] = ()) -> Any:
+                right: list[Any], copies: Sequence[Any] | None = None) -> Any:
     """A broadcast join task whose copied side (a :class:`CountedSide`) repeats a key up to
     ``repeats`` times: its join, where its output fits ``fraction`` of its worker's memory as
     the join's tasks are sized (:data:`~.join_decision.OUTPUT_COPIES` times over); else
@@ -266,6 +266,12 @@ def gather_side(parts: list[Any], casts: dict[str, Any], backend: str) -> Any:
     """The broadcast task: one side's partitions as one frame, keys in their hash types (None
     for a side without partitions: the join's schema stands in)."""
     return cast_keys(get_backend(backend).concat(parts), casts) if parts else None
+
+
+def gather_each(calls: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+    """The broadcast task of the sides that joins run in a join's tasks copy
+    (:class:`CopiedJoinStep`): each gathered in turn by its call, one task a worker for all."""
+    return [fn(*args) for fn, args in calls]
 
 
 def gather_side_after(verdict: bool, parts: list[Any], casts: dict[str, Any], backend: str
