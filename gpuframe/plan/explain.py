@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..exchange.placement import HashPartitioning
+from ..remembered import schema_key
 from ..units import byte_text
 from .aggregate import GroupBy
 from .bounds import rows_at_most
@@ -258,7 +259,7 @@ def _term_share(op: str) -> float:
 def row_width(meta: pd.DataFrame) -> float:
     """Bytes a row of ``meta``'s columns is taken to hold."""
     return float(sum(dtype.itemsize if isinstance(dtype, np.dtype) and dtype.kind != "O"
-                     else TEXT_WIDTH for dtype in meta.dtypes))
+                     else TEXT_WIDTH for _, dtype in schema_key(meta)))
 
 
 # --- strategies ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ...remembered import remembered_of
 from ..errors import CorruptFileError, PageReadUnsupportedError, TruncatedFileError
 from ..statistics import HiveValue, Statistics, chunk_statistics, statistics_may_match
 from .base import FOOTER_PROBE, CudfReader, Fetcher, FileFormat, FileUnits, Unit
@@ -41,8 +42,11 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
         return metadata.serialized_size
 
     def arrow_schema(self, path: str, metadata: pq.FileMetaData) -> pa.Schema:
+        # Remembered by the footer, which the metadata cache keeps while the file is unchanged:
+        # every plan of the file asks for it, each file's footer at least twice.
         try:
-            return metadata.schema.to_arrow_schema()
+            return remembered_of("arrow schema", metadata,
+                                 lambda footer: footer.schema.to_arrow_schema())
         except (pa.ArrowException, OSError) as exc:
             raise CorruptFileError(f"{path}: its schema has no arrow equivalent: {exc}") from exc
 
