@@ -40,9 +40,9 @@ join tasks are submitted with its sample (:func:`_speculated`): its rows leave w
 runs, its joins start once a verdict task on a worker has weighed the sample
 (:func:`~.join_decision.decide`, the client's own decision), and the client goes on lowering the
 plan without waiting for the sample. A side the estimates put well under the copy's cap is
-copied with no sample at all (:func:`_copied_by_estimate`), its broadcast task checking its
-size. Likewise the join tasks of a side copied without a sample whose keys may repeat check on
-their workers that their output fits (:func:`~.join_tasks.join_copied`).
+copied with no sample at all (:func:`~.join_copies.copied_by_estimate`), its broadcast task
+checking its size. Likewise the join tasks of a side copied without a sample whose keys may
+repeat check on their workers that their output fits (:func:`~.join_tasks.join_copied`).
 Where a verdict or a check fails, so does the action's job, and the action runs again in a job
 that waits for every sample on the client (:func:`~gpuframe.execute.in_job`): a rare cost,
 rather than a round trip through the client in every such join.
@@ -62,8 +62,8 @@ bucket, and a CPU worker with one thread has no idle time to hide it in.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from distributed import Future
@@ -72,13 +72,19 @@ from ..errors import SpeculationError
 from ..exchange.exchange import Buckets, Given, exchange
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter, Splitter, cast_keys
-from ..plan.bounds import rows_at_most, unique_on
-from ..plan.explain import copied_by_estimates, estimated, row_width, unsampled_broadcast
+from ..plan.explain import copied_by_estimates
 from ..plan.nodes import Join, Node
 from ..runtime.runner import Job, Partitions, Stage
 from ..units import byte_text
+from .join_copies import (
+    Copy,
+    SideCopies,
+    broadcast_task,
+    copied_unsampled,
+    gather_call,
+    side_estimates,
+)
 from .join_decision import (
-    BROADCAST_SLACK,
     SIDES,
     JoinShape,
     broadcast_stands,
@@ -88,10 +94,6 @@ from .join_decision import (
 from .join_tasks import (
     CopiedJoinStep,
     LocalJoin,
-    gather_each,
-    gather_side,
-    gather_side_after,
-    gather_unsampled,
     join_after,
     join_copied,
     join_parts,
@@ -105,14 +107,6 @@ SPECULATION_SHARE = 1 / 32
 of a side may be for the join to send its rows before its sample returns (:func:`_speculated`):
 a send task holds its worker's whole share at once, and the estimate takes a string value at
 a fixed width that a side of long strings may outgrow many times over."""
-
-UNSAMPLED_SHARE = 1 / 2
-"""The most of ``broadcast_bytes`` that the plan's estimate of a side may be for the join to copy
-it without sampling either side (:func:`_copied_by_estimate`): a sample's tasks and its verdict
-wait for both sides to be computed, the large one too, while such a side is gathered once it is;
-half the cap leaves the estimate room to be three times short (strings wider than taken, a
-filter keeping more) before the copy outgrows :data:`~.join_decision.BROADCAST_SLACK` times it,
-and the action runs again."""
 
 
 @lower.register
@@ -172,12 +166,12 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
             return _into_buckets(node, lowering, number, local, inputs, side, splitter,
                                  Given(hashed.owners), hash_types, copies)
 
-    unsampled = _copied_unsampled(node, lowering, inputs)
+    unsampled = copied_unsampled(node, lowering, inputs)
     if unsampled is not None:
         return _broadcast(node, lowering, number, local, inputs, *unsampled, copies)
     opts = node.options
     workers = job.workers
-    estimates = _estimates(node)
+    estimates = side_estimates(node)
     # validate= checks each side's keys where all of their rows meet: a side split by heavy
     # keys has them spread over several tasks. sort=True keeps pandas' order of a key's rows
     # by joining them in one task, in input order.
@@ -339,88 +333,6 @@ def broadcast_verdict(shape: JoinShape, copied: str, *sampled: Any) -> bool:
     return True
 
 
-def _copied_by_estimate(node: Join, job: Job, sizes: dict[str, float | None]) -> str | None:
-    """The side the join copies to every worker without sampling either side, by the plan's
-    estimates of its sides' bytes (``sizes``) alone: one estimated at most
-    :data:`UNSAMPLED_SHARE` of ``broadcast_bytes`` that the estimates would copy
-    (:func:`~gpuframe.plan.explain.copied_by_estimates`). Its broadcast tasks check what they
-    gather against the cap (:func:`~.join_tasks.gather_unsampled`), and its join tasks their
-    output where its keys may repeat (:func:`~.join_tasks.join_copied`); where either fails, so
-    does the job, and the action runs again, sampling. None where the job does not speculate,
-    and for a cross join."""
-    if node.how == "cross" or not job.speculates:
-        return None
-    return copied_by_estimates(node, sizes, len(job.workers),
-                               UNSAMPLED_SHARE * node.options.broadcast_bytes)
-
-
-def _estimates(node: Join) -> dict[str, float | None]:
-    """Each side's bytes as the plan estimates them (None: no estimate)."""
-    return {side: estimated(getattr(node, side)).bytes for side in SIDES}
-
-
-def _copied_unsampled(node: Join, lowering: Lowering,
-                      inputs: dict[str, Partitions] | None = None) -> tuple[str, Copy] | None:
-    """The side ``node`` copies to every worker without sampling either side, and how, noted
-    on ``node``: one the plan bounds (:func:`~gpuframe.plan.explain.unsampled_broadcast`), or,
-    given the lowered ``inputs``, one bounded as it ran (:func:`_counted_broadcast`), where its
-    keys are unique or the job speculates (its join tasks then check their output); else one
-    the plan's estimates copy (:func:`_copied_by_estimate`), its size checked as it is
-    gathered. None where the join samples."""
-    job = lowering.job
-    keys = {"left": list(node.left_keys), "right": list(node.right_keys)}
-    unsampled = unsampled_broadcast(node)
-    counted = None if unsampled is not None or inputs is None \
-        else _counted_broadcast(node, inputs)
-    copied = unsampled or counted
-    # A cross join has no keys: every row of the copied side joins every row, as asked.
-    may_repeat = copied is not None and node.how != "cross" \
-        and not unique_on(getattr(node, copied), keys[copied])
-    if copied is not None and not (may_repeat and not job.speculates):
-        lowering.note(node, f"broadcast {copied} side (at most "
-                            + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
-                               if unsampled or inputs is None else
-                               f"{inputs[copied].rows_at_most} rows, counted as it ran)"))
-        return copied, Copy(counted_on=keys[copied] if may_repeat else None)
-    estimates = _estimates(node)
-    estimated_copy = _copied_by_estimate(node, job, estimates)
-    if estimated_copy is None:
-        return None
-    may_repeat = not unique_on(getattr(node, estimated_copy), keys[estimated_copy])
-    lowering.note(node, f"broadcast {estimated_copy} side (estimated at "
-                        f"{byte_text(estimates[estimated_copy] or 0)}, unsampled; its size "
-                        "checked as it is gathered)")
-    return estimated_copy, Copy(counted_on=keys[estimated_copy] if may_repeat else None,
-                                most_bytes=BROADCAST_SLACK * node.options.broadcast_bytes)
-
-
-@dataclass
-class SideCopies:
-    """The sides that the broadcast joins run in a join's tasks (:func:`_fused`) copy to every
-    worker: on each worker, one broadcast task gathers them all, in the order of the steps'
-    slots, submitted the first time a join task there needs them (a task a side would cost a
-    round trip through the scheduler each, before the join task can start)."""
-
-    job: Job | None = None
-    calls: tuple[tuple[Callable[..., Any], tuple[Any, ...]], ...] = ()
-    """Per side, what gathers it and its arguments (:func:`_gather_call`)."""
-    made: dict[str, Future] = field(default_factory=dict)
-
-    def plus(self, job: Job, call: tuple[Callable[..., Any], tuple[Any, ...]]) -> SideCopies:
-        """These copies and one more, in the next slot."""
-        return SideCopies(job, self.calls + (call,))
-
-    def on(self, owner: str) -> Future | None:
-        """``owner``'s copies (a list, once gathered), their broadcast task submitted once;
-        None where there are none."""
-        if self.job is None:
-            return None
-        if owner not in self.made:
-            self.made[owner] = self.job.stage("broadcast").submit(
-                gather_each, list(self.calls), index=(len(self.made),), owner=owner)
-        return self.made[owner]
-
-
 def _join_below(node: Node, lowering: Lowering) -> tuple[Join, Chain | None] | None:
     """The join whose tasks make ``node``'s partitions, where nothing else reads them:
     ``node`` itself, or the base of the per-partition chain that ends at it, with that chain.
@@ -435,11 +347,12 @@ def _join_below(node: Node, lowering: Lowering) -> tuple[Join, Chain | None] | N
 def _fused(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
            steps: tuple[Any, ...], copies: SideCopies, hash_types: tuple[str, ...],
            lowered: dict[str, Partitions]) -> Partitions | None:
-    """Where ``node`` copies a side to every worker without sampling (:func:`_copied_unsampled`)
-    and its other side is made by a join that nothing else reads (through per-partition nodes,
-    :func:`_join_below`): that join's tasks run this one as well, as a step on each partition
-    they make (:class:`~.join_tasks.CopiedJoinStep`) with their worker's copy. A join task
-    fewer per partition: a round trip through the scheduler, and the wait for a worker's
+    """Where ``node`` copies a side to every worker without sampling
+    (:func:`~.join_copies.copied_unsampled`) and its other side is made by a join that nothing
+    else reads (through per-partition nodes, :func:`_join_below`): that join's tasks run this
+    one as well, as a step on each partition they make
+    (:class:`~.join_tasks.CopiedJoinStep`) with their worker's copy. A join task fewer per
+    partition: a round trip through the scheduler, and the wait for a worker's
     thread, off the path of each partition. None elsewhere, and where the side to copy turns
     out hashed on its keys already (the other side is then sent into its buckets): that side,
     lowered, is left in ``lowered``."""
@@ -448,7 +361,7 @@ def _fused(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
     below = {side: _join_below(getattr(node, side), lowering) for side in SIDES}
     if not any(below.values()):
         return None
-    decided = _copied_unsampled(node, lowering)
+    decided = copied_unsampled(node, lowering)
     if decided is None:
         return None
     small, copy = decided
@@ -463,7 +376,7 @@ def _fused(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
         return None
     fraction = node.options.join_memory_fraction
     step = CopiedJoinStep(replace(local, steps=()), small, len(copies.calls), fraction)
-    call = _gather_call(lowering.job, small_parts, local, small, copy, fraction)
+    call = gather_call(lowering.job, small_parts, local, small, copy, fraction)
     if chain is not None:
         chain.fused(lowering, base)
     lowering.note(node, f"{lowering.job.notes[lowering.number(node)]}, joined in the tasks of "
@@ -481,18 +394,6 @@ def _hash_splitters(keys: dict[str, list[str]], casts: dict[str, dict[str, Any]]
     """Each side's rows hashed on its keys into ``n`` buckets: one maker for the speculative
     exchange and the one the sample decides, so that the first may stand for the second."""
     return {side: HashSplitter(tuple(keys[side]), n, casts[side]) for side in SIDES}
-
-
-def _counted_broadcast(node: Join, inputs: dict[str, Partitions]) -> str | None:
-    """The side the join copies to every worker without sampling because its rows were
-    bounded as it ran (:attr:`Partitions.rows_at_most`), as :func:`unsampled_broadcast` does
-    with the plan's bounds; None where neither side's is small enough."""
-    opts = node.options
-    bounded = [(bound, side) for side in ("right", "left")
-               if (bound := inputs[side].rows_at_most) is not None and node.may_copy(side)
-               and bound <= opts.broadcast_rows
-               and bound * row_width(inputs[side].meta) <= opts.broadcast_bytes]
-    return min(bounded, key=lambda found: found[0])[1] if bounded else None
 
 
 def _placement_serving(parts: Partitions, keys: list[str], hash_types: tuple[str, ...]
@@ -539,18 +440,6 @@ def _into_buckets(node: Join, lowering: Lowering, number: int | None, local: Loc
     return Partitions(futures, owners, node.meta, placement)
 
 
-@dataclass(frozen=True)
-class Copy:
-    """How a broadcast gathers its copied side (:func:`_gathered`): once ``verdict`` has
-    passed; with ``counted_on`` (keys), as a :class:`~.join_tasks.CountedSide` (a side copied
-    without a sample, whose keys may repeat); with ``most_bytes``, once its parts are found to
-    hold no more (a side copied by the plan's estimates)."""
-
-    verdict: Future | None = None
-    counted_on: list[str] | None = None
-    most_bytes: float | None = None
-
-
 def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
                inputs: dict[str, Partitions], small: str, copy: Copy, copies: SideCopies
                ) -> Partitions:
@@ -567,8 +456,8 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
     gathered: dict[str, Future] = {}
     for owner in inputs[big].owners:
         if owner not in gathered:
-            gathered[owner] = _gathered(job, inputs[small], local, small, copy, owner,
-                                        len(gathered), node.options.join_memory_fraction)
+            gathered[owner] = broadcast_task(job, inputs[small], local, small, copy, owner,
+                                             len(gathered), node.options.join_memory_fraction)
     stage = job.stage("join")
     futures = []
     for i, (part, owner) in enumerate(zip(inputs[big].futures, inputs[big].owners)):
@@ -585,27 +474,6 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
         placement = _output_placement(node, placed.hash_types, placed.n, placed.owners,
                                       side=big, keys=placed.keys)
     return Partitions(futures, list(inputs[big].owners), node.meta, placement)
-
-
-def _gathered(job: Job, parts: Partitions, local: LocalJoin, side: str, copy: Copy,
-              owner: str, index: int, fraction: float) -> Future:
-    """The broadcast task ``index`` of ``side``, on ``owner`` (:func:`_gather_call`)."""
-    fn, args = _gather_call(job, parts, local, side, copy, fraction)
-    return job.stage("broadcast").submit(fn, *args, index=(index,), owner=owner)
-
-
-def _gather_call(job: Job, parts: Partitions, local: LocalJoin, side: str, copy: Copy,
-                 fraction: float) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-    """What gathers ``side`` on a worker: all of ``parts`` as one frame, as ``copy`` says
-    (:func:`gather_side`, :func:`gather_side_after`, :func:`gather_unsampled`, which holds a
-    copy to ``fraction`` of its worker's memory), and its arguments."""
-    casts = local.types.left if side == "left" else local.types.right
-    if copy.counted_on is not None or copy.most_bytes is not None:
-        return gather_unsampled, (parts.futures, casts, job.backend, side, copy.counted_on,
-                                  copy.most_bytes, fraction)
-    if copy.verdict is None:
-        return gather_side, (parts.futures, casts, job.backend)
-    return gather_side_after, (copy.verdict, parts.futures, casts, job.backend)
 
 
 def _output_placement(node: Join, hash_types: Sequence[str], n: int, owners: Sequence[str],
