@@ -14,7 +14,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ...remembered import remembered_of
 from ..errors import CorruptFileError, PageReadUnsupportedError, TruncatedFileError
 from ..statistics import HiveValue, Statistics, chunk_statistics, statistics_may_match
 from .base import FOOTER_PROBE, CudfReader, Fetcher, FileFormat, FileUnits, Unit
@@ -42,11 +41,8 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
         return metadata.serialized_size
 
     def arrow_schema(self, path: str, metadata: pq.FileMetaData) -> pa.Schema:
-        # Remembered by the footer, which the metadata cache keeps while the file is unchanged:
-        # every plan of the file asks for it, each file's footer at least twice.
         try:
-            return remembered_of("arrow schema", metadata,
-                                 lambda footer: footer.schema.to_arrow_schema())
+            return footer_layout(metadata).arrow_schema
         except (pa.ArrowException, OSError) as exc:
             raise CorruptFileError(f"{path}: its schema has no arrow equivalent: {exc}") from exc
 
@@ -260,9 +256,9 @@ def read_footer(source: RangeSource) -> pq.FileMetaData:
 class FooterLayout:
     """What planning asks of one footer, over and over: each top-level column's leaves, each
     column chunk's offset and compressed size, each row group's rows, and (as first asked) each
-    chunk's statistics. pyarrow answers each through a Python object made anew; a footer of
-    hundreds of row groups took a query's planning tens of milliseconds per read, every
-    query."""
+    chunk's statistics and the schema as pyarrow's. pyarrow answers each through a Python
+    object made anew; a footer of hundreds of row groups took a query's planning tens of
+    milliseconds per read, every query."""
 
     def __init__(self, metadata: pq.FileMetaData) -> None:
         self.leaves: dict[str, list[int]] = {}
@@ -279,6 +275,12 @@ class FooterLayout:
         self.sizes = ranges[:, :, 1]
         self._metadata = metadata
         self._statistics: dict[tuple[int, str], Statistics | None] = {}
+
+    @functools.cached_property
+    def arrow_schema(self) -> pa.Schema:
+        """The footer's schema as pyarrow's: every plan of the file asks for it, at least
+        twice."""
+        return self._metadata.schema.to_arrow_schema()
 
     def indices(self, names: Sequence[str]) -> list[int]:
         """Leaf column indices (in the footer) of the top-level columns ``names``, in the
