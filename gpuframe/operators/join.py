@@ -137,7 +137,7 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
     """The join's tasks, their output reported as plan node ``number``'s (None: not reported),
     after ``steps``, each given its worker's ``copies`` that those steps join with."""
     job = lowering.job
-    copies = copies or SideCopies()
+    copies = copies or SideCopies(job)
     keys = {"left": list(node.left_keys), "right": list(node.right_keys)}
     casts = {"left": node.types.left, "right": node.types.right}
     schemas = (cast_keys(node.left.meta, casts["left"]), cast_keys(node.right.meta,
@@ -382,7 +382,7 @@ def _fused(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
     lowering.note(node, f"{lowering.job.notes[lowering.number(node)]}, joined in the tasks of "
                         f"#{lowering.number(base)}")
     parts = _join(base, lowering, number, (chain.steps if chain is not None else ())
-                  + (step,) + steps, copies.plus(lowering.job, call))
+                  + (step,) + steps, copies.plus(call))
     placed = chain.placed(parts).partitioning if chain is not None else parts.partitioning
     placement = None if placed is None else _output_placement(
         node, placed.hash_types, placed.n, placed.owners, side=big, keys=placed.keys)

@@ -137,19 +137,19 @@ class SideCopies:
     slots, submitted the first time a join task there needs them (a task a side would cost a
     round trip through the scheduler each, before the join task can start)."""
 
-    job: Job | None = None
+    job: Job
     calls: tuple[tuple[Callable[..., Any], tuple[Any, ...]], ...] = ()
     """Per side, what gathers it and its arguments (:func:`gather_call`)."""
     made: dict[str, Future] = field(default_factory=dict)
 
-    def plus(self, job: Job, call: tuple[Callable[..., Any], tuple[Any, ...]]) -> SideCopies:
+    def plus(self, call: tuple[Callable[..., Any], tuple[Any, ...]]) -> SideCopies:
         """These copies and one more, in the next slot."""
-        return SideCopies(job, self.calls + (call,))
+        return SideCopies(self.job, self.calls + (call,))
 
     def on(self, owner: str) -> Future | None:
         """``owner``'s copies (a list, once gathered), their broadcast task submitted once;
         None where there are none."""
-        if self.job is None:
+        if not self.calls:
             return None
         if owner not in self.made:
             self.made[owner] = self.job.stage("broadcast").submit(
