@@ -14,12 +14,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..device_streams import thread_stream
 from ..errors import CorruptFileError, PageReadUnsupportedError, TruncatedFileError
 from ..statistics import HiveValue, Statistics, chunk_statistics, statistics_may_match
 from .base import FOOTER_PROBE, CudfReader, Fetcher, FileFormat, FileUnits, Unit
 from .pages import MAGIC, ParquetFooter, coalesce, read_rows
 
 if TYPE_CHECKING:
+    import cudf
+    import rmm
+
     from ..filters import Dnf
     from ..storage.base import RangeSource
 
@@ -116,10 +120,29 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
         return size + len(tail), {0: MAGIC, size: tail}
 
     def _cudf_reader(self) -> CudfReader:
-        import cudf
+        return read_on_thread_stream
 
-        return lambda sources, columns, units: cudf.read_parquet(
-            sources, columns=columns, row_groups=units)
+
+def read_on_thread_stream(sources: list[str] | list[rmm.DeviceBuffer], columns: list[str],
+                          units: list[list[int]]) -> cudf.DataFrame:
+    """``columns`` of each source's ``units`` (row groups) as one cuDF frame, decoded on the
+    calling thread's stream (:func:`~gpuframe.io.device_streams.thread_stream`), synchronized
+    before it returns: reads on several worker threads overlap on the GPU. pylibcudf's reader,
+    as ``cudf.read_parquet`` calls it, without the pandas metadata: a read names its columns
+    (an index's among them) and gets those, as columns."""
+    import cudf
+    import pylibcudf as plc
+
+    if not columns:  # no table to count the rows of: cuDF's reader makes them an index
+        return cudf.read_parquet(sources, columns=[], row_groups=units)
+    options = plc.io.parquet.ParquetReaderOptions.builder(
+        plc.io.SourceInfo(sources)).use_pandas_metadata(False).build()
+    options.set_column_names(columns)
+    options.set_row_groups(units)
+    stream = thread_stream()
+    table = plc.io.parquet.read_parquet(options, stream=stream)
+    stream.synchronize()
+    return cudf.DataFrame.from_pylibcudf(table)
 
 
 class FooterBytes:

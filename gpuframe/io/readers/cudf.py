@@ -17,7 +17,7 @@ from ..tasks import FragmentTask
 from ..tuning.budget import node_budget
 from .arrow import ArrowReader, hive_column, read_fragment
 from .base import ReadStats
-from .device import CopyJob, copy_batches, fetch_device_copies, set_kvikio
+from .device import KVIKIO, CopyJob, copy_batches, fetch_device_copies
 from .device_filters import kept_rows
 from .failures import check_planned_size, naming_cudf_failures
 from .fetch import FileFetcher
@@ -68,13 +68,13 @@ class CudfReader:
         if local:
             # One call reads every file's chunks at once: a thread per file at least keeps
             # each file's reads going (benchmarks/results/2026-11-23-fixes-h200x2.md).
-            set_kvikio({"num_threads": max(first.concurrency.requests_in_flight, len(tasks)),
-                        "task_size": max(first.concurrency.request_size, KVIKIO_TASK_SIZE)})
             for task in tasks:
                 with open_source(task.path) as source:
                     check_planned_size(task, source)
-            with naming_cudf_failures(tasks, read_fragment,
-                                      lambda i: first.format.read_cudf([tasks[i]])):
+            settings = {"num_threads": max(first.concurrency.requests_in_flight, len(tasks)),
+                        "task_size": max(first.concurrency.request_size, KVIKIO_TASK_SIZE)}
+            with KVIKIO.using(settings, wait=False), naming_cudf_failures(
+                    tasks, read_fragment, lambda i: first.format.read_cudf([tasks[i]])):
                 frame, rows = first.format.read_cudf(tasks)
             fetched = sum(n for task in tasks
                           for _, n in task.format.ranges(task.metadata, task.units,

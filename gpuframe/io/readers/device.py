@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import logging
 import queue
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -115,16 +116,51 @@ def copy_batches(jobs: Sequence[CopyJob]) -> list[list[int]]:
     return batches
 
 
-def set_kvikio(settings: Mapping[str, Any]) -> None:
-    """KvikIO's ``settings`` (its defaults), those that differ from what it holds alone: a new
-    thread count starts a new pool of threads, which a read should not pay for the same
-    count."""
-    import kvikio.defaults
+class KvikioSettings:
+    """KvikIO's settings (its process-wide defaults) for the reads of one process, which may run
+    on several worker threads at once.
 
-    changed = {key: value for key, value in settings.items()
-               if kvikio.defaults.get(key) != value}
-    if changed:
-        kvikio.defaults.set(changed)
+    A new thread count drains KvikIO's pool of threads and starts another; done while another
+    thread's read had tasks in that pool, it hung (a worker of two threads, on GPUs:
+    benchmarks/results/2026-11-28-s33-gpus-h100x2.md), and a new task size would cut a read in
+    flight by two sizes. So settings change only while no read of this process uses KvikIO.
+    One worker thread (the default) always finds none."""
+
+    def __init__(self) -> None:
+        self._idle = threading.Condition()
+        self._users = 0
+
+    @contextmanager
+    def using(self, settings: Mapping[str, Any], wait: bool) -> Iterator[None]:
+        """While the block reads through KvikIO: ``settings``, those that differ from what
+        KvikIO holds (a new pool of threads costs a read that asks for the same count), set
+        if no other read is in flight. Where one is, ``wait`` says whether this read waits for
+        KvikIO to be idle (its settings must hold: a remote read's timeout, the thread count
+        its host's budget leased) or reads with the settings in force (a local read, whose
+        threads and task size only set its speed)."""
+        import kvikio.defaults
+
+        with self._idle:
+            changed = {key: value for key, value in settings.items()
+                       if kvikio.defaults.get(key) != value}
+            while wait and changed and self._users:
+                self._idle.wait()
+                changed = {key: value for key, value in changed.items()
+                           if kvikio.defaults.get(key) != value}
+            if changed and not self._users:
+                kvikio.defaults.set(changed)
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._users -= 1
+                if not self._users:
+                    self._idle.notify_all()
+
+
+KVIKIO = KvikioSettings()
+"""This process's KvikIO settings, shared by its reads (:class:`KvikioSettings`)."""
 
 
 def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[rmm.DeviceBuffer],
@@ -153,33 +189,34 @@ def fetch_by_kvikio(jobs: Sequence[CopyJob], copies: Sequence[rmm.DeviceBuffer],
     files: list[kvikio.RemoteFile] = []
     reads: list[tuple[RangeSource, int, int, kvikio.IOFuture]] = []
     failure: BaseException | None = None
-    try:  # (KvikIO before 26.10, which this was built on, lacks some of these settings)
-        # KvikIO streams each task through a bounce buffer (16 MiB): longer tasks run slower
-        # (benchmarks/results/2026-11-25-figures-from-io-comments.md)
-        task_size = max(1, min(request_size or max(n for _, ranges, _, _ in jobs
-                                                   for _, n in ranges),
-                               kvikio.defaults.get("bounce_buffer_size")))
-        settings = {"num_threads": requests_in_flight, "task_size": task_size,
-                    "http_timeout": max(1, round(max(how.timeout for how in opens)))}
-        set_kvikio(settings)
-        for (source, ranges, _, _), how, copy in zip(jobs, opens, copies):
-            files.append(getattr(kvikio.RemoteFile, how.method)(**how.kwargs))
-            view = cupy.asarray(copy)
-            reads.extend((source, offset, length, files[-1].pread(
-                view[offset:offset + length], length, offset)) for offset, length in ranges)
-    except BaseException as exc:  # noqa: BLE001 (raised below, once nothing is in flight)
-        failure = exc
-    for source, offset, length, future in reads:  # all of them: they write into the copies
-        try:
-            got = future.get()
-        except BaseException as exc:  # noqa: BLE001 (the first failure is raised below)
-            failure = failure or exc
-            continue
-        if got != length and failure is None:
-            failure = RemoteError(f"{source.path}: bytes {offset}-{offset + length} ended "
-                                  f"after {got} bytes")
-    for file in files:
-        file.close()
+    with ExitStack() as in_kvikio:  # until every read is in
+        try:  # (KvikIO before 26.10, which this was built on, lacks some of these settings)
+            # KvikIO streams each task through a bounce buffer (16 MiB): longer tasks run
+            # slower (benchmarks/results/2026-11-25-figures-from-io-comments.md)
+            task_size = max(1, min(request_size or max(n for _, ranges, _, _ in jobs
+                                                       for _, n in ranges),
+                                   kvikio.defaults.get("bounce_buffer_size")))
+            settings = {"num_threads": requests_in_flight, "task_size": task_size,
+                        "http_timeout": max(1, round(max(how.timeout for how in opens)))}
+            in_kvikio.enter_context(KVIKIO.using(settings, wait=True))
+            for (source, ranges, _, _), how, copy in zip(jobs, opens, copies):
+                files.append(getattr(kvikio.RemoteFile, how.method)(**how.kwargs))
+                view = cupy.asarray(copy)
+                reads.extend((source, offset, length, files[-1].pread(
+                    view[offset:offset + length], length, offset)) for offset, length in ranges)
+        except BaseException as exc:  # noqa: BLE001 (raised below, once nothing is in flight)
+            failure = exc
+        for source, offset, length, future in reads:  # all of them: they write into the copies
+            try:
+                got = future.get()
+            except BaseException as exc:  # noqa: BLE001 (the first failure is raised below)
+                failure = failure or exc
+                continue
+            if got != length and failure is None:
+                failure = RemoteError(f"{source.path}: bytes {offset}-{offset + length} ended "
+                                      f"after {got} bytes")
+        for file in files:
+            file.close()
     if failure is not None:
         if not isinstance(failure, Exception):  # an interrupt, not a failed read
             raise failure

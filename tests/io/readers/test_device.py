@@ -4,6 +4,7 @@ byte for byte the planned and known bytes, in batches bounded by their gaps."""
 from __future__ import annotations
 
 import sys
+import threading
 import types
 
 import pandas as pd
@@ -167,14 +168,16 @@ def test_remote_reads_kvikio_cannot_make_or_fails_go_through_gpuframes_requests(
     pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
 
 
-def test_kvikio_is_set_only_where_its_settings_change(monkeypatch):
-    """A read sets KvikIO's thread count and task size; setting a thread count starts a new
-    pool of threads, so a setting KvikIO already holds is not set again."""
+@pytest.fixture
+def kvikio_defaults(monkeypatch):
+    """A stand-in for ``kvikio.defaults`` holding a thread count and a task size, which records
+    each ``set`` and counts the reads in flight when it came."""
     held = {"num_threads": 8, "task_size": 2**24}
-    calls: list[dict] = []
+    calls: list[tuple[dict, int]] = []
+    settings = device.KvikioSettings()
 
     def setting(changed: dict) -> None:
-        calls.append(dict(changed))
+        calls.append((dict(changed), settings._users))
         held.update(changed)
 
     defaults = types.SimpleNamespace(get=held.__getitem__, set=setting)
@@ -182,7 +185,49 @@ def test_kvikio_is_set_only_where_its_settings_change(monkeypatch):
     package.defaults = defaults  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "kvikio", package)
     monkeypatch.setitem(sys.modules, "kvikio.defaults", defaults)
-    device.set_kvikio({"num_threads": 8, "task_size": 2**24})
-    device.set_kvikio({"num_threads": 16, "task_size": 2**24})
-    device.set_kvikio({"num_threads": 16, "task_size": 2**24})
-    assert calls == [{"num_threads": 16}]
+    return settings, held, calls
+
+
+def test_kvikio_is_set_only_where_its_settings_change(kvikio_defaults):
+    """A read sets KvikIO's thread count and task size; setting a thread count starts a new
+    pool of threads, so a setting KvikIO already holds is not set again."""
+    settings, _, calls = kvikio_defaults
+    for threads in (8, 16, 16):
+        with settings.using({"num_threads": threads, "task_size": 2**24}, wait=False):
+            pass
+    assert calls == [({"num_threads": 16}, 0)]
+
+
+def test_kvikio_settings_never_change_under_a_read_in_flight(kvikio_defaults):
+    """A new thread count drains KvikIO's pool, which hung a read on another worker thread: a
+    local read that finds one in flight reads with the settings in force, and a remote read
+    (``wait``) waits for the other to finish, then sets its own."""
+    settings, held, calls = kvikio_defaults
+    inside, release = threading.Event(), threading.Event()
+
+    def first_read() -> None:
+        with settings.using({"num_threads": 32, "task_size": 2**24}, wait=False):
+            inside.set()
+            release.wait(10)
+
+    reading = threading.Thread(target=first_read)
+    reading.start()
+    assert inside.wait(10)
+    with settings.using({"num_threads": 4, "task_size": 2**20}, wait=False):
+        assert held == {"num_threads": 32, "task_size": 2**24}
+
+    waited: list[dict] = []
+
+    def remote_read() -> None:
+        with settings.using({"num_threads": 64, "task_size": 2**24}, wait=True):
+            waited.append(dict(held))
+
+    remote = threading.Thread(target=remote_read)
+    remote.start()
+    remote.join(0.2)
+    assert remote.is_alive() and not waited  # held back while the first read is in flight
+    release.set()
+    reading.join(10)
+    remote.join(10)
+    assert waited == [{"num_threads": 64, "task_size": 2**24}]
+    assert calls == [({"num_threads": 32}, 0), ({"num_threads": 64}, 0)]
