@@ -109,3 +109,32 @@ def test_cudf_reader_decodes_remote_files_in_batches_when_gaps_would_take_memory
     got, stats = READERS["cudf"]().read("k", tasks)
     pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
     assert stats.rows == expected.num_rows
+
+
+@pytest.mark.gpu
+def test_reads_on_several_threads_each_decode_on_a_stream_of_their_own(dataset_dir):
+    """Reads on several worker threads overlap on the GPU, each decoding on its thread's stream
+    (the legacy default stream would put them in line): every thread gets its own rows, as the
+    pandas reader reads them, and no two threads share a stream."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpuframe.io.device_streams import thread_stream
+
+    tasks = fragment_tasks(plan_fragments(str(dataset_dir / "hive"), partition_bytes=30_000))
+    assert len(tasks) > 1
+    expected = [READERS["pandas"]().read("k", [task])[0].to_pandas() for task in tasks]
+
+    used: set[tuple[int, int]] = set()
+
+    def read(task: object) -> pd.DataFrame:
+        frame, _ = READERS["cudf"]().read("k", [task])
+        used.add((threading.get_ident(), id(thread_stream())))
+        return frame.to_pandas()
+
+    with ThreadPoolExecutor(3) as pool:
+        for _ in range(3):
+            for got, want in zip(pool.map(read, tasks), expected):
+                pd.testing.assert_frame_equal(got.reset_index(drop=True), want)
+    threads = {thread for thread, _ in used}
+    assert len(threads) > 1 and len(used) == len(threads) == len({s for _, s in used})
