@@ -79,6 +79,12 @@ class ClusterOptions:
         None, _text, "GPUs to use, as in CUDA_VISIBLE_DEVICES ('0,1'); None: all"
     )
     threads_per_worker: int = _option(1, _count, "threads in each worker process")
+    thread_streams: bool = _option(
+        False, _flag, "GPU workers of several threads run each thread's cuDF work on a CUDA "
+        "stream of its own, each task ending once its stream is done (CUDF_PER_THREAD_STREAM=1 "
+        "in the worker processes), so that their tasks overlap on the GPU; off until measured "
+        "(each read decodes on a stream of its own either way)"
+    )
     rmm_pool_size: float | str | None = _option(
         0.75, _size, "RMM pool per GPU worker: fraction of device memory or bytes; None: no pool"
     )

@@ -24,6 +24,7 @@ from .hardware import has_module, list_gpus
 from .memory import WorkerMemory
 from .messages import prompt
 from .roster import keep_roster
+from .thread_streams import settle_thread_streams
 
 if TYPE_CHECKING:
     from distributed.core import PooledRPCCall, rpc
@@ -51,6 +52,7 @@ class Engine:
             # Every worker's mailbox, now: registering it waits for every worker, which a first
             # exchange must not do (a silent worker would hold it, unwatched).
             install(client)
+            settle_thread_streams(client)
         except BaseException:  # an engine that never was leaves no cluster behind
             self.close()
             raise

@@ -23,6 +23,7 @@ from ..backend import Backend, get_backend
 from ..config import ClusterOptions, resolve
 from ..diagnostics.attach import attach
 from ..errors import BackendError, ClusterError, OptionError, ProtocolError
+from . import thread_streams
 from .engine import Engine, set_current
 from .hardware import Gpu, has_module, list_gpus, ucx_available
 from .memory import spill_settings
@@ -156,6 +157,8 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
 
     # the worker processes take the config they start in
     with dask.config.set(spill_settings()), ucx_environment(protocol, scheduler_protocol) as env:
+        if opts.thread_streams:  # pylibcudf reads it as the worker imports cuDF (pre_import)
+            env = {**env, thread_streams.ENVIRONMENT: "1"}
         return LocalCUDACluster(
             CUDA_VISIBLE_DEVICES=devices,
             n_workers=n_workers,
