@@ -84,3 +84,37 @@ def test_gpu_workers_run_cudf_on_streams_of_their_own_where_asked(monkeypatch):
         with pytest.raises(Started):
             start_cluster(protocol="tcp", **options)
     assert [env.get(thread_streams.ENVIRONMENT) for env in started] == ["1", None, None]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("streams", [False, True])
+def test_gpu_workers_of_several_threads_join_and_aggregate_right(streams, tmp_path):
+    """Reads, a shuffle join and an aggregate on GPU workers of three threads, each thread's
+    reads on its own stream, and with ``thread_streams`` all its cuDF work: the rows pandas
+    gives, in every round (tasks on several threads at once, buckets handed between them)."""
+    import numpy as np
+    import pandas as pd
+
+    import gpuframe
+
+    rng = np.random.default_rng(5)
+    n = 400_000
+    for i in range(6):
+        pd.DataFrame({"k": rng.integers(0, n, n), "v": rng.random(n)}).to_parquet(
+            tmp_path / f"left-{i}.parquet")
+        pd.DataFrame({"k": rng.permutation(n)[: n // 2], "w": rng.integers(0, 7, n // 2)}
+                     ).to_parquet(tmp_path / f"right-{i}.parquet")
+    left = pd.read_parquet([tmp_path / f"left-{i}.parquet" for i in range(6)])
+    right = pd.read_parquet([tmp_path / f"right-{i}.parquet" for i in range(6)])
+    expected = (left.merge(right, on="k").groupby("w", as_index=False)
+                .agg(total=("v", "sum"), rows=("v", "size")).sort_values("w", ignore_index=True))
+    with gpuframe.start_cluster(backend="cudf", protocol="tcp", threads_per_worker=3,
+                                thread_streams=streams, dashboard_address="127.0.0.1:0"):
+        for _ in range(3):
+            joined = gpuframe.read_parquet(str(tmp_path / "left-*.parquet")).merge(
+                gpuframe.read_parquet(str(tmp_path / "right-*.parquet")), on="k",
+                broadcast_bytes=0)
+            got = (joined.groupby("w", as_index=False)
+                   .agg(total=("v", "sum"), rows=("v", "size")).to_pandas()
+                   .sort_values("w", ignore_index=True))
+            pd.testing.assert_frame_equal(got, expected, check_dtype=False, rtol=1e-9)
