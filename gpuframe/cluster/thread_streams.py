@@ -1,5 +1,5 @@
-"""Each thread of a GPU worker runs its cuDF work on a CUDA stream of its own, and every task
-ends once that stream has done its work.
+"""Where asked, each thread of a GPU worker runs its cuDF work on a CUDA stream of its own, and
+every task ends once that stream has done its work.
 
 With one thread a worker (the default), every kernel goes on the device's legacy default stream,
 in one line. With more, tasks could overlap on the GPU, which pylibcudf allows where
