@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.threadpoolexecutor import ThreadPoolExecutor
 
-from .hardware import has_module
+from .hardware import has_module, list_gpus
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -41,8 +41,9 @@ def per_thread_streams() -> bool:
 
 
 def runs_cudf() -> bool:
-    """Whether this process can run cuDF's streams (a CPU worker has none to settle)."""
-    return has_module("rmm")
+    """Whether this process runs cuDF on a GPU (a CPU worker has no stream to settle, whatever
+    packages it has)."""
+    return has_module("cudf") and bool(list_gpus())
 
 
 def synchronize_thread_stream() -> None:

@@ -33,11 +33,15 @@ def on_device() -> bool:
     return True
 
 
+def on_host() -> bool:
+    return False
+
+
 @pytest.mark.parametrize("threads, streams, device, settling", [
     (2, "1", on_device, True),
     (1, "1", on_device, False),  # one thread: one stream, in order
     (2, None, on_device, False),  # cuDF on the legacy stream: one line
-    (2, "1", None, False),  # no cuDF here (no rmm on the CPU machine): nothing to settle
+    (2, "1", on_host, False),  # no cuDF on a GPU: no stream to settle
 ])
 def test_tasks_settle_their_thread_s_stream_where_threads_run_cudf_on_their_own(
         monkeypatch, threads, streams, device, settling):
@@ -48,9 +52,8 @@ def test_tasks_settle_their_thread_s_stream_where_threads_run_cudf_on_their_own(
     SETTLED.clear()
     with LocalCluster(n_workers=1, threads_per_worker=threads, processes=False,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
-        plugin = (ThreadStreams(record_settle) if device is None
-                  else ThreadStreams(record_settle, device))
-        client.register_plugin(plugin, name=thread_streams.PLUGIN_NAME)
+        client.register_plugin(ThreadStreams(record_settle, device),
+                               name=thread_streams.PLUGIN_NAME)
         executor = client.run(lambda dask_worker: type(dask_worker.executors["default"]))
         futures = client.map(running_thread, range(40), pure=False)
         ran = client.gather(futures)
