@@ -52,7 +52,8 @@ class Engine:
             # Every worker's mailbox, now: registering it waits for every worker, which a first
             # exchange must not do (a silent worker would hold it, unwatched).
             install(client)
-            settle_thread_streams(client)
+            if backend.on_device:
+                settle_thread_streams(client)
         except BaseException:  # an engine that never was leaves no cluster behind
             self.close()
             raise
