@@ -20,7 +20,7 @@ from ..errors import BackendError, ClusterError, OptionError
 from ..exchange.bucket import wrapped
 from ..exchange.mailbox import install
 from . import warmup
-from .hardware import has_module, list_gpus
+from .hardware import worker_backend_support
 from .memory import WorkerMemory
 from .messages import prompt
 from .roster import keep_roster
@@ -178,11 +178,6 @@ def current_engine(engine: Engine | None = None) -> Engine:
             "no gpuframe cluster: call gpuframe.start_cluster() or gpuframe.connect() first"
         )
     return _current
-
-
-def worker_backend_support() -> dict[str, bool]:
-    """Run on each worker: can it hold cuDF partitions?"""
-    return {"gpu": bool(list_gpus()), "cudf": has_module("cudf")}
 
 
 def connect(address: str | None = None, *, scheduler_file: str | None = None,

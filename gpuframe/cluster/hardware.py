@@ -63,6 +63,11 @@ def has_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+def worker_backend_support() -> dict[str, bool]:
+    """Run on each worker: can it hold cuDF partitions?"""
+    return {"gpu": bool(list_gpus()), "cudf": has_module("cudf")}
+
+
 def package_version(distribution: str) -> str | None:
     try:
         return importlib.metadata.version(distribution)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.threadpoolexecutor import ThreadPoolExecutor
 
-from .hardware import has_module, list_gpus
+from .hardware import worker_backend_support
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -43,7 +43,7 @@ def per_thread_streams() -> bool:
 def runs_cudf() -> bool:
     """Whether this process runs cuDF on a GPU (a CPU worker has no stream to settle, whatever
     packages it has)."""
-    return has_module("cudf") and bool(list_gpus())
+    return all(worker_backend_support().values())
 
 
 def synchronize_thread_stream() -> None:
