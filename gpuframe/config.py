@@ -78,7 +78,11 @@ class ClusterOptions:
     devices: str | None = _option(
         None, _text, "GPUs to use, as in CUDA_VISIBLE_DEVICES ('0,1'); None: all"
     )
-    threads_per_worker: int = _option(1, _count, "threads in each worker process")
+    threads_per_worker: int | None = _option(
+        None, _count, "threads in each worker process; None: 4 on GPU workers, whose threads "
+        "each decode their reads on a CUDA stream of their own, so that a query's reads "
+        "overlap; 1 on CPU workers, one a core"
+    )
     thread_streams: bool = _option(
         False, _flag, "GPU workers of several threads run each thread's cuDF work on a CUDA "
         "stream of its own, each task ending once its stream is done (CUDF_PER_THREAD_STREAM=1 "

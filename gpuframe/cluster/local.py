@@ -31,6 +31,10 @@ from .memory import spill_settings
 logger = logging.getLogger("gpuframe")
 
 PROTOCOLS = ("ucx", "tcp")
+GPU_THREADS_PER_WORKER = 4
+"""Threads of a GPU worker unless the options say: its reads, each decoded on its thread's
+stream, overlap on the GPU, and the TPC-H queries took less time than on one thread, with no
+stall in three rounds (benchmarks/results/2026-11-28-s34-gpus-h100x2.md)."""
 
 UCX_ENVIRONMENT = {"UCXPY_PROGRESS_MODE": "thread", "UCXPY_ENABLE_PYTHON_FUTURE": "1"}
 """How UCX-Py progresses in gpuframe's processes over UCX, where the user's environment sets
@@ -60,7 +64,7 @@ def start_cluster(**options: Any) -> Engine:
                           else choose_protocol(opts.scheduler_protocol, backend))
     if opts.n_workers is not None and opts.n_workers < 1:
         raise OptionError(f"n_workers={opts.n_workers}: a cluster needs at least one worker")
-    if opts.threads_per_worker < 1:
+    if opts.threads_per_worker is not None and opts.threads_per_worker < 1:
         raise OptionError(f"threads_per_worker={opts.threads_per_worker} must be at least 1")
     if backend.on_device:
         cluster = _start_gpu_cluster(opts, gpus, protocol, scheduler_protocol)
@@ -162,7 +166,7 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
         return LocalCUDACluster(
             CUDA_VISIBLE_DEVICES=devices,
             n_workers=n_workers,
-            threads_per_worker=opts.threads_per_worker,
+            threads_per_worker=opts.threads_per_worker or GPU_THREADS_PER_WORKER,
             protocol=protocol,
             rmm_pool_size=opts.rmm_pool_size,
             device_memory_limit=opts.device_memory_limit,
@@ -180,7 +184,7 @@ def _start_cpu_cluster(opts: ClusterOptions, protocol: str,
     with dask.config.set(spill_settings()), ucx_environment(protocol, scheduler_protocol) as env:
         return LocalCluster(
             n_workers=opts.n_workers or os.cpu_count() or 1,
-            threads_per_worker=opts.threads_per_worker,
+            threads_per_worker=opts.threads_per_worker or 1,
             processes=True,
             protocol=protocol,
             host="127.0.0.1",

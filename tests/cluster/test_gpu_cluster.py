@@ -4,6 +4,7 @@ import pytest
 
 import gpuframe
 from gpuframe.cluster.hardware import list_gpus, ucx_available
+from gpuframe.cluster.local import GPU_THREADS_PER_WORKER
 from gpuframe.demo import run_demo
 
 pytestmark = pytest.mark.gpu
@@ -17,6 +18,8 @@ def test_one_worker_per_gpu_and_demo_on_cudf(protocol):
         assert engine.backend.name == "cudf"
         assert engine.protocol == protocol
         assert len(engine.workers) == len(list_gpus())
+        threads = engine.client.scheduler_info()["workers"]
+        assert {info["nthreads"] for info in threads.values()} == {GPU_THREADS_PER_WORKER}
         devices = engine.client.run(lambda: __import__("os").environ["CUDA_VISIBLE_DEVICES"])
         assert sorted(v.split(",")[0] for v in devices.values()) == \
             [str(g.index) for g in list_gpus()]

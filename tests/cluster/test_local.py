@@ -95,6 +95,8 @@ def test_start_cluster_on_cpu_gives_a_current_engine():
         assert engine.backend.name == "pandas"
         assert engine.protocol == "tcp"
         assert len(engine.workers) == 1
+        assert [info["nthreads"] for info in
+                engine.client.scheduler_info()["workers"].values()] == [1]
         assert engine.dashboard_link.startswith("http://127.0.0.1:")
         frame = gpuframe.from_pandas(__import__("pandas").DataFrame({"x": [1, 2, 3]}))
         assert frame.engine is engine
