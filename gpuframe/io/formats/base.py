@@ -200,8 +200,11 @@ class FileFormat(Generic[Metadata]):
         frame = self._cudf_reader()(list(copies) if copies else [t.path for t in tasks],
                                     list(tasks[0].file_columns),
                                     [list(task.units) for task in tasks])
-        return frame, [sum(self.unit_rows(task.metadata, u) for u in task.units)
-                       for task in tasks]
+        return frame, self.task_rows(tasks)
+
+    def task_rows(self, tasks: Sequence[FileUnits[Metadata]]) -> list[int]:
+        """The rows each task's units hold, in order (formats whose units have known rows)."""
+        return [sum(self.unit_rows(task.metadata, u) for u in task.units) for task in tasks]
 
     def _cudf_reader(self) -> CudfReader:
         """cuDF's reader of this format."""

@@ -5,9 +5,11 @@ column chunk; a selective read fetches only the pages holding surviving rows (:m
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -119,8 +121,94 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
         tail = footer + len(footer).to_bytes(4, "little") + MAGIC
         return size + len(tail), {0: MAGIC, size: tail}
 
+    def read_cudf(self, tasks: Sequence[FileUnits[pq.FileMetaData]],
+                  copies: Sequence[rmm.DeviceBuffer] | None = None
+                  ) -> tuple[cudf.DataFrame, list[int]]:
+        """Local reads of few column chunks decode their flat columns on the host
+        (:func:`host_decoded_columns`), the rest on the GPU."""
+        host = [] if copies else host_decoded_columns(tasks)
+        if not host:
+            return super().read_cudf(tasks, copies)
+        import cudf
+
+        columns = list(tasks[0].file_columns)
+        frame = cudf.DataFrame.from_arrow(read_on_host(tasks, host))
+        device = [name for name in columns if name not in host]
+        if device:
+            decoded = read_on_thread_stream([task.path for task in tasks], device,
+                                            [list(task.units) for task in tasks])
+            frame = cudf.concat([decoded, frame], axis=1)[columns]
+        return frame, self.task_rows(tasks)
+
     def _cudf_reader(self) -> CudfReader:
         return read_on_thread_stream
+
+
+HOST_DECODE_CHUNKS = 64
+"""A local read of fewer column chunks (row groups times columns) than this decodes its plain
+columns on the host's cores (:func:`host_decoded_columns`). cuDF decompresses and decodes a page
+per thread block, and some writers put a whole column chunk in one page (DuckDB: 122,880 rows),
+so such a read keeps a few of the GPU's SMs busy for as long as one page takes: a worker's half
+of `part`'s names decodes about twice as fast on the host and copied over
+(benchmarks/results/2026-11-28-s34-gpus-h100x2.md)."""
+HOST_DECODE_BYTES = 64 * 2**20
+"""The most compressed bytes of such a read decoded on the host: past it the host's cores take
+longer than the GPU's few blocks would."""
+_HOST_DECODED_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer,
+                       pa.types.is_boolean, pa.types.is_float32, pa.types.is_float64)
+"""Types that pyarrow's reader and cuDF's give alike, so a column decodes on either; not
+decimals (pyarrow gives 128 bits where cuDF gives 32 or 64), times, binary or nested."""
+
+
+def host_decoded_columns(tasks: Sequence[FileUnits[pq.FileMetaData]]) -> list[str]:
+    """The columns of a read of local ``tasks`` to decode on the host, where it has fewer column
+    chunks than :data:`HOST_DECODE_CHUNKS`: those of a type both readers give alike whose
+    chunks have no dictionary (cuDF decodes dictionaries fast: their pages are small), provided
+    a string column is among them (numbers alone gain too little to pay for a second decode)
+    and they hold at most :data:`HOST_DECODE_BYTES`; else none."""
+    columns = tasks[0].file_columns
+    if sum(len(task.units) for task in tasks) * len(columns) >= HOST_DECODE_CHUNKS:
+        return []
+    chosen = [name for name in columns if all(_plain(task, name) for task in tasks)]
+    schema = footer_layout(tasks[0].metadata).arrow_schema
+    if not any(pa.types.is_string(schema.field(name).type)
+               or pa.types.is_large_string(schema.field(name).type) for name in chosen):
+        return []
+    size = 0
+    for task in tasks:
+        layout = footer_layout(task.metadata)
+        size += int(layout.sizes[np.ix_(task.units, layout.indices(chosen))].sum())
+    return chosen if size <= HOST_DECODE_BYTES else []
+
+
+def _plain(task: FileUnits[pq.FileMetaData], name: str) -> bool:
+    """Column ``name`` of ``task``'s file has a type both readers give alike, and no
+    dictionary in the task's row groups."""
+    layout = footer_layout(task.metadata)
+    if not any(alike(layout.arrow_schema.field(name).type) for alike in _HOST_DECODED_TYPES):
+        return False
+    return not any(task.metadata.row_group(group).column(leaf).has_dictionary_page
+                   for group in task.units for leaf in layout.indices([name]))
+
+
+def read_on_host(tasks: Sequence[FileUnits[pq.FileMetaData]], columns: list[str]) -> pa.Table:
+    """``columns`` of the tasks' row groups, each row group decoded by pyarrow on a thread of
+    its own (:func:`_host_threads`), in order. Pages written with a CRC are checked, as the
+    pandas backend's reads check them."""
+    def row_group(task: FileUnits[pq.FileMetaData], group: int) -> pa.Table:
+        parquet = pq.ParquetFile(task.path, metadata=task.metadata,
+                                 page_checksum_verification=True)
+        return parquet.read_row_group(group, columns=columns, use_threads=False)
+
+    pieces = [(task, group) for task in tasks for group in task.units]
+    return pa.concat_tables(_host_threads().map(lambda piece: row_group(*piece), pieces))
+
+
+@functools.cache
+def _host_threads() -> ThreadPoolExecutor:
+    """The process's threads for :func:`read_on_host`, one per core: the worker threads that
+    read share them, as they share the cores."""
+    return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="gpuframe-host-decode")
 
 
 def read_on_thread_stream(sources: list[str] | list[rmm.DeviceBuffer], columns: list[str],

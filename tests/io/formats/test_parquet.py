@@ -167,3 +167,81 @@ def test_pages_written_with_a_checksum_are_checked(tmp_path, read_all, filters):
     with pytest.raises(CorruptFileError, match=f"{path} \\(row group 0\\) cannot be decoded: "
                                                ".*CRC checksum verification failed"):
         read_all(plan_fragments(str(path), filters=filters, storage=FIXED))
+
+
+def _mixed_table(rows: int) -> pa.Table:
+    """A column of each kind the host decode takes or leaves, nulls among the strings."""
+    return pa.table({
+        "id": pa.array(range(rows), pa.int64()),
+        "name": pa.array([None if i % 11 == 0 else f"name-{i}" for i in range(rows)]),
+        "price": pa.array([i / 4 for i in range(rows)], pa.float64()),
+        "flag": pa.array([i % 3 == 0 for i in range(rows)]),
+        "small": pa.array([i % 100 for i in range(rows)], pa.int8()),
+        "amount": pa.array([i for i in range(rows)], pa.decimal128(15, 2)),
+        "when": pa.array([i for i in range(rows)], pa.timestamp("ms")),
+        "tags": pa.array([[i, i + 1] for i in range(rows)]),
+    })
+
+
+def test_reads_of_few_chunks_decode_their_plain_columns_on_the_host(tmp_path, monkeypatch):
+    """Few row groups times columns: the columns both readers give alike and that have no
+    dictionary go to the host (not decimals, times, lists or dictionaries), where a string is
+    among them; many chunks, no plain string, or more bytes than the cap: none."""
+    from gpuframe.io.tasks import fragment_tasks
+
+    for name, row_group_size in (("few", 1000), ("many", 100)):
+        pq.write_table(_mixed_table(4000), tmp_path / f"{name}.parquet",
+                       row_group_size=row_group_size, use_dictionary=["small"])
+    few = fragment_tasks(plan_fragments(str(tmp_path / "few.parquet")))
+    assert sum(len(task.units) for task in few) * 8 < parquet.HOST_DECODE_CHUNKS
+    assert parquet.host_decoded_columns(few) == ["id", "name", "price", "flag"]
+    only = fragment_tasks(plan_fragments(str(tmp_path / "few.parquet"),
+                                         columns=["amount", "name", "small"]))
+    assert parquet.host_decoded_columns(only) == ["name"]
+    numbers = fragment_tasks(plan_fragments(str(tmp_path / "few.parquet"),
+                                            columns=["id", "price", "small"]))
+    assert parquet.host_decoded_columns(numbers) == []
+    many = fragment_tasks(plan_fragments(str(tmp_path / "many.parquet")))
+    assert sum(len(task.units) for task in many) * 8 >= parquet.HOST_DECODE_CHUNKS
+    assert parquet.host_decoded_columns(many) == []
+    size = sum(pq.ParquetFile(tmp_path / "few.parquet").metadata.row_group(g).column(i)
+               .total_compressed_size for g in range(4) for i in (0, 1, 2, 3))
+    monkeypatch.setattr(parquet, "HOST_DECODE_BYTES", size)
+    assert parquet.host_decoded_columns(few) == ["id", "name", "price", "flag"]
+    monkeypatch.setattr(parquet, "HOST_DECODE_BYTES", size - 1)
+    assert parquet.host_decoded_columns(few) == []
+
+
+def test_a_host_decode_gives_the_pandas_reader_s_rows_in_order(tmp_path):
+    """Row groups of several files, decoded on threads of their own, come back in the tasks'
+    order, as the pandas backend reads them."""
+    from gpuframe.io.readers.task import READERS
+    from gpuframe.io.tasks import fragment_tasks
+
+    for i in range(3):
+        pq.write_table(_mixed_table(3000).slice(i * 500), tmp_path / f"part-{i}.parquet",
+                       row_group_size=400)
+    plan = plan_fragments(str(tmp_path), columns=["name", "id", "flag"],
+                          filters=[("id", ">", 1200)], partition_bytes=20_000)
+    tasks = fragment_tasks(plan)
+    assert len(tasks) > 3 and any(len(task.units) > 1 for task in tasks)
+    got = parquet.read_on_host(tasks, ["name", "id", "flag"])
+    expected = pa.concat_tables([READERS["pandas"]().read("k", [task])[0] for task in tasks])
+    assert got.num_rows == sum(parquet.ParquetFormat().task_rows(tasks)) > expected.num_rows
+    assert got.filter(pa.compute.greater(got["id"], 1200)).equals(expected)
+
+
+def test_a_host_decode_checks_page_checksums(tmp_path):
+    """A page whose CRC disagrees fails the host decode, as it fails the pandas reader."""
+    from gpuframe.io.tasks import fragment_tasks
+
+    path = tmp_path / "crc.parquet"
+    pq.write_table(_mixed_table(2000), path, row_group_size=1000, write_page_checksum=True)
+    tasks = fragment_tasks(plan_fragments(str(path), columns=["id"]))
+    metadata = pq.ParquetFile(path).metadata
+    data = bytearray(path.read_bytes())
+    start, length = parquet.chunk_range(metadata.row_group(1).column(0))
+    data[start + length - 3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(OSError, match="CRC"):
+        parquet.read_on_host(tasks, ["id"])

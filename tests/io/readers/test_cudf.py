@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from gpuframe.io.formats import parquet
 from gpuframe.io.planning.plan import plan_fragments
 from gpuframe.io.readers import device
 from gpuframe.io.readers.device import (
@@ -30,8 +31,11 @@ def test_cudf_reader_matches_arrow_reader_for_orc_and_csv(dataset_dir, kind):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("host_decode", [True, False])
 @pytest.mark.parametrize("filters", [None, [("year", "==", 2023), ("id", ">", 1500)]])
-def test_cudf_reader_matches_arrow_reader(dataset_dir, filters):
+def test_cudf_reader_matches_arrow_reader(dataset_dir, filters, host_decode, monkeypatch):
+    """Columns decoded on the host (the test's files have few row groups) or by cuDF alike."""
+    monkeypatch.setattr(parquet, "HOST_DECODE_CHUNKS", 10**9 if host_decode else 0)
     plan = plan_fragments(str(dataset_dir / "hive"), filters=filters)
     tasks = fragment_tasks(plan)
     for group in ([tasks[0]], tasks):  # every file in one read: hive values per file
@@ -138,3 +142,37 @@ def test_reads_on_several_threads_each_decode_on_a_stream_of_their_own(dataset_d
                 pd.testing.assert_frame_equal(got.reset_index(drop=True), want)
     threads = {thread for thread, _ in used}
     assert len(threads) > 1 and len(used) == len(threads) == len({s for _, s in used})
+
+
+@pytest.mark.gpu
+def test_columns_decoded_on_the_host_are_those_cudf_decodes(tmp_path, monkeypatch):
+    """A read of few row groups: the flat columns decoded on the host, the rest by cuDF, give
+    the frame cuDF alone gives, dtypes and nulls included, in the read's column order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = 5000
+    table = pa.table({
+        "amount": pa.array(range(rows), pa.decimal128(15, 2)),
+        "name": pa.array([None if i % 7 == 0 else f"name-{i}" for i in range(rows)]),
+        "id": pa.array(range(rows), pa.int64()),
+        "when": pa.array(range(rows), pa.timestamp("ms")),
+        "price": pa.array([i / 8 for i in range(rows)], pa.float32()),
+        "flag": pa.array([None if i % 5 == 0 else i % 2 == 0 for i in range(rows)]),
+    })
+    for i in range(2):
+        pq.write_table(table.slice(i * 2500, 2500), tmp_path / f"part-{i}.parquet",
+                       row_group_size=1000, use_dictionary=False)
+    tasks = fragment_tasks(plan_fragments(str(tmp_path), partition_bytes=10**9))
+    hosted: list[list[str]] = []
+    original = parquet.read_on_host
+    monkeypatch.setattr(parquet, "read_on_host",
+                        lambda t, columns: hosted.append(columns) or original(t, columns))
+    got, _ = READERS["cudf"]().read("k", tasks)
+    assert hosted == [["name", "id", "price", "flag"]]
+    monkeypatch.setattr(parquet, "HOST_DECODE_CHUNKS", 0)
+    alone, _ = READERS["cudf"]().read("k", tasks)
+    assert hosted == [["name", "id", "price", "flag"]]
+    assert list(got.columns) == table.column_names
+    pd.testing.assert_frame_equal(got.to_pandas(), alone.to_pandas())
+    assert got["name"].null_count == table["name"].null_count
