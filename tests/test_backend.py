@@ -173,3 +173,27 @@ def test_cudf_backend_holds_an_object_column_of_integers_as_nullable_int64():
     assert held["k"].tolist() == [1, pd.NA, 3]
     assert held["d"].tolist() == [Decimal("0.10"), Decimal("2.00"), pd.NA]
     assert get_backend("pandas").held(frame) is frame
+
+
+@pytest.mark.parametrize("how", ["leftsemi", "leftanti"])
+@pytest.mark.parametrize("left, right", [
+    (pd.Series([1.0, np.nan, 3.0, 1.0]), pd.Series([np.nan, 1])),
+    (pd.Series([1, 2, 3, 3], dtype="int32"), pd.Series([3, 5, 3], dtype="int64")),
+    (pd.Series([2**53 + 1, 2**53, 5], dtype="uint64"), pd.Series([2**53, 5], dtype="int64")),
+    (pd.Series([True, False]), pd.Series([1, 7], dtype="int8")),
+    (pd.Series(pd.to_datetime(["2020-01-01", None, "2020-01-02"])),
+     pd.Series(pd.to_datetime([None, "2020-01-02"]))),
+    (pd.Series([1, 2, None, np.nan, "a"], dtype=object), pd.Series([None, "a"], dtype=object)),
+    (pd.Series([1, None, 3], dtype="Int64"), pd.Series([1.0, np.nan])),
+])
+def test_pandas_semi_and_anti_joins_keep_the_rows_merge_matches(left, right, how):
+    """A key of NumPy dtype takes a lookup (NaN and NaT matching their own; integers past
+    float's precision told apart), others a merge: the left rows pandas' merge with an
+    indicator finds matched (or not), in their order."""
+    frame = pd.DataFrame({"k": left, "v": range(len(left))}, index=range(10, 10 + len(left)))
+    other = pd.DataFrame({"j": right})
+    got = get_backend("pandas").join(frame, other, how, ["k"], ["j"], ("_x", "_y"))
+    marked = frame.merge(other.drop_duplicates().rename(columns={"j": "k"}), how="left",
+                         on="k", indicator=True)
+    kept = (marked["_merge"] == "both").to_numpy() == (how == "leftsemi")
+    pd.testing.assert_frame_equal(got, frame[kept])
