@@ -33,8 +33,8 @@ logger = logging.getLogger("gpuframe")
 PROTOCOLS = ("ucx", "tcp")
 GPU_THREADS_PER_WORKER = 4
 """Threads of a GPU worker unless the options say: its reads, each decoded on its thread's
-stream, overlap on the GPU, and the TPC-H queries took less time than on one thread, with no
-stall in three rounds (benchmarks/results/2026-11-28-s34-gpus-h100x2.md)."""
+stream, overlap on the GPU, and the TPC-H queries take less time than on one thread
+(benchmarks/results/2026-11-28-s34-gpus-h100x2.md)."""
 
 UCX_ENVIRONMENT = {"UCXPY_PROGRESS_MODE": "thread", "UCXPY_ENABLE_PYTHON_FUTURE": "1"}
 """How UCX-Py progresses in gpuframe's processes over UCX, where the user's environment sets

@@ -124,8 +124,8 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
     def read_cudf(self, tasks: Sequence[FileUnits[pq.FileMetaData]],
                   copies: Sequence[rmm.DeviceBuffer] | None = None
                   ) -> tuple[cudf.DataFrame, list[int]]:
-        """Local reads of few column chunks decode their flat columns on the host
-        (:func:`host_decoded_columns`), the rest on the GPU."""
+        """Local reads of few column chunks decode their plain strings (and plain numbers
+        beside them) on the host (:func:`host_decoded_columns`), the rest on the GPU."""
         host = [] if copies else host_decoded_columns(tasks)
         if not host:
             return super().read_cudf(tasks, copies)
@@ -148,8 +148,8 @@ HOST_DECODE_CHUNKS = 64
 """A local read of fewer column chunks (row groups times columns) than this decodes its plain
 columns on the host's cores (:func:`host_decoded_columns`). cuDF decompresses and decodes a page
 per thread block, and some writers put a whole column chunk in one page (DuckDB: 122,880 rows),
-so such a read keeps a few of the GPU's SMs busy for as long as one page takes: a worker's half
-of `part`'s names decodes about twice as fast on the host and copied over
+so such a read keeps a few of the GPU's SMs busy for as long as one page takes: the names of a
+worker's half of TPC-H's `part` decode faster on the host's cores and copied over
 (benchmarks/results/2026-11-28-s34-gpus-h100x2.md)."""
 HOST_DECODE_BYTES = 64 * 2**20
 """The most compressed bytes of such a read decoded on the host: past it the host's cores take
