@@ -95,22 +95,24 @@ def test_query_on_dask_dataframe_equals_duckdb(number, dask_client, tpch_root, d
     assert list(got.columns) == list(expected.columns)
 
 
+def gpuframe_verdict(number: int, engine, tpch_root, duckdb_answers):
+    """Query ``number`` on ``engine`` against DuckDB's answer."""
+    def read(table: str) -> DistributedFrame:
+        return gpuframe.read_parquet(str(tpch_root / table), engine=engine)
+
+    return compare(number, answer(QUERIES[number](read)), duckdb_answers[number])
+
+
 @pytest.mark.parametrize("number", NUMBERS, ids=[f"q{n}" for n in NUMBERS])
 def test_query_on_gpuframe_cpu_equals_duckdb(number, engine, tpch_root, duckdb_answers):
-    def read(table: str) -> DistributedFrame:
-        return gpuframe.read_parquet(str(tpch_root / table))
-
-    verdict = compare(number, answer(QUERIES[number](read)), duckdb_answers[number])
+    verdict = gpuframe_verdict(number, engine, tpch_root, duckdb_answers)
     assert verdict.ok, verdict
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("number", NUMBERS, ids=[f"q{n}" for n in NUMBERS])
 def test_query_on_gpuframe_gpus_equals_duckdb(number, gpu_engine, tpch_root, duckdb_answers):
-    def read(table: str) -> DistributedFrame:
-        return gpuframe.read_parquet(str(tpch_root / table), engine=gpu_engine)
-
-    verdict = compare(number, answer(QUERIES[number](read)), duckdb_answers[number])
+    verdict = gpuframe_verdict(number, gpu_engine, tpch_root, duckdb_answers)
     assert verdict.ok, verdict
 
 
@@ -122,11 +124,7 @@ SEMI_JOINED = [4, 16, 18, 20, 21, 22]
 def test_semi_joins_cut_by_their_left_keys_equal_duckdb(number, engine, tpch_root,
                                                         duckdb_answers, monkeypatch):
     monkeypatch.setenv("GPUFRAME_CUT_SEMI_JOINS", "1")
-
-    def read(table: str) -> DistributedFrame:
-        return gpuframe.read_parquet(str(tpch_root / table))
-
-    verdict = compare(number, answer(QUERIES[number](read)), duckdb_answers[number])
+    verdict = gpuframe_verdict(number, engine, tpch_root, duckdb_answers)
     assert verdict.ok, verdict
 
 
@@ -135,11 +133,7 @@ def test_semi_joins_cut_by_their_left_keys_equal_duckdb(number, engine, tpch_roo
 def test_semi_joins_cut_on_gpus_equal_duckdb(number, gpu_engine, tpch_root, duckdb_answers,
                                              monkeypatch):
     monkeypatch.setenv("GPUFRAME_CUT_SEMI_JOINS", "1")
-
-    def read(table: str) -> DistributedFrame:
-        return gpuframe.read_parquet(str(tpch_root / table), engine=gpu_engine)
-
-    verdict = compare(number, answer(QUERIES[number](read)), duckdb_answers[number])
+    verdict = gpuframe_verdict(number, gpu_engine, tpch_root, duckdb_answers)
     assert verdict.ok, verdict
 
 
