@@ -150,7 +150,7 @@ columns on the host's cores (:func:`host_decoded_columns`). cuDF decompresses an
 per thread block, and some writers put a whole column chunk in one page (DuckDB: 122,880 rows),
 so such a read keeps a few of the GPU's SMs busy for as long as one page takes: the names of a
 worker's half of TPC-H's `part` decode faster on the host's cores and copied over
-(benchmarks/results/2026-11-28-s34-gpus-h100x2.md)."""
+(``benchmarks/host_decode.py``; benchmarks/results/2026-11-28-s34-gpus-h100x2.md)."""
 HOST_DECODE_BYTES = 64 * 2**20
 """The most compressed bytes of such a read decoded on the host: past it the host's cores take
 longer than the GPU's few blocks would."""
