@@ -161,13 +161,6 @@ class JoinOptions:
         "is a join's output that nothing else reads, in that join's tasks: a task and a "
         "scheduler round trip fewer per partition; off: a join task of its own",
     )
-    cut_semi_joins: bool = _option(
-        False, _flag,
-        "a leftsemi or leftanti join whose left side keeps a small share of its table cuts "
-        "its large right side, where it lies, to the rows the left keys match (the keys "
-        "copied to every worker) before it moves (gpuframe.plan.semi_reduction): less moved, "
-        "a copy and a local join more; off until measured on GPUs (no gain on 2 cores)",
-    )
 
     def broadcasts(self, small: float, large: float, n_workers: int) -> bool:
         """Whether copying the ``small`` side (bytes) to every worker beats shuffling both:

@@ -54,7 +54,7 @@ def submit_plan(job: Job, root: Node, keep_read_stats: bool = False) -> Executio
     """The plan under ``root`` lowered within ``job``, its tasks submitted and maybe still
     running: an action that adds tasks of its own above the root's partitions submits them at
     once and waits for those alone, a round trip to the client fewer than waiting twice."""
-    plan = optimize(root, len(job.workers))
+    plan = optimize(root)
     lowering = Lowering(job, plan, keep_read_stats)
     lowering.start()
     output = lowering.input(plan)

@@ -335,7 +335,7 @@ class DistributedFrame:
         what each operator really output and decided."""
         workers = len(self.engine.workers)
         if self._execution is None:
-            text = explain(optimize(self._plan, workers), workers)
+            text = explain(optimize(self._plan), workers)
         else:
             stats = operator_stats(self._execution.job, self.engine)
             actual = {node: Actual(s["rows"], s["bytes"], s["partitions"])

@@ -13,19 +13,21 @@ from typing import Any
 from distributed import Future
 
 from ..plan.bounds import rows_at_most, unique_on
-from ..plan.explain import (
-    UNSAMPLED_SHARE,
-    copied_by_estimates,
-    estimated,
-    row_width,
-    unsampled_broadcast,
-)
+from ..plan.explain import copied_by_estimates, estimated, row_width, unsampled_broadcast
 from ..plan.nodes import Join
 from ..runtime.runner import Job, Partitions
 from ..units import byte_text
 from .join_decision import BROADCAST_SLACK, SIDES
 from .join_tasks import LocalJoin, gather_each, gather_side, gather_side_after, gather_unsampled
 from .lowering import Lowering
+
+UNSAMPLED_SHARE = 1 / 2
+"""The most of ``broadcast_bytes`` that the plan's estimate of a side may be for the join to copy
+it without sampling either side (:func:`copied_by_estimate`): a sample's tasks and its verdict
+wait for both sides to be computed, the large one too, while such a side is gathered once it is;
+half the cap leaves the estimate room to be three times short (strings wider than taken, a
+filter keeping more) before the copy outgrows :data:`~.join_decision.BROADCAST_SLACK` times it,
+and the action runs again."""
 
 
 @dataclass(frozen=True)

@@ -51,14 +51,6 @@ TEXT_WIDTH = 32
 """Bytes a string or object value is taken to hold, for estimates."""
 GROUPS_SHARE = 0.1
 """The share of its input's rows a groupby is taken to keep (one per group)."""
-UNSAMPLED_SHARE = 1 / 2
-"""The most of ``broadcast_bytes`` that the plan's estimate of a side may be for the join to copy
-it without sampling either side
-(:func:`~gpuframe.operators.join_copies.copied_by_estimate`): a sample's tasks and its verdict
-wait for both sides to be computed, the large one too, while such a side is gathered once it is;
-half the cap leaves the estimate room to be three times short (strings wider than taken, a
-filter keeping more) before the copy outgrows
-:data:`~gpuframe.operators.join_decision.BROADCAST_SLACK` times it, and the action runs again."""
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,7 @@
 """The optimizer: rewrite a plan so that it reads, moves and computes less, with the same result.
 
 Two passes, each a walk of the tree that rebuilds what it changes, then a third that reads a
-dataset read in several places once (:mod:`~.shared_reads`), and, where the cluster's size is
-known, a fourth that cuts the large right side of a semi or anti join by its left keys before it
-moves (:mod:`~.semi_reduction`):
+dataset read in several places once (:mod:`~.shared_reads`):
 
 - **Predicate pushdown** (:func:`push_filters`): a filter's conditions (cut at ``&``) move down
   through selections, renames, the assignments and casts they do not read, and the side of a join
@@ -48,7 +46,6 @@ from .nodes import (
     every_node,
 )
 from .predicates import as_reader_filters, conjunction, conjuncts
-from .semi_reduction import reduce_semi_joins
 from .shared_reads import share_reads
 from .sort import Sort
 from .topk import TopK
@@ -65,15 +62,11 @@ MAX_ALTERNATIVES = 64
 """Most alternatives (OR-ed term lists) a reader's filters may grow to by pushdown."""
 
 
-def optimize(root: Node, n_workers: int | None = None) -> Node:
-    """``root`` with filters and projections pushed down, a dataset it reads in several places
-    read once where that reads no more, and, for a cluster of ``n_workers`` (None: not known),
-    the large right side of a semi or anti join cut by its left keys before it moves; the same
-    columns, rows and types."""
+def optimize(root: Node) -> Node:
+    """``root`` with filters and projections pushed down, and a dataset it reads in several
+    places read once where that reads no more; the same columns, rows and types."""
     pushed = push_filters(root)
     pruned = share_reads(prune_columns(pushed, root.columns))
-    if n_workers is not None:
-        pruned = reduce_semi_joins(pruned, n_workers)
     return pruned if pruned.columns == root.columns else Select(pruned, tuple(root.columns))
 
 

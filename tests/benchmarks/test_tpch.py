@@ -116,27 +116,6 @@ def test_query_on_gpuframe_gpus_equals_duckdb(number, gpu_engine, tpch_root, duc
     assert verdict.ok, verdict
 
 
-SEMI_JOINED = [4, 16, 18, 20, 21, 22]
-"""The queries with semi or anti joins, which ``cut_semi_joins`` may rewrite (q4's and q22's)."""
-
-
-@pytest.mark.parametrize("number", SEMI_JOINED, ids=[f"q{n}" for n in SEMI_JOINED])
-def test_semi_joins_cut_by_their_left_keys_equal_duckdb(number, engine, tpch_root,
-                                                        duckdb_answers, monkeypatch):
-    monkeypatch.setenv("GPUFRAME_CUT_SEMI_JOINS", "1")
-    verdict = gpuframe_verdict(number, engine, tpch_root, duckdb_answers)
-    assert verdict.ok, verdict
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("number", SEMI_JOINED, ids=[f"q{n}" for n in SEMI_JOINED])
-def test_semi_joins_cut_on_gpus_equal_duckdb(number, gpu_engine, tpch_root, duckdb_answers,
-                                             monkeypatch):
-    monkeypatch.setenv("GPUFRAME_CUT_SEMI_JOINS", "1")
-    verdict = gpuframe_verdict(number, gpu_engine, tpch_root, duckdb_answers)
-    assert verdict.ok, verdict
-
-
 @pytest.fixture
 def q3(duckdb_answers):
     return duckdb_answers[3]
