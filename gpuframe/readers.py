@@ -18,6 +18,7 @@ from .cluster.engine import Engine, current_engine
 from .frame import DistributedFrame
 from .io.formats import format_for
 from .io.formats.base import FileFormat
+from .io.planning.plan import ValueRanges
 from .io.planning.sources import DatasetSource
 from .io.report import ReadReport
 from .io.storage.base import StorageOptions, storage_options
@@ -127,7 +128,7 @@ def _scan_frame(source: DatasetSource, format: str | FileFormat, columns: Sequen
                             measure=False)
     meta = frame_meta(planned, engine.backend)
     read = ReadSource(source, fmt, options, partition_bytes, meta, planned.rows,
-                      planned.total_bytes)
+                      planned.total_bytes, ValueRanges(planned))
     dnf = None if planned.filters is None else [[tuple(term) for term in alternative]
                                                 for alternative in planned.filters]
     return DistributedFrame(engine, Scan(read, None, dnf))

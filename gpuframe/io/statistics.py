@@ -10,7 +10,7 @@ rows all the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .filters import Dnf
@@ -55,6 +55,22 @@ def statistics_may_match(dnf: Dnf | None, hive_values: Mapping[str, HiveValue], 
         return range_may_match(op, value, low, high, nulls, rows)
 
     return any(all(term_may_match(*term) for term in conj) for conj in dnf)
+
+
+def value_range(units: Iterable[Statistics | None]) -> tuple[Any, Any] | None:
+    """The least and greatest value of a column over units of a file, from each unit's
+    statistics; None where a unit's are missing or do not order (the plan's estimates then
+    take their default shares)."""
+    low = high = None
+    for stats in units:
+        if stats is None or stats[0] is None or stats[1] is None:
+            return None
+        try:
+            low = stats[0] if low is None or stats[0] < low else low
+            high = stats[1] if high is None or stats[1] > high else high
+        except TypeError:
+            return None
+    return None if low is None else (low, high)
 
 
 def chunk_statistics(chunk: pq.ColumnChunkMetaData) -> Statistics | None:

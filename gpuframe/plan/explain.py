@@ -14,10 +14,14 @@ one). They order operators by size; they are not a cost model.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import math
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import singledispatch
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -51,6 +55,9 @@ TEXT_WIDTH = 32
 """Bytes a string or object value is taken to hold, for estimates."""
 GROUPS_SHARE = 0.1
 """The share of its input's rows a groupby is taken to keep (one per group)."""
+RANGE_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+"""The filter terms a read's estimate measures against a column's range of values."""
 
 
 @dataclass(frozen=True)
@@ -153,9 +160,66 @@ def _(node: Scan, children: list[Estimate]) -> float | None:
         return None
     share = 1.0
     if node.filters:
-        share = min(1.0, sum(float(np.prod([_term_share(op) for _, op, _ in alternative]))
+        share = min(1.0, sum(_terms_share(alternative, node.read.ranges)
                              for alternative in node.filters))
     return node.read.rows * share
+
+
+def _terms_share(terms: list[tuple], ranges: Callable[[str], tuple[Any, Any] | None] | None
+                 ) -> float:
+    """The share of a read's rows that the terms of one alternative of its filters keep: the
+    range terms on a column whose least and greatest values the files say (``ranges``) keep the
+    share of that range between their bounds, as if its values were spread evenly (one month of
+    seven years keeps 1.2%, not a third squared); any other term its fixed share."""
+    share = 1.0
+    bounds: dict[str, list[tuple[str, Any]]] = {}
+    for column, op, value in terms:
+        if op in RANGE_OPS and ranges is not None:
+            bounds.setdefault(column, []).append((op, value))
+        else:
+            share *= _term_share(op)
+    for column, column_terms in bounds.items():
+        kept = _range_share(ranges(column), column_terms) if ranges is not None else None
+        share *= kept if kept is not None else float(
+            np.prod([_term_share(op) for op, _ in column_terms]))
+    return share
+
+
+def _range_share(known: tuple[Any, Any] | None, terms: list[tuple[str, Any]]) -> float | None:
+    """The share of [least, greatest] (``known``) that the range ``terms`` keep; None where
+    the values do not measure (strings, say)."""
+    if known is None:
+        return None
+    low, high = _measure(known[0]), _measure(known[1])
+    if low is None or high is None or not low <= high:
+        return None
+    start, stop, holds = low, high, True
+    for op, term_value in terms:
+        value = _measure(term_value)
+        if value is None:
+            return None
+        holds = holds and RANGE_OPS[op](low, value)
+        if op in (">", ">="):
+            start = max(start, value)
+        else:
+            stop = min(stop, value)
+    if high == low:  # one value: the terms keep all of it or none
+        return 1.0 if holds else 0.0
+    return max(0.0, stop - start) / (high - low)
+
+
+def _measure(value: Any) -> float | None:
+    """``value`` on a line: a number as itself, a date or time as nanoseconds; None for what
+    has no distance between values (strings, say)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float, np.integer, np.floating, decimal.Decimal)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, (datetime.date, np.datetime64)):
+        stamp = pd.Timestamp(value)
+        return None if stamp is pd.NaT else float(stamp.value)
+    return None
 
 
 @_estimated_rows.register

@@ -30,6 +30,7 @@ from .expr import Expr, evaluate_mask
 
 if TYPE_CHECKING:
     from ..io.formats.base import FileFormat
+    from ..io.planning.plan import ValueRanges
     from ..io.planning.sources import DatasetSource
     from ..io.storage.base import StorageOptions
     from ..runtime.runner import Partitions
@@ -109,6 +110,8 @@ class ReadSource:
     """Rows of the whole dataset, where the format says (Parquet, ORC)."""
     bytes: int
     """Bytes of the whole dataset's column data."""
+    ranges: ValueRanges | None = field(default=None, repr=False)
+    """Each column's least and greatest value, where the files' metadata says."""
 
     def text(self) -> str:
         source = self.source if isinstance(self.source, (str, bytes)) else (

@@ -1,4 +1,5 @@
-"""Row groups pruned by their statistics, against pyarrow filtering the rows they hold."""
+"""Row groups pruned by their statistics, against pyarrow filtering the rows they hold; the
+value ranges the plan's estimates take from the same statistics."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from gpuframe.io.planning.plan import (
     plan_fragments,
 )
+from gpuframe.io.statistics import value_range
 
 WORKERS = ["tcp://w0", "tcp://w1"]
 FIXED = {"requests_in_flight": 4}
@@ -53,3 +55,11 @@ def test_missing_statistics_keep_row_groups(tmp_path, sample_table):
     pq.write_table(pa.table({"v": pa.array([None] * 10, pa.int64())}), nulls)
     plan = plan_fragments(str(nulls), filters=[("v", "!=", 1)], storage=FIXED)
     assert plan.units_kept == 0
+
+
+def test_a_value_range_spans_its_units_and_knows_nothing_past_a_silent_one():
+    assert value_range([(3, 9, 0), (-2, 4, None), (5, 5, 1)]) == (-2, 9)
+    assert value_range([(3, 9, 0), None]) is None  # a unit without statistics
+    assert value_range([(3, 9, 0), (None, None, 7)]) is None  # one without min and max
+    assert value_range([(3, 9, 0), ("a", "b", 0)]) is None  # values that do not order
+    assert value_range([]) is None

@@ -41,7 +41,8 @@ def test_explain_shows_pushdown_estimates_and_the_predicted_strategy(engine, ord
     assert "strategy: broadcast right side (unsampled) (predicted)" in lines[0]
     scan = next(line for line in lines if "Scan parquet" in line)
     assert "columns=[k]" in scan and "filters=[[('amount', '>', 40" in scan
-    assert "est. 6,667 rows" in scan  # 20,000 rows, a third kept by a range condition
+    # 20,000 rows, amounts spread over [0, 50) as the row groups' statistics say: a fifth kept
+    assert "est. 4,000 rows" in scan
     assert "actual" not in text
 
 
@@ -75,6 +76,45 @@ def test_explain_after_a_run_gives_actual_rows_bytes_and_the_strategy(engine, or
     scan = next(line for line in text.splitlines() if "Scan parquet" in line)
     assert f"actual {rows:,} rows" in scan
     assert "fragments in" in scan
+
+
+@pytest.fixture
+def dated(tmp_path):
+    days = pd.date_range("1992-01-01", "1998-12-31", freq="D")
+    table = pa.table({"day": np.repeat(days.values.astype("datetime64[ms]"), 10),
+                      "code": np.repeat([f"c{i % 50:02d}" for i in range(len(days))], 10),
+                      "v": np.arange(len(days) * 10), "seven": np.full(len(days) * 10, 7)})
+    path, bare = tmp_path / "dated.parquet", tmp_path / "bare.parquet"
+    pq.write_table(table, path, row_group_size=5_000)
+    pq.write_table(table, bare, row_group_size=5_000, write_statistics=False)
+    return path, bare, table.to_pandas()
+
+
+def estimated_rows(frame) -> int:
+    scan = next(line for line in explained(frame).splitlines() if "Scan parquet" in line)
+    return int(scan.split("est. ")[1].split(" rows")[0].replace(",", ""))
+
+
+def test_range_filters_keep_their_share_of_the_column_s_range(engine, dated):
+    path, bare, rows = dated
+    frame = gpuframe.read_parquet(str(path))
+    month = frame[(frame.day >= pd.Timestamp("1995-09-01"))
+                  & (frame.day < pd.Timestamp("1995-10-01"))]
+    kept = int(((rows.day >= "1995-09-01") & (rows.day < "1995-10-01")).sum())
+    assert abs(estimated_rows(month) - kept) <= 0.02 * kept  # one month of seven years
+    assert abs(estimated_rows(frame[frame.v < 2_557]) - 2_557) <= 2  # a tenth of [0, 25,570)
+    either = frame[(frame.v < 2_557) | (frame.v >= 23_013)]
+    assert abs(estimated_rows(either) - 2 * 2_557) <= 4
+    assert estimated_rows(frame[frame.v > 10**9]) == 0
+    assert estimated_rows(frame[frame.seven < 7]) == 0  # one value: all of it or none
+    assert estimated_rows(frame[(frame.seven <= 7) & (frame.seven > 6)]) == len(rows)
+    # what has no distance between values, or no statistics, keeps the fixed third
+    assert estimated_rows(frame[frame.code > "c24"]) == len(rows) // 3
+    unknown = gpuframe.read_parquet(str(bare))
+    assert estimated_rows(unknown[unknown.v < 2_557]) == len(rows) // 3
+    month = unknown[(unknown.day >= pd.Timestamp("1995-09-01"))
+                    & (unknown.day < pd.Timestamp("1995-10-01"))]
+    assert estimated_rows(month) == round(len(rows) / 9)
 
 
 def test_selectivity_of_conditions():

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -151,6 +151,11 @@ class FileFormat(Generic[Metadata]):
 
     def unit_rows(self, metadata: Metadata, index: int) -> int:
         raise NotImplementedError
+
+    def column_range(self, metadata: Metadata, column: str) -> tuple[Any, Any] | None:
+        """The least and greatest value of ``column`` in the file, where its metadata says
+        (None: it does not), for the plan's estimates of what a filter keeps."""
+        return None
 
     def describe_units(self, metadata: Metadata, units: Sequence[int]) -> str:
         """``units`` as an error message names them ('row group 3', 'stripes 0-7')."""

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyarrow import orc
 
 from ..errors import CorruptFileError, TruncatedFileError
-from ..statistics import HiveValue, Statistics, statistics_may_match
+from ..statistics import HiveValue, Statistics, statistics_may_match, value_range
 from ..storage.ranges import RangeFile
 from . import orc_tail
 from .base import FOOTER_PROBE, CudfReader, Fetcher, FileFormat, FileUnits, Unit
@@ -117,6 +117,11 @@ class OrcFormat(FileFormat[OrcMetadata]):
 
     def unit_rows(self, metadata: OrcMetadata, index: int) -> int:
         return metadata.stripes[index][2]
+
+    def column_range(self, metadata: OrcMetadata, column: str) -> tuple[Any, Any] | None:
+        if len(metadata.statistics) != len(metadata.stripes):
+            return None
+        return value_range(stripe.get(column) for stripe in metadata.statistics)
 
     def ranges(self, metadata: OrcMetadata, units: Sequence[int],
                columns: Sequence[str]) -> list[tuple[int, int]]:

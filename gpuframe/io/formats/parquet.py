@@ -10,7 +10,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +18,13 @@ import pyarrow.parquet as pq
 
 from ..device_streams import thread_stream
 from ..errors import CorruptFileError, PageReadUnsupportedError, TruncatedFileError
-from ..statistics import HiveValue, Statistics, chunk_statistics, statistics_may_match
+from ..statistics import (
+    HiveValue,
+    Statistics,
+    chunk_statistics,
+    statistics_may_match,
+    value_range,
+)
 from .base import FOOTER_PROBE, CudfReader, Fetcher, FileFormat, FileUnits, Unit
 from .pages import MAGIC, ParquetFooter, coalesce, read_rows
 
@@ -76,6 +82,10 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
 
     def unit_rows(self, metadata: pq.FileMetaData, index: int) -> int:
         return int(footer_layout(metadata).rows[index])
+
+    def column_range(self, metadata: pq.FileMetaData, column: str) -> tuple[Any, Any] | None:
+        layout = footer_layout(metadata)
+        return value_range(layout.statistics(group, column) for group in range(len(layout.rows)))
 
     def ranges(self, metadata: pq.FileMetaData, units: Sequence[int],
                columns: Sequence[str]) -> list[tuple[int, int]]:

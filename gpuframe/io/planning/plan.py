@@ -46,7 +46,7 @@ from ..errors import ColumnNotFoundError, SchemaMismatchError, repr_without_pass
 from ..filters import Dnf, normalize_filters
 from ..formats import FileMetadata, format_for
 from ..formats.base import FileFormat
-from ..statistics import HiveValue, hive_values_may_match
+from ..statistics import HiveValue, hive_values_may_match, value_range
 from ..storage import open_source
 from ..storage.base import RemoteVersion, StorageOptions, storage_options
 from ..tuning.model import Concurrency, fit_to_ranges
@@ -170,6 +170,25 @@ class ReadPlan:
                 f"{self.format.unit_name} {self.units_kept}/{self.units_total} kept, "
                 f"{_mib(self.total_bytes)} to read for {_mib(self.result_bytes)} of result "
                 f"columns, by worker {{{loads}}}, {self.concurrency!r}>")
+
+
+class ValueRanges:
+    """Each column's least and greatest value over a planned read's files, from their metadata
+    (row group or stripe statistics), worked out as first asked: the plan's estimates take a
+    range filter on a column to keep its share of that range, not a fixed share
+    (:func:`gpuframe.plan.explain.estimated`). None for a column some file says nothing of."""
+
+    def __init__(self, plan: ReadPlan) -> None:
+        self._format = plan.format
+        self._footers = [plan.footers[path] for path in plan.files if path in plan.footers]
+        self._known: dict[str, tuple[Any, Any] | None] = {}
+
+    def __call__(self, column: str) -> tuple[Any, Any] | None:
+        if column not in self._known:
+            ranges = [self._format.column_range(footer, column) for footer in self._footers]
+            self._known[column] = value_range(
+                None if known is None else (*known, None) for known in ranges)
+        return self._known[column]
 
 
 def _mib(nbytes: int) -> str:

@@ -19,6 +19,7 @@ from gpuframe.io.errors import (
     SourceNotFoundError,
     TruncatedFileError,
 )
+from gpuframe.io.formats.orc import OrcFormat
 from gpuframe.io.planning.plan import plan_fragments
 
 FIXED = {"requests_in_flight": 3}
@@ -102,6 +103,13 @@ def test_orc_stripe_statistics_skip_stripes_like_parquet_row_groups(tmp_path, co
             assert plan.units_kept < stripes, filters
         else:
             assert plan.units_kept == stripes, filters
+    metadata = plan.footers[str(path)]
+    known = OrcFormat().column_range(metadata, "id"), OrcFormat().column_range(metadata, "day")
+    if prunes:
+        assert known == ((0, rows - 1), (datetime.date(2024, 1, 1), datetime.date(2024, 2, 9)))
+    else:
+        assert known == (None, None)
+    assert OrcFormat().column_range(metadata, "flag") is None
 
 
 def test_orc_errors_name_the_file(dataset_dir):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import pickle
 
 import pandas as pd
@@ -149,6 +150,27 @@ def test_a_footer_s_layout_says_what_pyarrow_says_and_is_made_once(tmp_path):
     assert column_chunk_ranges(metadata, [5, 0, 2], ["name", "point"]) == [
         (start, end - start) for start, end in parquet.coalesce(spans)]
     assert column_chunk_ranges(metadata, [], ["id"]) == []
+
+
+def test_a_column_s_range_spans_every_row_group_s_statistics(tmp_path):
+    table = pa.table({"id": pa.array(range(100, 5100), pa.int64()),
+                      "day": pa.array([datetime.date(2020, 1, 1) + datetime.timedelta(days=i % 900)
+                                       for i in range(5000)]),
+                      "point": pa.array([{"x": i, "y": -i} for i in range(5000)])})
+    path = tmp_path / "ranges.parquet"
+    pq.write_table(table, path, row_group_size=700)
+    metadata = pq.ParquetFile(path).metadata
+    fmt = parquet.ParquetFormat()
+    assert fmt.column_range(metadata, "id") == (100, 5099)
+    assert fmt.column_range(metadata, "day") == (datetime.date(2020, 1, 1),
+                                                 datetime.date(2022, 6, 18))
+    assert fmt.column_range(metadata, "point") is None  # nested: no chunk says
+    assert fmt.column_range(metadata, "absent") is None
+    bare = tmp_path / "bare.parquet"
+    pq.write_table(table, bare, row_group_size=700, write_statistics=["day"])
+    bare_metadata = pq.ParquetFile(bare).metadata
+    assert fmt.column_range(bare_metadata, "id") is None  # no row group says
+    assert fmt.column_range(bare_metadata, "day") == fmt.column_range(metadata, "day")
 
 
 @pytest.mark.parametrize("filters", [None, [("id", "<", 10)]])

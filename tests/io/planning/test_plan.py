@@ -22,6 +22,7 @@ from gpuframe.io.planning.metadata import PLANNED_METADATA
 from gpuframe.io.planning.plan import (
     PackedUnits,
     Packings,
+    ValueRanges,
     assign_owners,
     default_partition_bytes,
     plan_fragments,
@@ -261,3 +262,19 @@ def test_remembered_packings_hold_their_footers_within_a_budget(dataset_dir):
     assert packings.get(("a",), footers[::-1]) is None  # other footers: packed anew
     packings.keep(("b",), packed[1], 60)  # past the budget: the least recently used goes
     assert packings.get(("a",), footers) is None and packings.get(("b",), footers) is packed[1]
+
+
+def test_value_ranges_span_the_files_a_plan_kept(tmp_path):
+    folder = tmp_path / "ranged"
+    folder.mkdir()
+    for i, (low, high) in enumerate([(10, 20), (-5, 3), (100, 140)]):
+        pq.write_table(pa.table({"v": np.arange(low, high + 1), "s": ["x"] * (high - low + 1)}),
+                       folder / f"part-{i}.parquet")
+    plan = plan_fragments(str(folder), storage=FIXED)
+    ranges = ValueRanges(plan)
+    assert ranges("v") == (-5, 140)
+    assert ranges("s") == ("x", "x")
+    assert ranges("absent") is None
+    pq.write_table(pa.table({"v": np.arange(3), "s": ["y"] * 3}), folder / "part-3.parquet",
+                   write_statistics=False)
+    assert ValueRanges(plan_fragments(str(folder), storage=FIXED))("v") is None
