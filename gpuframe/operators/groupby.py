@@ -134,8 +134,8 @@ def _(node: GroupBy, lowering: Lowering) -> Local | Begun:
                                                      inputs, partial)
         owners, made = list(inputs.owners), ""
     counts = None
-    if not whole and node.options.strategy == "auto" and _uncounted_tree(node, job) is None \
-            and partials:
+    if not whole and node.options.strategy == "auto" \
+            and _uncounted_tree(node, job, len(partials)) is None and partials:
         count = job.stage("count-partial")
         counts = [count.submit(component_rows, f, index=(i,), owner=o)
                   for i, (f, o) in enumerate(zip(partials, owners))]
@@ -200,7 +200,8 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
         rows = sum(job.gather(begun.counts))
         strategy = "tree" if rows <= opts.tree_max_rows else "shuffle"
         seen = f" ({rows:,} partial rows)"
-    elif strategy == "auto" and (uncounted := _uncounted_tree(node, job)) is not None:
+    elif strategy == "auto" and (uncounted := _uncounted_tree(node, job,
+                                                             len(partials))) is not None:
         strategy, seen, rows, most_rows = "tree", *uncounted
     if strategy == "tree" or not partials:
         lowering.note(node, f"tree: {len(partials)} partials{begun.made} combined "
@@ -254,17 +255,19 @@ def _never_served(node: GroupBy) -> bool:
     return not node.keys or (placeable is not None and not placeable & set(node.keys))
 
 
-def _uncounted_tree(node: GroupBy, job: Job) -> tuple[str, int | None, float | None] | None:
-    """Where the tree is chosen without counting the partials (a round trip that waits for
-    every one of them): by the plan's bound on their rows (:func:`tree_bound`), or, in a job
-    that speculates, its estimate (:func:`tree_estimate`), whose tasks then check the rows they
-    take (:data:`TREE_SLACK`). The choice's note, the bound on the output's rows, and the most
-    rows a tree task may take; None where the partials are counted."""
+def _uncounted_tree(node: GroupBy, job: Job, partials: int
+                    ) -> tuple[str, int | None, float | None] | None:
+    """Where the tree is chosen without counting the ``partials`` partial aggregates (a round
+    trip that waits for every one of them): by the plan's bound on their rows
+    (:func:`tree_bound`), or, in a job that speculates, its estimate (:func:`tree_estimate`),
+    whose tasks then check the rows they take (:data:`TREE_SLACK`). The choice's note, the
+    bound on the output's rows, and the most rows a tree task may take; None where the partials
+    are counted."""
     if node.options.strategy != "auto":
         return None
-    bound = tree_bound(node)
+    bound = tree_bound(node, partials)
     if bound is not None:
-        return f" (at most {bound:,} input rows, uncounted)", bound, None
+        return f" (at most {bound:,} partial rows, uncounted)", bound, None
     guess = tree_estimate(node) if job.speculates else None
     if guess is not None:
         return (f" (about {guess:,.0f} input rows estimated, uncounted)", None,

@@ -1,4 +1,5 @@
-"""The most rows a plan node can give, known before anything runs.
+"""The most rows a plan node can give, and the most values a column of it can hold, known
+before anything runs.
 
 Estimates (:mod:`.explain`) guess what filters keep; a bound never guesses: a read gives at most
 its files' rows, and filters, groupbys, distinct and semi joins only lower that; a join gives at
@@ -6,16 +7,27 @@ most the product of its sides' bounds (one side's, where the other is unique on 
 the unmatched rows it keeps. A join may broadcast a side so bounded without sampling it, a round
 trip that waits for the side to be computed; and where the plan shows the side's keys unique
 (:func:`unique_on`), without looking at its keys either.
+
+A column holds at most as many values as its node has rows, fewer where the files' statistics
+bound an integer column's range, or where it is a date part (twelve months; the years of its
+dates' range) (:func:`values_at_most`): a groupby on such keys has at most their product of
+groups, so its tree is chosen without counting its partials (:func:`~.explain.tree_bound`).
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Collection
 from functools import singledispatch
+from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from .aggregate import GroupBy
 from .concat import Concat
 from .distinct import Distinct
+from .expr import Col, DatePart, Expr
 from .nodes import Assign, AsType, Filter, FromPandas, Join, Persisted, Rename, Scan, Select
 from .sort import Sort
 from .topk import TopK
@@ -124,3 +136,162 @@ def _(node: Distinct, columns: Collection[str]) -> bool:
 @unique_on.register(TopK)
 def _(node: Filter | Select | Sort | TopK, columns: Collection[str]) -> bool:
     return unique_on(node.children[0], columns)
+
+
+DATE_PART_VALUES = {"month": 12, "quarter": 4, "day": 31, "dayofweek": 7, "day_of_week": 7,
+                    "weekday": 7, "dayofyear": 366, "day_of_year": 366, "hour": 24,
+                    "minute": 60, "second": 60}
+"""Date parts by the values they can take, whatever the dates (a year's: its dates' range)."""
+
+
+def values_at_most(node: object, column: str) -> int | None:
+    """The most distinct values (null one of them) ``column`` can hold in ``node``'s output;
+    None: no bound."""
+    rows = rows_at_most(node)
+    known = _values(node, column)
+    if known is None:
+        return rows
+    return known if rows is None else min(known, rows)
+
+
+def groups_at_most(node: GroupBy) -> int | None:
+    """The most groups ``node`` can make: the product of its keys' values; None: no bound."""
+    bound = 1
+    for key in node.keys:
+        values = values_at_most(node.child, key)
+        if values is None:
+            return None
+        bound *= values
+    return bound
+
+
+@singledispatch
+def _values(node: object, column: str) -> int | None:
+    return None
+
+
+@_values.register
+def _(node: Scan, column: str) -> int | None:
+    known = node.read.ranges(column) if node.read.ranges is not None else None
+    if known is None or column not in node.meta or node.meta[column].dtype.kind not in "iu":
+        return None
+    low, high = known
+    return int(high) - int(low) + 2  # its integers, and null
+
+
+@_values.register(Filter)
+@_values.register(Select)
+@_values.register(Sort)
+@_values.register(TopK)
+@_values.register(Distinct)
+@_values.register(AsType)
+def _(node: Filter | Select | Sort | TopK | Distinct | AsType, column: str) -> int | None:
+    return values_at_most(node.children[0], column)  # a cast merges values, never splits one
+
+
+@_values.register
+def _(node: Rename, column: str) -> int | None:
+    old = next((old for old, new in node.mapping.items() if new == column), column)
+    return values_at_most(node.child, old)
+
+
+@_values.register
+def _(node: Assign, column: str) -> int | None:
+    names = [name for name, _ in node.items]
+    if column not in names:
+        return values_at_most(node.child, column)
+    index = len(names) - 1 - names[::-1].index(column)
+    expr = node.items[index][1]
+    if set(expr.columns()) & set(names[:index]):
+        return None  # made of columns assigned here: their bounds are not followed
+    return _expression_values(expr, node.child)
+
+
+def _expression_values(expr: Expr, child: object) -> int | None:
+    if isinstance(expr, Col):
+        return values_at_most(child, expr.name)
+    if isinstance(expr, DatePart) and expr.part in DATE_PART_VALUES:
+        return DATE_PART_VALUES[expr.part] + 1
+    if isinstance(expr, DatePart) and expr.part == "year" and isinstance(expr.operand, Col):
+        known = values_within(child, expr.operand.name)
+        first, last = (None, None) if known is None else (_year(known[0]), _year(known[1]))
+        if first is None or last is None:
+            return None
+        return last - first + 2  # its years, and null
+    return None
+
+
+@_values.register
+def _(node: GroupBy, column: str) -> int | None:
+    return values_at_most(node.child, column) if column in node.keys else None
+
+
+@_values.register
+def _(node: Join, column: str) -> int | None:
+    side = _only_side(node, column)
+    return None if side is None else values_at_most(side, column)
+
+
+def _only_side(node: Join, column: str) -> object | None:
+    """The side of ``node`` whose column ``column`` of its output is, where only one side has
+    a column of that name (a name both have may be either's, or suffixed)."""
+    sides = [side for side in (node.left, node.right) if column in side.meta]
+    return sides[0] if len(sides) == 1 and column in node.meta else None
+
+
+@singledispatch
+def values_within(node: object, column: str) -> tuple[Any, Any] | None:
+    """The least and greatest value ``column`` can hold in ``node``'s output, where the files'
+    statistics say and the nodes above them keep the values as they are; None: not known."""
+    return None
+
+
+@values_within.register
+def _(node: Scan, column: str) -> tuple[Any, Any] | None:
+    return node.read.ranges(column) if node.read.ranges is not None else None
+
+
+@values_within.register(Filter)
+@values_within.register(Select)
+@values_within.register(Sort)
+@values_within.register(TopK)
+@values_within.register(Distinct)
+def _(node: Filter | Select | Sort | TopK | Distinct, column: str) -> tuple[Any, Any] | None:
+    return values_within(node.children[0], column)
+
+
+@values_within.register
+def _(node: Rename, column: str) -> tuple[Any, Any] | None:
+    old = next((old for old, new in node.mapping.items() if new == column), column)
+    return values_within(node.child, old)
+
+
+@values_within.register
+def _(node: Assign, column: str) -> tuple[Any, Any] | None:
+    names = [name for name, _ in node.items]
+    if column not in names:
+        return values_within(node.child, column)
+    index = len(names) - 1 - names[::-1].index(column)
+    expr = node.items[index][1]
+    if isinstance(expr, Col) and expr.name not in names[:index]:
+        return values_within(node.child, expr.name)
+    return None
+
+
+@values_within.register
+def _(node: GroupBy, column: str) -> tuple[Any, Any] | None:
+    return values_within(node.child, column) if column in node.keys else None
+
+
+@values_within.register
+def _(node: Join, column: str) -> tuple[Any, Any] | None:
+    side = _only_side(node, column)
+    return None if side is None else values_within(side, column)
+
+
+def _year(value: Any) -> int | None:
+    """The year of a date or time from the files' statistics; None for anything else."""
+    if isinstance(value, (datetime.date, np.datetime64)):
+        stamp = pd.Timestamp(value)
+        return None if stamp is pd.NaT else stamp.year
+    return None

@@ -30,7 +30,7 @@ from ..exchange.placement import HashPartitioning
 from ..remembered import schema_key
 from ..units import byte_text
 from .aggregate import GroupBy
-from .bounds import rows_at_most
+from .bounds import groups_at_most, rows_at_most
 from .concat import Concat
 from .distinct import Distinct
 from .expr import Between, Binary, Expr, IsIn, Unary
@@ -448,11 +448,17 @@ def predicted_aggregation(node: GroupBy) -> str:
     return f"tree up to {node.options.tree_max_rows:,} partial rows, else shuffle"
 
 
-def tree_bound(node: GroupBy) -> int | None:
-    """The plan's bound on the groupby's input rows, and so on its partials' rows, where it is
-    at most ``tree_max_rows``: the tree is then chosen without counting them (a round trip
-    that waits for every partial); None otherwise."""
+def tree_bound(node: GroupBy, partials: int | None = None) -> int | None:
+    """The plan's bound on the groupby's partials' rows, where it is at most
+    ``tree_max_rows``: its input's rows, or, for ``partials`` partial aggregates, its most
+    groups (:func:`~.bounds.groups_at_most`) in each (a nunique's partials hold its distinct
+    values besides); the tree is then chosen without counting them (a round trip that waits
+    for every partial). None otherwise."""
     bound = rows_at_most(node.child)
+    distinct = any(a.function == "nunique" for a in node.aggregations)
+    groups = groups_at_most(node) if partials is not None and not distinct else None
+    if groups is not None and partials is not None:
+        bound = groups * partials if bound is None else min(bound, groups * partials)
     return bound if bound is not None and bound <= node.options.tree_max_rows else None
 
 

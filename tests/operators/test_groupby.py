@@ -77,6 +77,30 @@ def test_every_function_matches_pandas(engine, data, keys, dropna, options):
     assert options["strategy"] in explained(result).splitlines()[0]
 
 
+def test_keys_of_few_values_by_the_files_statistics_make_a_tree_uncounted(engine, tmp_path):
+    """Years of three years of dates, and codes 0-9 (the files' statistics say both ranges):
+    at most 4 x 11 groups in each of the read's partials, under ``tree_max_rows`` though the
+    rows are not; a nunique's partials hold its distinct values too, so they are counted."""
+    rng = np.random.default_rng(8)
+    rows = 20_000
+    table = pd.DataFrame({"day": pd.Timestamp("2020-01-01")
+                          + pd.to_timedelta(rng.integers(0, 3 * 365, rows), unit="D"),
+                          "code": rng.integers(0, 10, rows), "x": rng.random(rows)})
+    for i in range(4):
+        table.iloc[i::4].to_parquet(tmp_path / f"part-{i}.parquet", index=False)
+    frame = gpuframe.read_parquet(str(tmp_path))
+    frame = frame.assign(year=frame.day.dt.year)
+    summed = groupby(frame, ["year", "code"], tree_max_rows=1000).agg(total=("x", "sum"))
+    distinct = groupby(frame, ["year", "code"], tree_max_rows=1000).agg(days=("day", "nunique"))
+    expected = table.assign(year=table.day.dt.year).groupby(["year", "code"], as_index=False)
+    assert_matches(summed, expected.agg(total=("x", "sum")), ["year", "code"])
+    assert_matches(distinct, expected.agg(days=("day", "nunique")), ["year", "code"])
+    partials = len(frame.persist().futures)
+    assert f"(at most {4 * 11 * partials:,} partial rows, uncounted)" in \
+        explained(summed).splitlines()[0]
+    assert "uncounted" not in explained(distinct).splitlines()[0]
+
+
 def test_auto_reduces_few_groups_as_a_tree_and_many_by_a_shuffle(engine, data):
     frame = gpuframe.from_pandas(data, npartitions=4)
     bounded = groupby(frame, "k").agg(total=("x", "sum"))  # 4,000 input rows at most
@@ -90,7 +114,7 @@ def test_auto_reduces_few_groups_as_a_tree_and_many_by_a_shuffle(engine, data):
         explained(bounded).splitlines()[0]
     for result in (bounded, few, many):
         assert_matches(result, expected, ["k"])
-    assert "tree: 4 partials combined 8 at a time (at most 4,000 input rows, uncounted)" in \
+    assert "tree: 4 partials combined 8 at a time (at most 4,000 partial rows, uncounted)" in \
         explained(bounded).splitlines()[0]
     assert "tree: 4 partials combined 8 at a time (120 partial rows)" in \
         explained(few).splitlines()[0]

@@ -1,6 +1,8 @@
-"""rows_at_most: a bound that never guesses, where the plan knows one."""
+"""rows_at_most and values_at_most: bounds that never guess, where the plan knows one."""
 
 from __future__ import annotations
+
+import datetime
 
 import pandas as pd
 
@@ -8,7 +10,7 @@ from gpuframe.config import JoinOptions
 from gpuframe.io.formats import format_for
 from gpuframe.io.storage.base import storage_options
 from gpuframe.plan.aggregate import Aggregation, GroupBy
-from gpuframe.plan.bounds import rows_at_most, unique_on
+from gpuframe.plan.bounds import groups_at_most, rows_at_most, unique_on, values_at_most
 from gpuframe.plan.concat import Concat
 from gpuframe.plan.distinct import Distinct
 from gpuframe.plan.explain import unsampled_broadcast
@@ -20,6 +22,7 @@ from gpuframe.plan.nodes import (
     Join,
     MapPartitions,
     ReadSource,
+    Rename,
     Scan,
     Select,
 )
@@ -97,3 +100,42 @@ def test_unique_keys_are_known_from_groupbys_and_distincts_through_narrow_steps_
     assert not unique_on(GroupBy(orders, ("k", "amount"), total), ["k"])
     # an assignment may overwrite a key: not known
     assert not unique_on(Assign(by_k, (("k", col("t") * 0),)), ["k"])
+
+
+def dated_read() -> Scan:
+    """A read of 50,000 rows whose files' statistics give an integer key's range, 1-100, and
+    a date's, seven years; its string column has none that measures."""
+    meta = pd.DataFrame({"k": pd.Series([], dtype="int64"),
+                         "day": pd.Series([], dtype="datetime64[ns]"),
+                         "name": pd.Series([], dtype="object")})
+    ranges = {"k": (1, 100), "day": (datetime.date(1992, 1, 2), datetime.date(1998, 8, 2)),
+              "name": ("a", "z")}
+    return Scan(ReadSource("data/", format_for("parquet"), storage_options(), None, meta,
+                           50_000, 16000, ranges.get))
+
+
+def test_a_column_holds_at_most_its_range_s_integers_or_its_date_part_s_values():
+    dates = dated_read()
+    assert values_at_most(dates, "k") == 101  # 1-100, and null
+    assert values_at_most(dates, "name") == 50_000  # strings: as many as the rows
+    assert values_at_most(dates, "day") == 50_000
+    parts = Assign(Filter(dates, col("k") > 3), (("year", col("day").dt.year),
+                                                 ("month", col("day").dt.month),
+                                                 ("key", col("k")), ("twice", col("k") * 2)))
+    assert values_at_most(parts, "year") == 8  # 1992-1998, and null
+    assert values_at_most(parts, "month") == 13
+    assert values_at_most(parts, "key") == 101
+    assert values_at_most(parts, "twice") == 50_000
+    renamed = Rename(parts, {"year": "y"})
+    assert values_at_most(renamed, "y") == 8
+    assert values_at_most(join(SMALL, renamed), "y") == 8  # one side's column
+    assert values_at_most(join(orders_read(), dates), "k") == 1000 * 50_000  # both sides' k
+    assert values_at_most(GroupBy(parts, ("k",), (Aggregation("n", "year", "size"),)), "k") == 101
+
+
+def test_a_groupby_makes_at_most_the_product_of_its_keys_values():
+    parts = Assign(dated_read(), (("year", col("day").dt.year),))
+    aggregate = (Aggregation("n", "k", "sum"),)
+    assert groups_at_most(GroupBy(parts, ("year", "k"), aggregate)) == 8 * 101
+    assert groups_at_most(GroupBy(parts, ("year", "name"), aggregate)) == 8 * 50_000
+    assert groups_at_most(GroupBy(Assign(SMALL, (("w", col("v") + 1),)), ("w",), aggregate)) == 30
