@@ -217,7 +217,9 @@ def _expression_values(expr: Expr, child: object) -> int | None:
         first, last = (None, None) if known is None else (_year(known[0]), _year(known[1]))
         if first is None or last is None:
             return None
-        return last - first + 2  # its years, and null
+        # its years, a year more each side (the statistics' instants may lie in another year
+        # in the column's time zone), and null
+        return last - first + 4
     return None
 
 
