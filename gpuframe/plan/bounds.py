@@ -191,20 +191,32 @@ def _(node: Filter | Select | Sort | TopK | Distinct | AsType, column: str) -> i
 
 @_values.register
 def _(node: Rename, column: str) -> int | None:
-    old = next((old for old, new in node.mapping.items() if new == column), column)
-    return values_at_most(node.child, old)
+    return values_at_most(node.child, _renamed_from(node, column))
 
 
 @_values.register
 def _(node: Assign, column: str) -> int | None:
+    assigned, expr = _assigned(node, column)
+    if not assigned:
+        return values_at_most(node.child, column)
+    return None if expr is None else _expression_values(expr, node.child)
+
+
+def _renamed_from(node: Rename, column: str) -> str:
+    """The name ``column`` of ``node``'s output has in its input."""
+    return next((old for old, new in node.mapping.items() if new == column), column)
+
+
+def _assigned(node: Assign, column: str) -> tuple[bool, Expr | None]:
+    """Whether ``node`` assigns ``column``, and the expression (its last) over the node's
+    input; None for one that reads a column assigned before it in the same node, whose bounds
+    are not followed."""
     names = [name for name, _ in node.items]
     if column not in names:
-        return values_at_most(node.child, column)
+        return False, None
     index = len(names) - 1 - names[::-1].index(column)
     expr = node.items[index][1]
-    if set(expr.columns()) & set(names[:index]):
-        return None  # made of columns assigned here: their bounds are not followed
-    return _expression_values(expr, node.child)
+    return True, None if set(expr.columns()) & set(names[:index]) else expr
 
 
 def _expression_values(expr: Expr, child: object) -> int | None:
@@ -264,20 +276,15 @@ def _(node: Filter | Select | Sort | TopK | Distinct, column: str) -> tuple[Any,
 
 @values_within.register
 def _(node: Rename, column: str) -> tuple[Any, Any] | None:
-    old = next((old for old, new in node.mapping.items() if new == column), column)
-    return values_within(node.child, old)
+    return values_within(node.child, _renamed_from(node, column))
 
 
 @values_within.register
 def _(node: Assign, column: str) -> tuple[Any, Any] | None:
-    names = [name for name, _ in node.items]
-    if column not in names:
+    assigned, expr = _assigned(node, column)
+    if not assigned:
         return values_within(node.child, column)
-    index = len(names) - 1 - names[::-1].index(column)
-    expr = node.items[index][1]
-    if isinstance(expr, Col) and expr.name not in names[:index]:
-        return values_within(node.child, expr.name)
-    return None
+    return values_within(node.child, expr.name) if isinstance(expr, Col) else None
 
 
 @values_within.register

@@ -131,6 +131,9 @@ def test_a_column_holds_at_most_its_range_s_integers_or_its_date_part_s_values()
     assert values_at_most(join(SMALL, renamed), "y") == 10  # one side's column
     assert values_at_most(join(orders_read(), dates), "k") == 1000 * 50_000  # both sides' k
     assert values_at_most(GroupBy(parts, ("k",), (Aggregation("n", "year", "size"),)), "k") == 101
+    chained = Assign(dates, (("k2", col("k")), ("k3", col("k2"))))
+    assert values_at_most(chained, "k2") == 101
+    assert values_at_most(chained, "k3") == 50_000  # of a column assigned alongside: not followed
 
 
 def test_a_groupby_makes_at_most_the_product_of_its_keys_values():
