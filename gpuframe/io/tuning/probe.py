@@ -33,8 +33,8 @@ PROBE_MEMORY = 256 * 2**20
 PROBE_STEP_SECONDS = 0.1
 """The least time each probe step reads for, its reads repeated until then: a single round of
 32 MiB lasts milliseconds on a fast store, short enough that noise decided where the ramp
-stopped. Each step (one read alone, then 2 to 32 at once) so takes 0.1 s, up to one read's time
-more, once per store and process."""
+stopped. Each step (one read alone, twice, then 2 to 32 at once) so takes 0.1 s, up to one
+read's time more, once per store and process."""
 
 
 def probe_storage(source: RangeSource, storage: StorageOptions | None = None,
@@ -44,10 +44,11 @@ def probe_storage(source: RangeSource, storage: StorageOptions | None = None,
 
     Latency is the fastest of ``probes`` 4 KiB reads; one request's rate alone comes from reads
     of :data:`BANDWIDTH_PROBE` bytes (at least ``task_size``) one after another, less that
-    latency each. From those two the request size (:func:`choose_request_size`, or
-    ``task_size``; at most :data:`PROBE_READ_BYTES` and half the file), and reads of that size,
-    2, 4, 8... at once (up to :data:`PARALLEL_PROBES` and the requests-in-flight limit), while
-    doubling them still raises the rate by :data:`PROBE_GAIN`. The knee is the count that got
+    latency each, the better of two such steps. From those two the request size
+    (:func:`choose_request_size`, or ``task_size``; at most :data:`PROBE_READ_BYTES` and half
+    the file), and reads of that size, 2, 4, 8... at once (up to :data:`PARALLEL_PROBES` and
+    the requests-in-flight limit), while doubling them still raises the rate by
+    :data:`PROBE_GAIN`. The knee is the count that got
     the highest rate, the last step's too when it gained less than that but gained: near a
     flat top the ramp's stop moves with noise, and too few requests in flight cost more than
     too many (benchmarks/results/2026-11-23-remote-device-copies-h200.md). Its rate and the
@@ -60,10 +61,10 @@ def probe_storage(source: RangeSource, storage: StorageOptions | None = None,
     that serves 32 (2-core CI host, full suite).
 
     Each step reads for :data:`PROBE_STEP_SECONDS`, and its last reads end up to one read's
-    time later (~16 latencies, by the request size's rule); at most 7 steps, the one past the
-    knee twice. Peak memory: the buffers of one step, at most :data:`PROBE_MEMORY` (256 MiB;
-    32 reads of 8 MiB or less take 32 x their size). The rate of one read alone is not the
-    rate under load: Little's law given it chooses far too few requests
+    time later (~16 latencies, by the request size's rule); at most 8 steps, the read alone
+    and the one past the knee twice. Peak memory: the buffers of one step, at most
+    :data:`PROBE_MEMORY` (256 MiB; 32 reads of 8 MiB or less take 32 x their size). The rate
+    of one read alone is not the rate under load: Little's law given it chooses far too few requests
     (benchmarks/results/2026-11-25-figures-from-io-comments.md)."""
     storage = storage or storage_options()
     size = source.size()
@@ -76,7 +77,10 @@ def probe_storage(source: RangeSource, storage: StorageOptions | None = None,
     latency = min(latencies)
     half = max(probe, size // 2)
     length = min(max(storage.task_size or 0, BANDWIDTH_PROBE), PROBE_READ_BYTES, half)
-    stream = _transfer_rate(source, length, latency)
+    # Two steps, the better counts: one pause in a step of a read or two (a collection, a busy
+    # neighbour) took the rate alone to a fifth (2-core CI host, full suite), and the request
+    # size chosen from it with it.
+    stream = max(_transfer_rate(source, length, latency) for _ in range(2))
     each = min(storage.task_size or choose_request_size(latency, stream), PROBE_READ_BYTES,
                half)
     if each <= 0 or stream <= 0:  # an empty file: nothing to time
