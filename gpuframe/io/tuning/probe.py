@@ -48,10 +48,10 @@ def probe_storage(source: RangeSource, storage: StorageOptions | None = None,
     (:func:`choose_request_size`, or ``task_size``; at most :data:`PROBE_READ_BYTES` and half
     the file), and reads of that size, 2, 4, 8... at once (up to :data:`PARALLEL_PROBES` and
     the requests-in-flight limit), while doubling them still raises the rate by
-    :data:`PROBE_GAIN`. The knee is the count that got
-    the highest rate, the last step's too when it gained less than that but gained: near a
-    flat top the ramp's stop moves with noise, and too few requests in flight cost more than
-    too many (benchmarks/results/2026-11-23-remote-device-copies-h200.md). Its rate and the
+    :data:`PROBE_GAIN`. The knee is the count that got the highest rate, the last step's too
+    when it gained less than that but gained: near a flat top the ramp's stop moves with
+    noise, and too few requests in flight cost more than too many
+    (benchmarks/results/2026-11-23-remote-device-copies-h200.md). Its rate and the
     mean time of one read there go into the probe, so Little's law can use the response time
     under load (:class:`~.model.Concurrency`). One read alone is not timed again at that size:
     latency plus its transfer at the rate alone.
@@ -64,8 +64,8 @@ def probe_storage(source: RangeSource, storage: StorageOptions | None = None,
     time later (~16 latencies, by the request size's rule); at most 8 steps, the read alone
     and the one past the knee twice. Peak memory: the buffers of one step, at most
     :data:`PROBE_MEMORY` (256 MiB; 32 reads of 8 MiB or less take 32 x their size). The rate
-    of one read alone is not the rate under load: Little's law given it chooses far too few requests
-    (benchmarks/results/2026-11-25-figures-from-io-comments.md)."""
+    of one read alone is not the rate under load: Little's law given it chooses far too few
+    requests (benchmarks/results/2026-11-25-figures-from-io-comments.md)."""
     storage = storage or storage_options()
     size = source.size()
     probe = min(4096, size)
