@@ -1,5 +1,11 @@
 """A bucket in flight: one worker's rows for one peer, as Dask's comm layer moves them.
 
+The direct exchange sends a bucket sealed where it can (a :class:`~gpuframe.exchange.pack.Parcel`:
+its rows still packed in one buffer), which travels as that one buffer, device or host, and a
+header; a frame travels as a buffer per column, and each buffer costs the comm layer about as much
+as a copy of megabytes (benchmarks/exchange_latency.py). :func:`arrived` opens it where it is
+consumed.
+
 Over UCX a cuDF bucket travels as its device buffers (Dask's "cuda" serializers). Over TCP, Dask
 has cuDF copy the frame to host memory first (``host_serialize``), into freshly allocated
 pageable memory: faulting in those fresh pages takes a large share of a transfer, where a copy
@@ -20,12 +26,19 @@ cuDF, CuPy and RMM are imported only where a bucket is (de)serialized, on GPU wo
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
+import pickle
 from typing import Any
 
+import numpy as np
 from dask.sizeof import sizeof
 from distributed.protocol import dask_deserialize, dask_serialize
 from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
+from distributed.utils import nbytes
+
+from .pack import Parcel, _aligned_empty
+from .pack_layout import ALIGNMENT
 
 HOST_PROTOCOLS = ("tcp", "tls")
 """Comm protocols over which Dask sends device buffers through host memory (UCX sends them as
@@ -42,19 +55,21 @@ class DeviceBucket:
     __slots__ = ("frame",)
 
     def __init__(self, frame: Any):
-        _register_with_dask_cuda()
+        register_with_dask_cuda()
         self.frame = frame
 
 
 @functools.cache
-def _register_with_dask_cuda() -> None:
-    """Tell dask-cuda's spilling (DeviceHostFile) that a bucket is device memory: it would keep
-    an object it does not know with host data, out of reach of ``device_memory_limit``."""
+def register_with_dask_cuda() -> None:
+    """Tell dask-cuda's spilling (DeviceHostFile) that a bucket, and a parcel packed on the GPU,
+    is device memory: it would keep an object it does not know with host data, out of reach of
+    ``device_memory_limit``."""
     try:
         from dask_cuda.is_device_object import is_device_object
     except ImportError:  # no dask-cuda, no device spilling
         return
     is_device_object.register(DeviceBucket)(lambda bucket: True)
+    is_device_object.register(Parcel)(lambda parcel: parcel.bucket.on_gpu)
 
 
 def wrapped(on_device: bool, protocol: str) -> bool:
@@ -64,8 +79,10 @@ def wrapped(on_device: bool, protocol: str) -> bool:
 
 
 def arrived(part: Any) -> Any:
-    """The frame of a bucket as the join task receives it."""
-    return part.frame if isinstance(part, DeviceBucket) else part
+    """The frame of a bucket as the join task receives it: unwrapped, or opened."""
+    if isinstance(part, DeviceBucket):
+        return part.frame
+    return part.open() if isinstance(part, Parcel) else part
 
 
 @sizeof.register(DeviceBucket)
@@ -139,3 +156,63 @@ def pinned_pool() -> Any:
     return rmm.mr.PoolMemoryResource(rmm.mr.PinnedHostMemoryResource(),
                                      initial_pool_size=PINNED_POOL_INITIAL_BYTES,
                                      maximum_pool_size=PINNED_POOL_BYTES)
+
+
+@sizeof.register(Parcel)
+def _parcel_size(parcel: Parcel) -> int:
+    return parcel.bucket.nbytes
+
+
+def _label(parcel: Parcel) -> bytes:
+    """Everything of ``parcel`` but its buffer: the columns' layout, a few hundred bytes."""
+    return pickle.dumps(dataclasses.replace(
+        parcel, bucket=dataclasses.replace(parcel.bucket, data=None)))
+
+
+def _relabelled(label: bytes, data: Any) -> Parcel:
+    parcel = pickle.loads(label)
+    return dataclasses.replace(parcel, bucket=dataclasses.replace(parcel.bucket, data=data))
+
+
+@cuda_serialize.register(Parcel)
+def _parcel_device_frames(parcel: Parcel) -> tuple[dict, list]:
+    """One device frame, the buffer where it is, which UCX moves GPU to GPU; a parcel in host
+    memory takes the next serializers (``dask``)."""
+    if not parcel.bucket.on_gpu:
+        raise NotImplementedError("a parcel in host memory travels by the host serializers")
+    return {"label": _label(parcel)}, [parcel.bucket.data]
+
+
+@cuda_deserialize.register(Parcel)
+def _parcel_from_device_frames(header: dict, frames: list) -> Parcel:
+    import cupy
+
+    data = frames[0]
+    # A comm's empty device frame may have no address at all.
+    data = cupy.asarray(data).view(cupy.uint8) if nbytes(data) else cupy.empty(0, cupy.uint8)
+    return _relabelled(header["label"], data)
+
+
+@dask_serialize.register(Parcel)
+def _parcel_host_frames(parcel: Parcel) -> tuple[dict, list]:
+    """One host frame: the buffer itself on the CPU, a host copy of it on the GPU (for a comm
+    through host memory, or dask-cuda spilling it)."""
+    data = parcel.bucket.data
+    on_gpu = parcel.bucket.on_gpu
+    host = data.get() if on_gpu else data
+    return {"label": _label(parcel), "on-gpu": on_gpu}, [np.ascontiguousarray(host).data]
+
+
+@dask_deserialize.register(Parcel)
+def _parcel_from_host_frames(header: dict, frames: list) -> Parcel:
+    data = np.frombuffer(frames[0], dtype=np.uint8)
+    if data.ctypes.data % ALIGNMENT:  # a comm may hand frames over at any offset
+        aligned = _aligned_empty(len(data))
+        aligned[:] = data
+        data = aligned
+    if header["on-gpu"]:
+        import cupy
+
+        data = cupy.asarray(data)
+    return _relabelled(header["label"], data)
+

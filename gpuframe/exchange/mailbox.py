@@ -6,7 +6,8 @@ makes every (partition, bucket) pair a Dask key, so a stage of ``P`` partitions 
 buckets costs the scheduler ``P x B`` tasks and as many transfers to schedule. Here, as in
 dask-cuda's explicit-comms, rapidsmpf's ``Shuffler`` and Dask's own P2P shuffle, one ``send``
 task per worker cuts that worker's partitions into buckets and sends each bucket's rows to the
-worker that consumes it over the cluster's comm layer (UCX or TCP), as a message to the
+worker that consumes it over the cluster's comm layer (UCX or TCP), sealed where the packing
+allows (one buffer a bucket, :mod:`~gpuframe.exchange.bucket`), as a message to the
 :data:`DELIVER_HANDLER` handler, which files them in that worker's :class:`Mailbox`: in the
 worker's data store, which spills them when memory runs short as it spills any result. The task
 returns a :class:`Receipt` (rows per bucket per partition) once every peer has acknowledged its
@@ -47,7 +48,7 @@ from distributed.protocol import to_serialize
 
 from ..diagnostics.stages import SEND_EVENT_TOPIC, job_of
 from ..errors import PartitionError, WorkerLostError
-from .bucket import DeviceBucket, arrived
+from .bucket import DeviceBucket, arrived, register_with_dask_cuda
 from .splitters import Splitter
 
 if TYPE_CHECKING:
@@ -153,9 +154,11 @@ class MailboxPlugin(WorkerPlugin):
         self.loop = asyncio.get_running_loop()  # the worker's: plugins are set up on it
         worker.handlers[DELIVER_HANDLER] = self._deliver
         worker.handlers[DROP_HANDLER] = self._drop
+        register_with_dask_cuda()
 
     def _deliver(self, exchange: str, source: int, pieces: dict[int, Any]) -> bool:
-        return self.mailbox.put(exchange, source, {b: arrived(f) for b, f in pieces.items()})
+        # Filed as they came: the consuming task opens them (arrivals), off the event loop.
+        return self.mailbox.put(exchange, source, pieces)
 
     def _drop(self, exchange: str) -> None:
         self.mailbox.drop(exchange)
@@ -287,7 +290,7 @@ def send_from(worker: Worker, exchange: str, splitter: Splitter, owners: Sequenc
     rows: dict[int, list[int]] = {}
     waves: list[list[ThreadFuture]] = []
     for source, part in zip(sources, parts):
-        buckets = splitter.split(part, source)
+        buckets = splitter.split(part, source, sealed=True)
         rows[source] = [len(bucket) for bucket in buckets]
         by_owner: dict[str, dict[int, Any]] = {}
         for b, bucket in enumerate(buckets):
@@ -297,8 +300,8 @@ def send_from(worker: Worker, exchange: str, splitter: Splitter, owners: Sequenc
             if owner == worker.address:
                 plugin.mailbox.put(exchange, source, pieces)
                 continue
-            if wrap:
-                pieces = {b: DeviceBucket(frame) for b, frame in pieces.items()}
+            if wrap:  # through pinned host memory, a buffer per column (bucket.py)
+                pieces = {b: DeviceBucket(arrived(piece)) for b, piece in pieces.items()}
             wave.append(asyncio.run_coroutine_threadsafe(
                 _deliver(worker, owner, exchange, source, pieces, job),
                 plugin.loop))
@@ -354,7 +357,9 @@ def arrivals(parts: Sequence[Any]) -> list[Any]:
     expected = {source: rows[claim.bucket]
                 for receipt in receipts for source, rows in receipt.rows.items()}
     worker = get_worker()
-    pieces = _plugin(worker).mailbox.take(claim.exchange, claim.bucket)
+    pieces = {source: arrived(piece)
+              for source, piece in _plugin(worker).mailbox.take(claim.exchange,
+                                                                claim.bucket).items()}
     missing = sorted(set(expected) - set(pieces))
     short = sorted(s for s in expected if s in pieces and len(pieces[s]) != expected[s])
     if missing or short:

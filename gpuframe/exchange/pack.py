@@ -11,7 +11,9 @@ current stream. :meth:`PackedBuckets.destination` cuts one destination's share o
 buffer (a view), and :func:`unpack` turns such a share back into a table whose columns point into
 the buffer (no copy, except that booleans and dictionaries, packed as bytes and values, are cast
 back on the CPU). :func:`hash_split`, :func:`split_by_destinations` and :func:`range_split` give
-the destinations as frames of the input's own library.
+the destinations as frames of the input's own library, or ``sealed``: a destination whose rows
+the buffer holds whole as a :class:`Parcel`, which travels as that one buffer (a frame would
+travel as a buffer per column) and opens into the same frame where it arrives.
 
 Keys are hashed as stored: cast the join keys of both sides to one common type first (the
 exchange does). Rows whose keys are null all go to one destination, as do -0.0 and 0.0, and all
@@ -25,6 +27,7 @@ both share are :mod:`~gpuframe.exchange.pack_layout`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -149,9 +152,10 @@ def hash_rows(table: Any, on: Sequence[str], *, threads: int | None = None) -> A
     return _core.hash_rows(args, table.num_rows, _check_threads(threads))
 
 
-def hash_split(frame: Any, on: Sequence[str], n: int) -> list[Any]:
+def hash_split(frame: Any, on: Sequence[str], n: int, sealed: bool = False) -> list[Any]:
     """``frame``'s rows split into ``n`` frames of its own library (pandas, cuDF or pyarrow) by
-    the hash of ``on``: what the exchange sends to each worker.
+    the hash of ``on``: what the exchange sends to each worker. ``sealed``: :class:`Parcel`
+    objects where they can be (see :func:`_split`).
 
     Columns that are not keys and that the packer cannot pack (decimals, lists, structs) are
     carried: the rest is packed with each row's number, by which every destination then takes
@@ -159,7 +163,8 @@ def hash_split(frame: Any, on: Sequence[str], n: int) -> list[Any]:
     other, not refused. Keys the packer cannot hash as stored (Python objects, decimals) are
     hashed by their digests (:mod:`~gpuframe.exchange.digest`) and carried."""
     digested, keys, digests = digest_keys(frame, _key_list(on))
-    parts = _split(digested, keys, n, lambda packable: hash_pack(packable, keys, n))
+    parts = _split(digested, keys, n, lambda packable: hash_pack(packable, keys, n),
+                   sealed and not digests)
     if not digests:
         return parts
     if isinstance(frame, pa.Table):
@@ -167,20 +172,22 @@ def hash_split(frame: Any, on: Sequence[str], n: int) -> list[Any]:
     return [part.drop(columns=digests) for part in parts]
 
 
-def split_by_destinations(frame: Any, destinations: Any, n: int) -> list[Any]:
+def split_by_destinations(frame: Any, destinations: Any, n: int, sealed: bool = False
+                          ) -> list[Any]:
     """``frame``'s rows split into ``n`` frames of its own library, row r into frame
     ``destinations[r]`` (see :func:`pack_by_destinations`), in order; columns the packer
-    cannot pack are carried as :func:`hash_split` carries them."""
+    cannot pack are carried, and ``sealed`` taken, as :func:`hash_split` does."""
     return _split(frame, [], n,
-                  lambda packable: pack_by_destinations(packable, destinations, n))
+                  lambda packable: pack_by_destinations(packable, destinations, n), sealed)
 
 
 def range_split(frame: Any, on: Sequence[Any], boundaries: Any,
-                ascending: bool | Sequence[bool] = True, nulls_last: bool = True) -> list[Any]:
+                ascending: bool | Sequence[bool] = True, nulls_last: bool = True,
+                sealed: bool = False) -> list[Any]:
     """``frame``'s rows split into ``len(boundaries) + 1`` frames of its own library by the
     ranges of ``on`` that the sorted ``boundaries`` rows cut (see :func:`range_destinations`):
-    frame i holds keys that sort before frame i + 1's. Columns the packer cannot pack are carried
-    as :func:`hash_split` carries them."""
+    frame i holds keys that sort before frame i + 1's. Columns the packer cannot pack are
+    carried, and ``sealed`` taken, as :func:`hash_split` does."""
     keys = _key_list(on)
     n = _check_count(len(boundaries) + 1)
 
@@ -188,26 +195,29 @@ def range_split(frame: Any, on: Sequence[Any], boundaries: Any,
         destinations = range_destinations(packable, keys, boundaries, ascending, nulls_last)
         return pack_by_destinations(packable, destinations, n)
 
-    return _split(frame, keys, n, pack)
+    return _split(frame, keys, n, pack, sealed)
 
 
-def _split(frame: Any, keys: list[Any], n: int, pack: Callable[[Any], PackedBuckets]
-           ) -> list[Any]:
+def _split(frame: Any, keys: list[Any], n: int, pack: Callable[[Any], PackedBuckets],
+           sealed: bool = False) -> list[Any]:
     """``frame`` split into ``n`` frames of its own library by ``pack``, which packs a table of
     the frame's rows: the frame itself, or (with columns the packer cannot pack, other than
     ``keys``) the packable columns and each row's number, by which every destination then takes
-    its rows of the carried columns. A pandas frame's object columns other than ``keys`` are
-    carried as they are, never converted to Arrow: they may hold values of several types, which
-    Arrow refuses, and those it takes would come back as other objects (Decimals as strings, in
-    a column of strings). A frame of no rows is not packed: each destination gets it as it is (a
-    cuDF strings column of no rows has no offsets to pack)."""
+    its rows of the carried columns. Where the packed table is the frame itself and ``sealed``,
+    each destination's share comes as a :class:`Parcel`, unopened. A pandas frame's object
+    columns other than ``keys`` are carried as they are, never converted to Arrow: they may hold
+    values of several types, which Arrow refuses, and those it takes would come back as other
+    objects (Decimals as strings, in a column of strings). A frame of no rows is not packed:
+    each destination gets it as it is (a cuDF strings column of no rows has no offsets to
+    pack)."""
     if len(frame) == 0:
         return [frame] * n
     if _is_cudf(frame):
         carried = [name for name in _device_unpackable(frame) if name not in keys]
         if not carried:
             packed = pack(frame)
-            return [unpack(packed.destination(d)) for d in range(packed.n_destinations)]
+            shares = [packed.destination(d) for d in range(packed.n_destinations)]
+            return [Parcel(share) if sealed else unpack(share) for share in shares]
         import cupy
 
         row = _unused_name(frame.columns)
@@ -226,8 +236,9 @@ def _split(frame: Any, keys: list[Any], n: int, pack: Callable[[Any], PackedBuck
                if field.name not in keys and not _host_packable(field.type)]
     if not carried and not objects:
         packed = pack(table)
-        parts = [unpack(packed.destination(d)) for d in range(packed.n_destinations)]
-        return parts if arrow else [_to_pandas(part, frame) for part in parts]
+        pandas = None if arrow else _arrow_backed(frame)
+        parcels = [Parcel(packed.destination(d), pandas) for d in range(packed.n_destinations)]
+        return parcels if sealed else [parcel.open() for parcel in parcels]
     row = _unused_name(list(frame.columns) if not arrow else table.schema.names)
     numbered = table.drop_columns(carried).append_column(
         row, pa.array(np.arange(len(frame), dtype=np.int64)))
@@ -237,17 +248,41 @@ def _split(frame: Any, keys: list[Any], n: int, pack: Callable[[Any], PackedBuck
         part = unpack(packed.destination(d))
         rows = part.column(row).to_numpy()
         part = _take_carried_host(part, table, carried, row)
-        parts.append(part if arrow else _with_objects(_to_pandas(part, frame), frame, objects,
-                                                      rows))
+        parts.append(part if arrow else _with_objects(
+            _to_pandas(part, _arrow_backed(frame)), frame, objects, rows))
     return parts
 
 
-def _to_pandas(part: pa.Table, frame: Any) -> Any:
-    """A destination's rows as pandas, in the dtypes of ``frame``'s columns: its Arrow-backed
-    ones (decimals, dates) stay Arrow-backed, where the pandas metadata alone would give Python
-    objects. Strings are left to the metadata, which tells pandas' string dtypes apart."""
-    kept = {dtype.pyarrow_dtype for dtype in frame.dtypes if isinstance(dtype, ArrowDtype)
-            and not _is_string(dtype.pyarrow_dtype)}
+@dataclass(frozen=True)
+class Parcel:
+    """One destination's rows still packed, as the exchange sends them: one buffer, where a
+    frame travels as a buffer per column, and the comm layer's cost is per buffer
+    (benchmarks/exchange_latency.py). :meth:`open` gives the frame :func:`hash_split` would
+    have: cuDF or pyarrow as packed, or, where ``pandas`` is given, pandas with those Arrow types
+    kept Arrow-backed."""
+
+    bucket: PackedBucket
+    pandas: frozenset[pa.DataType] | None = None
+
+    def __len__(self) -> int:
+        return self.bucket.rows
+
+    def open(self) -> Any:
+        part = unpack(self.bucket)
+        return part if self.pandas is None else _to_pandas(part, self.pandas)
+
+
+def _arrow_backed(frame: Any) -> frozenset[pa.DataType]:
+    """The Arrow types of ``frame``'s Arrow-backed pandas columns that pandas' metadata alone
+    would not give back (decimals and dates would come as Python objects); strings are left to
+    the metadata, which tells pandas' string dtypes apart."""
+    return frozenset(dtype.pyarrow_dtype for dtype in frame.dtypes
+                     if isinstance(dtype, ArrowDtype) and not _is_string(dtype.pyarrow_dtype))
+
+
+def _to_pandas(part: pa.Table, kept: frozenset[pa.DataType]) -> Any:
+    """A destination's rows as pandas, the Arrow types ``kept`` (:func:`_arrow_backed`)
+    Arrow-backed."""
     if not kept:
         return part.to_pandas()
     return part.to_pandas(types_mapper=lambda kind: ArrowDtype(kind) if kind in kept else None)

@@ -1,10 +1,12 @@
 """Splitters: how one partition's rows are cut into an exchange's buckets, on its worker.
 
-A splitter is a small picklable object with ``n`` buckets and ``split(frame, index)``, which
-returns ``n`` frames of the frame's own library (``index``: the partition's number, for splitters
-that deal rows round robin). The exchange (:mod:`~gpuframe.exchange.exchange`) runs it where each
-partition lies and sends bucket ``b`` to its owner; what decides a row's bucket is the splitter's
-alone:
+A splitter is a small picklable object with ``n`` buckets and ``split(frame, index, sealed)``,
+which returns ``n`` frames of the frame's own library (``index``: the partition's number, for
+splitters that deal rows round robin); with ``sealed``, any of them may come as a
+:class:`~gpuframe.exchange.pack.Parcel` instead, still packed, which the direct exchange sends
+as it is and opens where it arrives (:func:`~gpuframe.exchange.bucket.arrived`). The exchange
+(:mod:`~gpuframe.exchange.exchange`) runs it where each partition lies and sends bucket ``b`` to
+its owner; what decides a row's bucket is the splitter's alone:
 
 - :class:`HashSplitter`: the hash of key columns (gpuframe's native core: one hash on the CPU
   and the GPU), after casting them to their hash types so that equal values hash equally;
@@ -30,7 +32,7 @@ class Splitter(Protocol):
     @property
     def n(self) -> int: ...
 
-    def split(self, frame: Any, index: int) -> list[Any]: ...
+    def split(self, frame: Any, index: int, sealed: bool = False) -> list[Any]: ...
 
 
 def cast_keys(frame: Any, casts: dict[str, Any]) -> Any:
@@ -47,8 +49,8 @@ class HashSplitter:
     n: int
     casts: dict[str, Any] = field(default_factory=dict)
 
-    def split(self, frame: Any, index: int) -> list[Any]:
-        return hash_split(cast_keys(frame, self.casts), list(self.keys), self.n)
+    def split(self, frame: Any, index: int, sealed: bool = False) -> list[Any]:
+        return hash_split(cast_keys(frame, self.casts), list(self.keys), self.n, sealed)
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,9 @@ class RangeSplitter:
     def n(self) -> int:
         return len(self.boundaries) + 1
 
-    def split(self, frame: Any, index: int) -> list[Any]:
+    def split(self, frame: Any, index: int, sealed: bool = False) -> list[Any]:
         return range_split(frame, list(self.keys), self.boundaries, ascending=list(self.ascending),
-                           nulls_last=self.nulls_last)
+                           nulls_last=self.nulls_last, sealed=sealed)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class DestinationSplitter:
     column: str
     n: int
 
-    def split(self, frame: Any, index: int) -> list[Any]:
+    def split(self, frame: Any, index: int, sealed: bool = False) -> list[Any]:
         destinations = frame[self.column].values
-        return split_by_destinations(frame.drop(columns=[self.column]), destinations, self.n)
+        return split_by_destinations(frame.drop(columns=[self.column]), destinations, self.n,
+                                     sealed)

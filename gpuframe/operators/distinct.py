@@ -78,9 +78,9 @@ class DistinctSplitter:
     def n(self) -> int:
         return self.inner.n
 
-    def split(self, frame: Any, index: int) -> list[Any]:
+    def split(self, frame: Any, index: int, sealed: bool = False) -> list[Any]:
         positioned = with_positions(frame, index, self.local.position)
-        return self.inner.split(self.local.reduce(positioned), index)
+        return self.inner.split(self.local.reduce(positioned), index, sealed)
 
 
 def distinct_bucket(local: LocalDistinct, pieces: list[Any]) -> Any:

@@ -315,8 +315,8 @@ class ComponentSplitter:
     def n(self) -> int:
         return self.splitter.n
 
-    def split(self, frame: list[Any], index: int) -> list[Any]:
-        return self.splitter.split(frame[self.component], index)
+    def split(self, frame: list[Any], index: int, sealed: bool = False) -> list[Any]:
+        return self.splitter.split(frame[self.component], index, sealed)
 
 
 def _shuffle(lowering: Lowering, node: GroupBy, partial: Partial, partials: list[Future],

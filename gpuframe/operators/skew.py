@@ -451,7 +451,8 @@ class SkewSplitter:
     def n(self) -> int:
         return self.hashed.n
 
-    def split(self, frame: Any, index: int) -> list[Any]:
+    def split(self, frame: Any, index: int, sealed: bool = False) -> list[Any]:
+        """Frames, never sealed: the heavy keys' rows join each bucket's after the packing."""
         keys = list(self.hashed.keys)
         part = cast_keys(frame, self.hashed.casts)
         rest, extra = split_heavy(part, keys, self.skew, self.n, index, self.backend)

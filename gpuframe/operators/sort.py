@@ -194,9 +194,10 @@ class SortSplitter:
     def n(self) -> int:
         return self.inner.n
 
-    def split(self, frame: Any, index: int) -> list[Any]:
+    def split(self, frame: Any, index: int, sealed: bool = False) -> list[Any]:
         positioned = with_proxies(with_positions(frame, index, self.position), self.proxies)
-        pieces = self.inner.split(positioned, index)
+        # The proxies are dropped from each piece here, which a sealed one cannot be.
+        pieces = self.inner.split(positioned, index, sealed and not self.proxies)
         if not self.proxies:
             return pieces
         return [piece.drop(columns=[proxy for proxy, _ in self.proxies]) for piece in pieces]

@@ -1,17 +1,20 @@
-"""gpuframe.exchange.bucket: a wrapped bucket arrives as its frame, and (marker gpu) a cuDF bucket
-crosses TCP through pinned memory and arrives whole, by every serializer path, and dask-cuda
-spills it like a cuDF frame."""
+"""gpuframe.exchange.bucket: a wrapped bucket arrives as its frame, a sealed one travels as one
+buffer and opens as the frame it would have been, and (marker gpu) a cuDF bucket crosses TCP
+through pinned memory and arrives whole, by every serializer path, and dask-cuda spills it, and a
+sealed one, like a cuDF frame."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from dask.sizeof import sizeof
 
 from gpuframe.exchange import bucket
 from gpuframe.exchange.bucket import DeviceBucket, arrived
 from gpuframe.exchange.exchange import split_rows
+from gpuframe.exchange.pack import Parcel, hash_split
 from gpuframe.exchange.splitters import HashSplitter
 
 
@@ -21,6 +24,57 @@ def test_a_device_bucket_is_sized_and_unwrapped_as_its_frame():
     assert sizeof(wrapped) == sizeof(frame)
     assert arrived(wrapped) is frame
     assert arrived(frame) is frame
+
+
+def host_frame_with_every_kind() -> pd.DataFrame:
+    rng = np.random.default_rng(4)
+    n = 5_003
+    values = pd.DataFrame({
+        "k": rng.integers(0, 100, n),
+        "f": rng.random(n),
+        "s": [f"row {i}" for i in range(n)],
+        "n": pd.array(rng.integers(0, 9, n), dtype="Int64"),
+        "d": pd.array(pd.date_range("2020-01-01", periods=n).date,
+                      dtype=pd.ArrowDtype(pa.date32())),
+        "b": rng.random(n) < 0.5,
+    })
+    values.loc[::7, "n"] = None
+    values.loc[::11, "s"] = None
+    return values
+
+
+def test_a_sealed_bucket_travels_as_one_buffer_and_opens_as_its_frame():
+    from distributed.protocol import deserialize, serialize
+
+    values = host_frame_with_every_kind()
+    plain = hash_split(values, ["k"], 3)
+    sealed = hash_split(values, ["k"], 3, sealed=True)
+    assert all(isinstance(piece, Parcel) for piece in sealed)
+    assert [len(piece) for piece in sealed] == [len(frame) for frame in plain]
+    for parcel, frame in zip(sealed, plain):
+        header, frames = serialize(parcel, serializers=("cuda", "dask"))  # as over UCX
+        assert header["serializer"] == "dask"  # host memory: no device frame to send
+        assert len(frames) == 1 and sizeof(parcel) == len(frames[0])
+        back = deserialize(header, frames)
+        pd.testing.assert_frame_equal(arrived(back), frame)
+        pd.testing.assert_frame_equal(arrived(parcel), frame)
+        # A comm may hand a frame over at any offset: the buffer is realigned for Arrow.
+        shifted = bytearray(len(frames[0]) + 1)
+        shifted[1:] = bytes(frames[0])
+        pd.testing.assert_frame_equal(arrived(deserialize(header, [memoryview(shifted)[1:]])),
+                                      frame)
+
+
+def test_rows_the_packing_does_not_hold_whole_are_never_sealed():
+    """Object columns are carried beside the packing, and object keys hashed by digests that
+    are dropped after it: such buckets come as frames, as unsealed."""
+    values = pd.DataFrame({"k": np.arange(40), "o": [1, "a", 2.5, None] * 10})
+    by_object = pd.DataFrame({"k": [1, "a", 2.5, None] * 10, "v": np.arange(40)})
+    for frame, key in ((values, "k"), (by_object, "k")):
+        plain = hash_split(frame, [key], 2)
+        for piece, expected in zip(hash_split(frame, [key], 2, sealed=True), plain):
+            assert not isinstance(piece, Parcel)
+            pd.testing.assert_frame_equal(piece, expected)
 
 
 def frame_with_every_kind():
@@ -145,3 +199,38 @@ def test_dask_cuda_spills_a_bucket_from_device_memory_like_a_frame(tmp_path):
     store["bucket"] = DeviceBucket(frame)
     assert "bucket" in store.device_keys and "bucket" not in store.device  # spilled to host
     pd.testing.assert_frame_equal(arrived(store["bucket"]).to_pandas(), values)
+
+
+@pytest.mark.gpu
+def test_a_sealed_cudf_bucket_travels_as_one_device_or_host_buffer():
+    from distributed.protocol import deserialize, serialize
+
+    frame, _ = frame_with_every_kind()
+    plain = hash_split(frame, ["k"], 3)
+    sealed = hash_split(frame, ["k"], 3, sealed=True)
+    assert all(isinstance(piece, Parcel) and piece.bucket.on_gpu for piece in sealed)
+    for parcel, expected in zip(sealed, plain):
+        header, frames = serialize(parcel, serializers=("cuda",))
+        assert len(frames) == 1 and hasattr(frames[0], "__cuda_array_interface__")
+        pd.testing.assert_frame_equal(arrived(deserialize(header, frames)).to_pandas(),
+                                      expected.to_pandas())
+        header, frames = serialize(parcel, serializers=("dask",))
+        assert len(frames) == 1 and not hasattr(frames[0], "__cuda_array_interface__")
+        back = deserialize(header, frames)
+        assert back.bucket.on_gpu
+        pd.testing.assert_frame_equal(arrived(back).to_pandas(), expected.to_pandas())
+
+
+@pytest.mark.gpu
+def test_dask_cuda_spills_a_sealed_bucket_from_device_memory(tmp_path):
+    from dask_cuda.device_host_file import DeviceHostFile
+
+    bucket.register_with_dask_cuda()
+    frame, _ = frame_with_every_kind()
+    parcel = hash_split(frame, ["k"], 1, sealed=True)[0]
+    store = DeviceHostFile(str(tmp_path), device_memory_limit=1000)
+    store["parcel"] = parcel
+    assert "parcel" in store.device_keys and "parcel" not in store.device  # spilled to host
+    pd.testing.assert_frame_equal(arrived(store["parcel"]).to_pandas(),
+                                  hash_split(frame, ["k"], 1)[0].to_pandas())
+

@@ -13,6 +13,7 @@ import gpuframe
 from gpuframe.errors import OptionError
 from gpuframe.exchange.exchange import exchange
 from gpuframe.exchange.mailbox import (
+    PIECE_PREFIX,
     PLUGIN_NAME,
     Claim,
     ExchangeError,
@@ -22,6 +23,7 @@ from gpuframe.exchange.mailbox import (
     arrivals,
     send,
 )
+from gpuframe.exchange.pack import hash_split
 from gpuframe.exchange.placement import Contiguous
 from gpuframe.exchange.splitters import HashSplitter
 from gpuframe.runtime.runner import Job
@@ -156,6 +158,28 @@ def test_a_send_task_given_up_mid_delivery_frees_its_worker_and_its_pieces(engin
     assert not any(wait_until_empty(engine).values())
 
 
+def test_buckets_travel_and_wait_sealed_and_open_as_their_frames(engine):
+    """Rows the packing holds whole are sent and filed as one buffer a bucket, here and at the
+    peer, and the consumer opens the frame the split gives."""
+    workers = tuple(engine.workers[:2])
+    exchange_id = "gpuframe-send-test-0d.1"
+    part = pd.DataFrame({"k": np.arange(100), "v": np.arange(100) * 2.0, "s": ["x"] * 100})
+    receipt = engine.client.submit(send, f"{exchange_id}-0", exchange_id, HashSplitter(("k",), 2),
+                                   workers, [0], False, part, key=f"{exchange_id}-0",
+                                   workers=[workers[0]])
+    receipt.result()
+    filed = engine.client.run(lambda dask_worker: sorted(
+        type(piece).__name__ for key, piece in dask_worker.data.items()
+        if str(key).startswith(f"{PIECE_PREFIX}{exchange_id}")))
+    assert filed == {worker: ["Parcel"] for worker in workers}
+    for b, (worker, expected) in enumerate(zip(workers, hash_split(part, ["k"], 2))):
+        got = engine.client.submit(arrivals, [Claim(exchange_id, b), receipt], workers=[worker],
+                                   pure=False).result()
+        pd.testing.assert_frame_equal(got[0], expected)
+    del receipt
+    assert not any(wait_until_empty(engine).values())
+
+
 @pytest.mark.parametrize("how", ["inner", "left", "outer"])
 def test_both_exchanges_give_the_same_rows(engine, frames, how, monkeypatch):
     left, right = frames
@@ -209,10 +233,10 @@ class SlowSecondPartition:
     def n(self) -> int:
         return self.splitter.n
 
-    def split(self, frame: pd.DataFrame, index: int) -> list:
+    def split(self, frame: pd.DataFrame, index: int, sealed: bool = False) -> list:
         if index == 1:
             time.sleep(1.5)
-        return self.splitter.split(frame, index)
+        return self.splitter.split(frame, index, sealed)
 
 
 def test_a_send_task_cancelled_while_it_runs_drops_what_it_delivered(engine):
