@@ -79,25 +79,44 @@ no fixed order; rows of equal keys come in the order they arrive)."""
 
 class Memo(dict[tuple[int, frozenset[str]], Node]):
     """Rewritten nodes by (original node, columns asked of it): a node that several parents read
-    (a self-join's input) is rewritten once per ask. ``shared``: the moving nodes that several
-    parents read, rewritten once alone, with no condition of any parent's and the columns all of
-    them ask for (``columns``: found by :func:`prune_columns`; every column where not given), so
-    that they run once and every parent sees the same rows (sums compared with their own
-    maximum must be the same sums). Reads and per-partition nodes give the same rows each run,
-    and are rewritten per parent, each reading only what it needs."""
+    (a self-join's input) is rewritten once per ask. ``shared``: the moving nodes that the plan
+    reaches by several paths (several parents read them, or a node above them: a joined frame
+    that a query aggregates twice, under the columns it assigns), rewritten once alone, with no
+    condition of any parent's and the columns all of them ask for (``columns``: found by
+    :func:`prune_columns`; every column where not given), so that they run once and every
+    parent sees the same rows (sums compared with their own maximum must be the same sums).
+    Reads and per-partition nodes give the same rows each run, and are rewritten per parent,
+    each reading only what it needs."""
 
     def __init__(self, root: Node, columns: dict[int, set[str]] | None = None) -> None:
         super().__init__()
         self.columns = columns or {}
         self.asked: dict[int, set[str]] = {}
         """The columns the parents of each shared node asked of it in this rewrite."""
-        nodes = every_node(root)
-        parents: dict[int, int] = {}
-        for node in nodes:
-            for child in node.children:
-                parents[id(child)] = parents.get(id(child), 0) + 1
-        self.shared = {id(node) for node in nodes
-                       if parents.get(id(node), 0) > 1 and isinstance(node, MOVING)}
+        self.shared = {id(node) for node in reached_by_paths(root)
+                       if isinstance(node, MOVING)}
+
+
+def reached_by_paths(root: Node) -> list[Node]:
+    """The nodes under ``root`` that it reaches by more than one path: those that several
+    parents read, and every node under one of them."""
+    nodes = every_node(root)
+    edges: dict[int, int] = {}
+    for node in nodes:
+        for child in node.children:
+            edges[id(child)] = edges.get(id(child), 0) + 1
+    several = {id(node) for node in nodes if edges.get(id(node), 0) > 1}
+    left = dict(edges)
+    ready = [root]
+    while ready:  # parents before children: a node is done once every edge into it is
+        node = ready.pop()
+        for child in node.children:
+            if id(node) in several:
+                several.add(id(child))
+            left[id(child)] -= 1
+            if not left[id(child)]:
+                ready.append(child)
+    return [node for node in nodes if id(node) in several]
 
 
 def push_filters(node: Node, conditions: Sequence[Expr] = ()) -> Node:

@@ -229,3 +229,23 @@ def test_a_shared_join_computes_the_columns_its_parents_ask_for_together():
     assert len(joins) == 1  # the shared one, rewritten once
     reads = {id(s): s.columns for s in scans(optimized)}  # the shared join's, once
     assert sorted(reads.values()) == [["k", "amount", "day"], ["k", "name"]]
+
+
+def test_a_join_under_a_shared_assignment_runs_once():
+    """q11's shape: a joined frame with a column assigned, aggregated twice (by key, and in
+    total): the join under the assignment is reached by two paths, and runs once, with the
+    columns both aggregates ask for, where pruning each path alone would give two joins."""
+    from gpuframe.plan.aggregate import Aggregation, GroupBy
+
+    stock = Assign(join(scan(**ORDERS), scan(**CUSTOMERS)),
+                   (("value", col("amount") * col("segment")),))
+    by_key = GroupBy(stock, ("k",), (Aggregation("value", "value", "sum"),))
+    total = GroupBy(stock, (), (Aggregation("total", "value", "sum"),))
+    crossed = Join.of(by_key, total, None, None, None, "cross", ("_x", "_y"), JoinOptions(),
+                      "pandas")
+    optimized = optimize(Filter(crossed, col("value") > col("total") * 0.01))
+    joins = {id(n): n for n in nodes(optimized) if isinstance(n, Join) and n.how == "inner"}
+    assert len(joins) == 1
+    [shared] = joins.values()
+    assert sorted(shared.columns) == ["amount", "k", "segment"]
+
