@@ -247,10 +247,6 @@ def _(node: Scan, conditions: list[Expr], memo: Memo) -> Node:
 
 # --- projection pushdown -----------------------------------------------------------------------
 
-PRUNE_PASSES = 4
-"""Rewrites :func:`prune_columns` tries before it keeps every column of the shared nodes."""
-
-
 def prune_columns(node: Node, wanted: Sequence[str]) -> Node:
     """``node`` computing as few columns as it can while still giving those in ``wanted``
     (exactly those, in ``node``'s order, where a reader or a join decides).
@@ -259,10 +255,13 @@ def prune_columns(node: Node, wanted: Sequence[str]) -> Node:
     depends on what the shared nodes above them compute, so the plan is rewritten again, each
     shared node given what its parents asked in the rewrite before (a first rewrite keeps all
     of their columns), until the asks no longer change: then each computes exactly what its
-    parents ask. Otherwise each keeps every column, which reads columns no one needs (a
-    table's comments under a self-joined subquery)."""
+    parents ask. The asks only shrink, and those of a shared node settle a rewrite after those
+    of the shared nodes above it, so one rewrite per shared node and one more suffice (a chain
+    of joins under a shared node is as many shared nodes); should they not, each keeps every
+    column, which reads columns no one needs (a table's comments under a self-joined
+    subquery)."""
     columns: dict[int, set[str]] = {}
-    for _ in range(PRUNE_PASSES):
+    for _ in range(len(Memo(node).shared) + 2):
         memo = Memo(node, columns)
         pruned = _pruned(node, set(wanted), memo)
         if not memo.shared or memo.asked == columns:

@@ -249,3 +249,22 @@ def test_a_join_under_a_shared_assignment_runs_once():
     [shared] = joins.values()
     assert sorted(shared.columns) == ["amount", "k", "segment"]
 
+
+def test_a_long_chain_of_shared_joins_reads_only_the_columns_used():
+    """Each shared join's columns settle a rewrite after those of the shared join above it: a
+    chain of eight under a shared assignment still reads no note, where a fixed number of
+    rewrites would stop short and read every column."""
+    from gpuframe.plan.aggregate import Aggregation, GroupBy
+
+    frame = scan(k="int64", a0="float64", note0="str")
+    for i in range(1, 8):
+        frame = join(frame, scan(k="int64", **{f"a{i}": "float64", f"note{i}": "str"}))
+    stock = Assign(frame, (("value", col("a0") * col("a7")),))
+    by_key = GroupBy(stock, ("k",), (Aggregation("value", "value", "sum"),))
+    total = GroupBy(stock, (), (Aggregation("total", "value", "sum"),))
+    optimized = optimize(Join.of(by_key, total, None, None, None, "cross", ("_x", "_y"),
+                                 JoinOptions(), "pandas"))
+    assert len({id(n) for n in nodes(optimized) if isinstance(n, Join) and n.how == "inner"}) == 7
+    assert sorted({tuple(s.columns) for s in scans(optimized)}) == [
+        ("k",), ("k", "a0"), ("k", "a7")]
+
