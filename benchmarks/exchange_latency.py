@@ -10,7 +10,8 @@ hold the GIL, as the pandas and Arrow glue of a query's tasks does) or launching
 (CuPy). The baseline is a copy of the same bytes between the two GPUs (CuPy peer copy), or
 within host memory on the CPU backend; the ratio is the delivery's time over the copy's. Dask's
 own dependency transfer (a task on B taking A's frame as its argument, timed by the client) is
-the other baseline.
+the other baseline. A first table gives the floor under every delivery: the hand-off to the
+worker's event loop and back, Dask's own ``identity`` RPC, and a delivery of no piece.
 
   python3 benchmarks/exchange_latency.py [--rows 100000,1000000,4000000] [--repeat 9]
 """
@@ -66,6 +67,33 @@ def deliveries(peer: str, rows: int, columns: int, on_device: bool, sealed: bool
     finally:
         forget(worker, exchange, [peer])
     return seconds
+
+
+def floors(peer: str, repeat: int) -> dict[str, float]:
+    """On worker A: median seconds of what every delivery pays whatever it carries: the hand-off
+    from a task's thread to the worker's event loop and back, a round trip of Dask's own
+    ``identity`` RPC, and a delivery of no piece (the RPC, the mailbox, the transfer's log)."""
+    worker = get_worker()
+    loop = worker.plugins[PLUGIN_NAME].loop
+    exchange = f"latency-{uuid.uuid4().hex}"
+    calls = {
+        "hand-off to the event loop": lambda source: asyncio.sleep(0),
+        "Dask's identity RPC": lambda source: worker.rpc(peer).identity(),
+        "a delivery of no piece": lambda source: _deliver(worker, peer, exchange, source, {},
+                                                          None),
+    }
+    medians = {}
+    try:
+        for name, call in calls.items():
+            seconds = []
+            for source in range(repeat):
+                start = time.perf_counter()
+                asyncio.run_coroutine_threadsafe(call(source), loop).result()
+                seconds.append(time.perf_counter() - start)
+            medians[name] = statistics.median(seconds)
+    finally:
+        forget(worker, exchange, [peer])
+    return medians
 
 
 def busy(load: str, seconds: float, on_device: bool) -> int:
@@ -146,6 +174,11 @@ def main(argv: list[str] | None = None) -> None:
         a, b = engine.workers[:2]
         print(f"backend {engine.backend.name}, protocol {engine.protocol}, {args.repeat} "
               "deliveries a case (medians; ms)")
+        floor = client.submit(floors, b, max(args.repeat, 9), workers=[a], pure=False).result()
+        print("| what every delivery pays, idle workers | ms |")
+        print("|---|---:|")
+        for name, seconds in floor.items():
+            print(f"| {name} | {seconds * 1e3:.3f} |")
         print("| load | rows | piece | delivery ms | raw copy ms | delivery/raw | Dask hop ms |")
         print("|---|---:|---|---:|---:|---:|---:|")
         for columns, sealed in PIECES:  # the first delivery of each kind sets up its path

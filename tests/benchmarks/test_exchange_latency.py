@@ -22,10 +22,13 @@ def test_the_sealed_piece_is_one_parcel_of_every_row():
     assert list(piece.open().columns) == [f"c{i}" for i in range(8)]
 
 
-def test_a_small_run_times_each_piece_against_the_raw_copy(capsys):
+def test_a_small_run_times_the_floor_and_each_piece_against_the_raw_copy(capsys):
     exchange_latency.main(["--rows", "1000,20000", "--repeat", "2", "--loads", "idle"])
-    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
-            if line.startswith("| idle")]
+    out = capsys.readouterr().out.splitlines()
+    floors = {line.split(" | ")[0].strip("| "): float(line.split(" | ")[1].strip("| "))
+              for line in out if line.startswith(("| hand-off", "| Dask's", "| a delivery"))}
+    assert len(floors) == 3 and all(ms > 0 for ms in floors.values())
+    rows = [line.split(" | ") for line in out if line.startswith("| idle")]
     assert [(row[1], row[2]) for row in rows] == [
         (rows_, piece) for rows_ in ("1,000", "20,000")
         for piece in ("2 columns", "8 columns", "8 columns, sealed")]
