@@ -192,6 +192,12 @@ class RuntimeOptions:
         "it with later ones (Dask's own intervals of a few milliseconds delay each step from a "
         "task to the next)",
     )
+    sealed_transfers: bool = _option(
+        False, _flag,
+        "GPU workers send the cuDF frames that Dask moves between them (a copied side's "
+        "partitions, partials to their tree) packed in one buffer, where cuDF sends a buffer "
+        "per column and UCX pays for each; off until measured on GPUs",
+    )
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from ..diagnostics.attach import attach
 from ..errors import BackendError, ClusterError, OptionError
 from ..exchange.bucket import wrapped
 from ..exchange.mailbox import install
+from ..exchange.sealed import seal_transfers
 from . import warmup
 from .hardware import worker_backend_support
 from .memory import WorkerMemory
@@ -48,12 +49,15 @@ class Engine:
         self.after_close = after_close
         """What to release once the cluster has closed, which its close still needs."""
         try:
-            interval = resolve(RuntimeOptions).message_interval
+            options = resolve(RuntimeOptions)
+            interval = options.message_interval
             # Every worker's mailbox, now: registering it waits for every worker, which a first
             # exchange must not do (a silent worker would hold it, unwatched).
             install(client)
             if backend.on_device:
                 settle_thread_streams(client)
+                if options.sealed_transfers:
+                    seal_transfers(client)
         except BaseException:  # an engine that never was leaves no cluster behind
             self.close()
             raise

@@ -1,0 +1,103 @@
+"""cuDF frames that Dask itself moves between workers (a copied side's partitions on their way to
+each worker's broadcast task, partials on their way to their tree's task), sent packed in one
+buffer: cuDF's own "cuda" serializers send a buffer per column, and UCX pays for each about as
+much as for a copy of megabytes (benchmarks/exchange_latency.py). Off until measured on GPUs
+(``RuntimeOptions.sealed_transfers``).
+
+A frame is sealed where gpuframe's packer holds it whole (a
+:class:`~gpuframe.exchange.pack.Parcel`), its columns are named by distinct strings and its index
+is the default one; any other frame goes by cuDF's serializers, as before. The receiver must read
+what the sender wrote, so every process of the engine registers it: the workers by a plugin
+(later ones too), the client at once.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from distributed.diagnostics.plugin import WorkerPlugin
+from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
+
+from . import bucket  # noqa: F401 (registers a parcel's serializers, dispatched below)
+from .pack import Parcel, _is_cudf, split_by_destinations
+
+if TYPE_CHECKING:
+    from distributed import Client, Worker
+
+PLUGIN_NAME = "gpuframe-sealed-transfers"
+
+Dumps = Callable[[Any], tuple[dict, list]]
+Loads = Callable[[dict, list], Any]
+
+
+def seal(frame: Any) -> Parcel | None:
+    """``frame``'s rows in one buffer, or None where the packer would not hold them whole, or
+    the frame is more than its columns (an index of its own, labels other than distinct
+    strings), or has no rows."""
+    index = frame.index
+    default_index = (type(index).__name__ == "RangeIndex" and index.start == 0
+                     and index.step == 1 and index.name is None)
+    labels = list(frame.columns)
+    if len(frame) == 0 or not default_index or len(set(labels)) != len(labels) \
+            or not all(isinstance(label, str) for label in labels):
+        return None
+    if _is_cudf(frame):
+        import cupy
+
+        everywhere = cupy.zeros(len(frame), dtype=cupy.uint8)
+    else:
+        everywhere = np.zeros(len(frame), dtype=np.uint8)
+    [piece] = split_by_destinations(frame, everywhere, 1, sealed=True)
+    return piece if isinstance(piece, Parcel) else None
+
+
+def sealed_serializers(dumps_parcel: Dumps, loads_parcel: Loads, dumps_frame: Dumps,
+                       loads_frame: Loads) -> tuple[Dumps, Loads]:
+    """A frame's serializers that send it as a parcel (``dumps_parcel``, ``loads_parcel``) where
+    :func:`seal` can, and by ``dumps_frame``, ``loads_frame`` where not."""
+
+    def dumps(frame: Any) -> tuple[dict, list]:
+        parcel = seal(frame)
+        if parcel is None:
+            header, frames = dumps_frame(frame)
+            return {"sealed": False, "frame": header}, frames
+        header, frames = dumps_parcel(parcel)
+        return {"sealed": True, "parcel": header}, frames
+
+    def loads(header: dict, frames: list) -> Any:
+        if not header["sealed"]:
+            return loads_frame(header["frame"], frames)
+        return loads_parcel(header["parcel"], frames).open()
+
+    return dumps, loads
+
+
+@functools.cache
+def seal_cudf_transfers() -> None:
+    """In this process: cuDF frames sent over a device comm (UCX) go sealed where they can."""
+    import cudf
+
+    dumps, loads = sealed_serializers(
+        cuda_serialize.dispatch(Parcel), cuda_deserialize.dispatch(Parcel),
+        cuda_serialize.dispatch(cudf.DataFrame), cuda_deserialize.dispatch(cudf.DataFrame))
+    cuda_serialize.register(cudf.DataFrame)(dumps)
+    cuda_deserialize.register(cudf.DataFrame)(loads)
+
+
+class SealedTransfersPlugin(WorkerPlugin):
+    """Seals the cuDF transfers of each worker it is set up on (:func:`seal_cudf_transfers`)."""
+
+    idempotent = True
+
+    def setup(self, worker: Worker) -> None:
+        seal_cudf_transfers()
+
+
+def seal_transfers(client: Client) -> None:
+    """Seal the cuDF transfers of every worker of ``client``'s cluster (and every later one),
+    and of this process, which gathers from them."""
+    client.register_plugin(SealedTransfersPlugin(), name=PLUGIN_NAME)
+    seal_cudf_transfers()
