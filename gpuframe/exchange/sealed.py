@@ -5,8 +5,9 @@ much as for a copy of megabytes (benchmarks/exchange_latency.py). Off until meas
 (``RuntimeOptions.sealed_transfers``).
 
 A frame is sealed where gpuframe's packer holds it whole (a
-:class:`~gpuframe.exchange.pack.Parcel`), its columns are named by distinct strings and its index
-is the default one; any other frame goes by cuDF's serializers, as before. The receiver must read
+:class:`~gpuframe.exchange.pack.Parcel`), its index packed beside its columns (a range as its
+start and step), and its columns are named by distinct strings; any other frame goes by cuDF's
+serializers, as before. The receiver must read
 what the sender wrote, so every process of the engine registers it: the workers by a plugin
 (later ones too), the client at once.
 """
@@ -33,17 +34,25 @@ Dumps = Callable[[Any], tuple[dict, list]]
 Loads = Callable[[dict, list], Any]
 
 
-def seal(frame: Any) -> Parcel | None:
-    """``frame``'s rows in one buffer, or None where the packer would not hold them whole, or
-    the frame is more than its columns (an index of its own, labels other than distinct
-    strings), or has no rows."""
-    index = frame.index
-    default_index = (type(index).__name__ == "RangeIndex" and index.start == 0
-                     and index.step == 1 and index.name is None)
+INDEX_COLUMN = "__gpuframe_index__"
+"""Where a frame's own index travels, packed beside its columns."""
+
+
+def seal(frame: Any) -> tuple[Parcel, dict] | None:
+    """``frame`` as one buffer, and how its index comes back (a range's start, step and name,
+    or the name of an index packed as a column): None where its columns are not labelled by
+    distinct strings, its index has several levels, it has no rows, or the packer would not
+    hold it whole."""
     labels = list(frame.columns)
-    if len(frame) == 0 or not default_index or len(set(labels)) != len(labels) \
-            or not all(isinstance(label, str) for label in labels):
+    index = frame.index
+    if len(frame) == 0 or len(set(labels)) != len(labels) or INDEX_COLUMN in labels \
+            or not all(isinstance(label, str) for label in labels) or index.nlevels != 1:
         return None
+    if type(index).__name__ == "RangeIndex":
+        how = {"start": int(index.start), "step": int(index.step), "name": index.name}
+    else:
+        how = {"column": INDEX_COLUMN, "name": index.name}
+        frame = frame.assign(**{INDEX_COLUMN: index})  # the packer packs columns alone
     if _is_cudf(frame):
         import cupy
 
@@ -51,7 +60,19 @@ def seal(frame: Any) -> Parcel | None:
     else:
         everywhere = np.zeros(len(frame), dtype=np.uint8)
     [piece] = split_by_destinations(frame, everywhere, 1, sealed=True)
-    return piece if isinstance(piece, Parcel) else None
+    return (piece, how) if isinstance(piece, Parcel) else None
+
+
+def unsealed(parcel: Parcel, how: dict) -> Any:
+    """The frame :func:`seal` sealed, its index as it was."""
+    frame = parcel.open()
+    if "column" in how:
+        frame = frame.set_index(how["column"])
+    else:
+        frame.index = type(frame.index)(how["start"], how["start"] + how["step"] * len(frame),
+                                        how["step"])
+    frame.index.name = how["name"]
+    return frame
 
 
 def sealed_serializers(dumps_parcel: Dumps, loads_parcel: Loads, dumps_frame: Dumps,
@@ -60,17 +81,18 @@ def sealed_serializers(dumps_parcel: Dumps, loads_parcel: Loads, dumps_frame: Du
     :func:`seal` can, and by ``dumps_frame``, ``loads_frame`` where not."""
 
     def dumps(frame: Any) -> tuple[dict, list]:
-        parcel = seal(frame)
-        if parcel is None:
+        sealed = seal(frame)
+        if sealed is None:
             header, frames = dumps_frame(frame)
             return {"sealed": False, "frame": header}, frames
+        parcel, how = sealed
         header, frames = dumps_parcel(parcel)
-        return {"sealed": True, "parcel": header}, frames
+        return {"sealed": True, "parcel": header, "index": how}, frames
 
     def loads(header: dict, frames: list) -> Any:
         if not header["sealed"]:
             return loads_frame(header["frame"], frames)
-        return loads_parcel(header["parcel"], frames).open()
+        return unsealed(loads_parcel(header["parcel"], frames), header["index"])
 
     return dumps, loads
 

@@ -1,6 +1,6 @@
-"""gpuframe.exchange.sealed: a frame the packer holds whole travels as one buffer and comes back
-the same frame; any other goes by its own serializers; and (marker gpu) cuDF's "cuda"
-serializers, once sealed, send a cuDF frame as one device buffer."""
+"""gpuframe.exchange.sealed: a frame the packer holds whole travels as one buffer, its index
+beside its columns, and comes back the same frame; any other goes by its own serializers; and
+(marker gpu) cuDF's "cuda" serializers, once sealed, send a cuDF frame as one device buffer."""
 
 from __future__ import annotations
 
@@ -36,38 +36,39 @@ def plain_frame() -> pd.DataFrame:
     return frame
 
 
-def test_a_plain_frame_travels_as_one_buffer_and_comes_back_the_same():
+@pytest.mark.parametrize("index", ["default", "range", "filtered", "named", "strings"])
+def test_a_frame_travels_as_one_buffer_and_comes_back_the_same(index):
+    """Its index too: a range as its start and step, any other packed beside its columns (a
+    filtered frame keeps the numbers of the rows it kept)."""
     dumps, loads = SERIALIZERS
-    frame = plain_frame()
+    frame = {
+        "default": plain_frame(),
+        "range": plain_frame().iloc[100:2000:3],
+        "filtered": plain_frame()[lambda f: f.k > 10],
+        "named": plain_frame().set_index("f"),
+        "strings": plain_frame().set_index("s").rename_axis("label"),
+    }[index]
     header, frames = dumps(frame)
     assert header["sealed"] and len(frames) == 1
     pd.testing.assert_frame_equal(loads(header, frames), frame)
 
 
-@pytest.mark.parametrize("case", ["index", "labels", "repeated", "objects", "empty"])
-def test_frames_that_are_more_than_their_columns_go_by_their_own_serializers(case):
-    """An index of its own, labels other than distinct strings, columns the packer carries
-    beside its buffer, no rows: each would not come back the same from one buffer."""
+@pytest.mark.parametrize("case", ["levels", "labels", "repeated", "objects", "empty"])
+def test_frames_one_buffer_would_not_bring_back_go_by_their_own_serializers(case):
+    """Several index levels, labels other than distinct strings, columns the packer carries
+    beside its buffer, no rows: each goes as before."""
     frame = {
-        "index": plain_frame().set_index("k"),
+        "levels": plain_frame().set_index(["k", "s"]),
         "labels": pd.DataFrame({0: [1, 2], 1: [3.0, 4.0]}),
         "repeated": pd.DataFrame([[1, 2]], columns=["a", "a"]),
         "objects": pd.DataFrame({"k": [1, 2, 3], "o": [1, "a", None]}),
-        "empty": plain_frame().iloc[:0].reset_index(drop=True),
+        "empty": plain_frame().iloc[:0],
     }[case]
     assert seal(frame) is None
     dumps, loads = SERIALIZERS
     header, frames = dumps(frame)
     assert not header["sealed"]
     pd.testing.assert_frame_equal(loads(header, frames), frame)
-
-
-def test_a_filtered_frame_seals_once_its_rows_are_renumbered():
-    frame = plain_frame()
-    kept = frame[frame.k > 10]
-    assert seal(kept) is None
-    parcel = seal(kept.reset_index(drop=True))
-    assert parcel is not None and len(parcel) == len(kept)
 
 
 @pytest.mark.gpu
@@ -91,7 +92,11 @@ def test_cudf_frames_go_by_cuda_serializers_as_one_device_buffer(monkeypatch):
     assert len(frames) == 1 and hasattr(frames[0], "__cuda_array_interface__")
     # The same frame as cuDF's own serializers give: columns of the same dtypes, nulls and all.
     pd.testing.assert_frame_equal(deserialize(header, frames).to_pandas(), frame.to_pandas())
-    indexed = cudf.from_pandas(values.set_index("k"))
-    header, frames = serialize(indexed, serializers=("cuda",))
-    assert len(frames) > 1  # cuDF's own: a buffer per column and the index
-    pd.testing.assert_frame_equal(deserialize(header, frames).to_pandas(), indexed.to_pandas())
+    for kept in (frame[frame.k > 10], cudf.from_pandas(values.set_index("s"))):
+        header, frames = serialize(kept, serializers=("cuda",))
+        assert len(frames) == 1  # the index packed beside the columns
+        pd.testing.assert_frame_equal(deserialize(header, frames).to_pandas(), kept.to_pandas())
+    levels = cudf.from_pandas(values.set_index(["k", "s"]))
+    header, frames = serialize(levels, serializers=("cuda",))
+    assert len(frames) > 1  # cuDF's own: a buffer per column and per level
+    pd.testing.assert_frame_equal(deserialize(header, frames).to_pandas(), levels.to_pandas())
