@@ -41,11 +41,11 @@ INDEX_COLUMN = "__gpuframe_index__"
 def seal(frame: Any) -> tuple[Parcel, dict] | None:
     """``frame`` as one buffer, and how its index comes back (a range's start, step and name,
     or the name of an index packed as a column): None where its columns are not labelled by
-    distinct strings, its index has several levels, it has no rows, or the packer would not
-    hold it whole."""
+    distinct strings, its index has several levels, it has no rows or no columns, or the packer
+    would not hold it whole."""
     labels = list(frame.columns)
     index = frame.index
-    if len(frame) == 0 or len(set(labels)) != len(labels) or INDEX_COLUMN in labels \
+    if len(frame) == 0 or not labels or len(set(labels)) != len(labels) or INDEX_COLUMN in labels \
             or not all(isinstance(label, str) for label in labels) or index.nlevels != 1:
         return None
     if type(index).__name__ == "RangeIndex":

@@ -53,16 +53,18 @@ def test_a_frame_travels_as_one_buffer_and_comes_back_the_same(index):
     pd.testing.assert_frame_equal(loads(header, frames), frame)
 
 
-@pytest.mark.parametrize("case", ["levels", "labels", "repeated", "objects", "empty"])
+@pytest.mark.parametrize("case", ["levels", "labels", "repeated", "objects", "empty",
+                                  "columnless"])
 def test_frames_one_buffer_would_not_bring_back_go_by_their_own_serializers(case):
     """Several index levels, labels other than distinct strings, columns the packer carries
-    beside its buffer, no rows: each goes as before."""
+    beside its buffer, no rows, no columns: each goes as before."""
     frame = {
         "levels": plain_frame().set_index(["k", "s"]),
         "labels": pd.DataFrame({0: [1, 2], 1: [3.0, 4.0]}),
         "repeated": pd.DataFrame([[1, 2]], columns=["a", "a"]),
         "objects": pd.DataFrame({"k": [1, 2, 3], "o": [1, "a", None]}),
         "empty": plain_frame().iloc[:0],
+        "columnless": pd.DataFrame(index=pd.Index([3, 7, 9], name="x")),
     }[case]
     assert seal(frame) is None
     dumps, loads = SERIALIZERS
