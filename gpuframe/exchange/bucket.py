@@ -215,4 +215,3 @@ def _parcel_from_host_frames(header: dict, frames: list) -> Parcel:
 
         data = cupy.asarray(data)
     return _relabelled(header["label"], data)
-

@@ -7,9 +7,8 @@ much as for a copy of megabytes (benchmarks/exchange_latency.py). Off until meas
 A frame is sealed where gpuframe's packer holds it whole (a
 :class:`~gpuframe.exchange.pack.Parcel`), its index packed beside its columns (a range as its
 start and step), and its columns are named by distinct strings; any other frame goes by cuDF's
-serializers, as before. The receiver must read
-what the sender wrote, so every process of the engine registers it: the workers by a plugin
-(later ones too), the client at once.
+serializers, as before. The receiver must read what the sender wrote, so every process of the
+engine registers it: the workers by a plugin (later ones too), the client at once.
 """
 
 from __future__ import annotations
@@ -32,8 +31,6 @@ PLUGIN_NAME = "gpuframe-sealed-transfers"
 
 Dumps = Callable[[Any], tuple[dict, list]]
 Loads = Callable[[dict, list], Any]
-
-
 INDEX_COLUMN = "__gpuframe_index__"
 """Where a frame's own index travels, packed beside its columns."""
 
