@@ -26,20 +26,26 @@ def test_a_device_bucket_is_sized_and_unwrapped_as_its_frame():
     assert arrived(frame) is frame
 
 
-def host_frame_with_every_kind() -> pd.DataFrame:
-    rng = np.random.default_rng(4)
-    n = 5_003
+def values_of_every_kind(n: int, seed: int) -> pd.DataFrame:
+    """Integers, floats, strings and nullable integers, with nulls."""
+    rng = np.random.default_rng(seed)
     values = pd.DataFrame({
         "k": rng.integers(0, 100, n),
         "f": rng.random(n),
         "s": [f"row {i}" for i in range(n)],
         "n": pd.array(rng.integers(0, 9, n), dtype="Int64"),
-        "d": pd.array(pd.date_range("2020-01-01", periods=n).date,
-                      dtype=pd.ArrowDtype(pa.date32())),
-        "b": rng.random(n) < 0.5,
     })
     values.loc[::7, "n"] = None
     values.loc[::11, "s"] = None
+    return values
+
+
+def host_frame_with_every_kind() -> pd.DataFrame:
+    """The kinds, and the host's Arrow-backed dates and booleans."""
+    values = values_of_every_kind(5_003, 4)
+    values["d"] = pd.array(pd.date_range("2020-01-01", periods=len(values)).date,
+                           dtype=pd.ArrowDtype(pa.date32()))
+    values["b"] = values.f < 0.5
     return values
 
 
@@ -80,16 +86,7 @@ def test_rows_the_packing_does_not_hold_whole_are_never_sealed():
 def frame_with_every_kind():
     import cudf
 
-    rng = np.random.default_rng(3)
-    n = 10_001
-    values = pd.DataFrame({
-        "k": rng.integers(0, 100, n),
-        "f": rng.random(n),
-        "s": [f"row {i}" for i in range(n)],
-        "n": pd.array(rng.integers(0, 9, n), dtype="Int64"),
-    })
-    values.loc[::7, "n"] = None
-    values.loc[::11, "s"] = None
+    values = values_of_every_kind(10_001, 3)
     return cudf.from_pandas(values), values
 
 
