@@ -166,8 +166,51 @@ def groups_at_most(node: GroupBy) -> int | None:
 
 
 @singledispatch
-def _values(node: object, column: str) -> int | None:
+def _source(node: object, column: str) -> tuple[object, str] | None:
+    """Where ``column`` of ``node``'s output comes from, its values as they are: the child and
+    the column's name there; None where ``node`` makes it (or it is not followed)."""
     return None
+
+
+@_source.register(Filter)
+@_source.register(Select)
+@_source.register(Sort)
+@_source.register(TopK)
+@_source.register(Distinct)
+def _(node: Filter | Select | Sort | TopK | Distinct, column: str) -> tuple[object, str] | None:
+    return node.children[0], column
+
+
+@_source.register
+def _(node: Rename, column: str) -> tuple[object, str] | None:
+    return node.child, next((old for old, new in node.mapping.items() if new == column), column)
+
+
+@_source.register
+def _(node: Assign, column: str) -> tuple[object, str] | None:
+    assigned, expr = _assigned(node, column)
+    if not assigned:
+        return node.child, column
+    return (node.child, expr.name) if isinstance(expr, Col) else None
+
+
+@_source.register
+def _(node: GroupBy, column: str) -> tuple[object, str] | None:
+    return (node.child, column) if column in node.keys else None
+
+
+@_source.register
+def _(node: Join, column: str) -> tuple[object, str] | None:
+    """The side whose column it is, where only one side has a column of that name (a name both
+    have may be either's, or suffixed)."""
+    sides = [side for side in (node.left, node.right) if column in side.meta]
+    return (sides[0], column) if len(sides) == 1 and column in node.meta else None
+
+
+@singledispatch
+def _values(node: object, column: str) -> int | None:
+    source = _source(node, column)
+    return None if source is None else values_at_most(*source)
 
 
 @_values.register
@@ -179,32 +222,18 @@ def _(node: Scan, column: str) -> int | None:
     return int(high) - int(low) + 2  # its integers, and null
 
 
-@_values.register(Filter)
-@_values.register(Select)
-@_values.register(Sort)
-@_values.register(TopK)
-@_values.register(Distinct)
-@_values.register(AsType)
-def _(node: Filter | Select | Sort | TopK | Distinct | AsType, column: str) -> int | None:
-    return values_at_most(node.children[0], column)  # a cast merges values, never splits one
-
-
 @_values.register
-def _(node: Rename, column: str) -> int | None:
-    return values_at_most(node.child, _renamed_from(node, column))
+def _(node: AsType, column: str) -> int | None:
+    return values_at_most(node.child, column)  # a cast merges values, never splits one
 
 
 @_values.register
 def _(node: Assign, column: str) -> int | None:
     assigned, expr = _assigned(node, column)
-    if not assigned:
-        return values_at_most(node.child, column)
-    return None if expr is None else _expression_values(expr, node.child)
-
-
-def _renamed_from(node: Rename, column: str) -> str:
-    """The name ``column`` of ``node``'s output has in its input."""
-    return next((old for old, new in node.mapping.items() if new == column), column)
+    if assigned and expr is not None and not isinstance(expr, Col):
+        return _expression_values(expr, node.child)
+    source = _source(node, column)
+    return None if source is None else values_at_most(*source)
 
 
 def _assigned(node: Assign, column: str) -> tuple[bool, Expr | None]:
@@ -220,8 +249,8 @@ def _assigned(node: Assign, column: str) -> tuple[bool, Expr | None]:
 
 
 def _expression_values(expr: Expr, child: object) -> int | None:
-    if isinstance(expr, Col):
-        return values_at_most(child, expr.name)
+    """The most values a date part of ``child``'s columns can take; None for other
+    expressions."""
     if isinstance(expr, DatePart) and expr.part in DATE_PART_VALUES:
         return DATE_PART_VALUES[expr.part] + 1
     if isinstance(expr, DatePart) and expr.part == "year" and isinstance(expr.operand, Col):
@@ -235,67 +264,17 @@ def _expression_values(expr: Expr, child: object) -> int | None:
     return None
 
 
-@_values.register
-def _(node: GroupBy, column: str) -> int | None:
-    return values_at_most(node.child, column) if column in node.keys else None
-
-
-@_values.register
-def _(node: Join, column: str) -> int | None:
-    side = _only_side(node, column)
-    return None if side is None else values_at_most(side, column)
-
-
-def _only_side(node: Join, column: str) -> object | None:
-    """The side of ``node`` whose column ``column`` of its output is, where only one side has
-    a column of that name (a name both have may be either's, or suffixed)."""
-    sides = [side for side in (node.left, node.right) if column in side.meta]
-    return sides[0] if len(sides) == 1 and column in node.meta else None
-
-
 @singledispatch
 def values_within(node: object, column: str) -> tuple[Any, Any] | None:
     """The least and greatest value ``column`` can hold in ``node``'s output, where the files'
     statistics say and the nodes above them keep the values as they are; None: not known."""
-    return None
+    source = _source(node, column)
+    return None if source is None else values_within(*source)
 
 
 @values_within.register
 def _(node: Scan, column: str) -> tuple[Any, Any] | None:
     return node.read.ranges(column) if node.read.ranges is not None else None
-
-
-@values_within.register(Filter)
-@values_within.register(Select)
-@values_within.register(Sort)
-@values_within.register(TopK)
-@values_within.register(Distinct)
-def _(node: Filter | Select | Sort | TopK | Distinct, column: str) -> tuple[Any, Any] | None:
-    return values_within(node.children[0], column)
-
-
-@values_within.register
-def _(node: Rename, column: str) -> tuple[Any, Any] | None:
-    return values_within(node.child, _renamed_from(node, column))
-
-
-@values_within.register
-def _(node: Assign, column: str) -> tuple[Any, Any] | None:
-    assigned, expr = _assigned(node, column)
-    if not assigned:
-        return values_within(node.child, column)
-    return values_within(node.child, expr.name) if isinstance(expr, Col) else None
-
-
-@values_within.register
-def _(node: GroupBy, column: str) -> tuple[Any, Any] | None:
-    return values_within(node.child, column) if column in node.keys else None
-
-
-@values_within.register
-def _(node: Join, column: str) -> tuple[Any, Any] | None:
-    side = _only_side(node, column)
-    return None if side is None else values_within(side, column)
 
 
 def _year(value: Any) -> int | None:
