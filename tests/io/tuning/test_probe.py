@@ -79,11 +79,19 @@ class _StallingSource(Source):
 
 
 def test_one_stalled_probe_step_does_not_end_the_ramp():
-    """The step of 16 reads stalls; read again, it gains, and the ramp goes on to 32."""
-    source = _StallingSource()
-    probe = probe_storage(source, storage_options())
-    assert source.stalled_until, "the store stalled"
-    assert probe.requests_at_once == PARALLEL_PROBES, probe
+    """The step of 16 reads stalls; read again, it gains, and the ramp goes on to 32.
+
+    A pause of the host itself in the step read again (a loaded 2-core CI host, full suite)
+    stops the ramp as the probe means it to, so the probe runs again on a fresh store, at most
+    three times: without the second reading every run stops at 8."""
+    probes = []
+    for _ in range(3):
+        source = _StallingSource()
+        probes.append(probe_storage(source, storage_options()))
+        assert source.stalled_until, "the store stalled"
+        if probes[-1].requests_at_once == PARALLEL_PROBES:
+            return
+    raise AssertionError(probes)
 
 
 class _SharedStore(Source):
