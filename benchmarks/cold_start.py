@@ -38,22 +38,11 @@ def child(variant: str, data: Path, repeat: int, workers: int | None) -> dict[st
         from distributed import Client
 
         import gpuframe  # noqa: F401 (imported as the other variants import it, untimed)
-        from gpuframe.cluster.hardware import list_gpus
-        from gpuframe.cluster.local import (
-            _start_cpu_cluster,
-            _start_gpu_cluster,
-            choose_backend,
-            choose_protocol,
-        )
+        from gpuframe.cluster.local import start_dask_cluster
         from gpuframe.config import ClusterOptions, resolve
 
         start = time.perf_counter()
-        options = resolve(ClusterOptions, {"n_workers": workers})
-        gpus = list_gpus()
-        backend = choose_backend(None, gpus)
-        protocol = choose_protocol(None, backend)
-        cluster = (_start_gpu_cluster(options, gpus, protocol) if backend.on_device
-                   else _start_cpu_cluster(options, protocol))
+        cluster, _, _ = start_dask_cluster(resolve(ClusterOptions, {"n_workers": workers}))
         client = Client(cluster)
         up = time.perf_counter() - start
         client.close()

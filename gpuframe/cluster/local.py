@@ -57,19 +57,7 @@ def start_cluster(**options: Any) -> Engine:
     ``close()`` to stop the cluster.
     """
     opts = resolve(ClusterOptions, options)
-    gpus = list_gpus()
-    backend = choose_backend(opts.backend, gpus)
-    protocol = choose_protocol(opts.protocol, backend)
-    scheduler_protocol = (protocol if opts.scheduler_protocol is None
-                          else choose_protocol(opts.scheduler_protocol, backend))
-    if opts.n_workers is not None and opts.n_workers < 1:
-        raise OptionError(f"n_workers={opts.n_workers}: a cluster needs at least one worker")
-    if opts.threads_per_worker is not None and opts.threads_per_worker < 1:
-        raise OptionError(f"threads_per_worker={opts.threads_per_worker} must be at least 1")
-    if backend.on_device:
-        cluster = _start_gpu_cluster(opts, gpus, protocol, scheduler_protocol)
-    else:
-        cluster = _start_cpu_cluster(opts, protocol, scheduler_protocol)
+    cluster, backend, scheduler_protocol = start_dask_cluster(opts)
     release = hold_ucx_progress(cluster) if scheduler_protocol == "ucx" else None
     try:
         client = Client(cluster)
@@ -85,6 +73,25 @@ def start_cluster(**options: Any) -> Engine:
     engine.warm_up(opts.warm_up)
     logger.info("started %r", engine)
     return engine
+
+
+def start_dask_cluster(opts: ClusterOptions) -> tuple[LocalCluster, Backend, str]:
+    """The Dask cluster :func:`start_cluster` runs on, with its backend and the scheduler's
+    protocol: dask-cuda's on GPUs, else a CPU ``LocalCluster``, with gpuframe's worker options
+    and nothing of gpuframe's own on it yet (``benchmarks/cold_start.py`` times it alone)."""
+    gpus = list_gpus()
+    backend = choose_backend(opts.backend, gpus)
+    protocol = choose_protocol(opts.protocol, backend)
+    scheduler_protocol = (protocol if opts.scheduler_protocol is None
+                          else choose_protocol(opts.scheduler_protocol, backend))
+    if opts.n_workers is not None and opts.n_workers < 1:
+        raise OptionError(f"n_workers={opts.n_workers}: a cluster needs at least one worker")
+    if opts.threads_per_worker is not None and opts.threads_per_worker < 1:
+        raise OptionError(f"threads_per_worker={opts.threads_per_worker} must be at least 1")
+    if backend.on_device:
+        return _start_gpu_cluster(opts, gpus, protocol, scheduler_protocol), backend, \
+            scheduler_protocol
+    return _start_cpu_cluster(opts, protocol, scheduler_protocol), backend, scheduler_protocol
 
 
 def choose_backend(asked: str | None, gpus: list[Gpu]) -> Backend:
