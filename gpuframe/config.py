@@ -217,6 +217,13 @@ class GroupByOptions:
         "then takes more than twice it fails, and the query runs again, counting)",
     )
     tree_fanin: int = _option(8, _count, "partials one task of a tree reduction combines")
+    client_rows: int = _option(
+        10_000, _count,
+        "the most rows of each partial aggregate that an action fetching the aggregate "
+        "(to_pandas) has the client finish, in pandas, where the plan bounds them or they were "
+        "counted: a few groups merged there cost less than a transfer to one worker and two "
+        "more tasks; 0: never",
+    )
     partitions_per_worker: int = _option(
         1, _count, "output partitions (hash buckets) per worker after a shuffle",
     )

@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import pandas as pd
 
 from .cluster.engine import Engine
 from .errors import SpeculationError
@@ -39,6 +41,9 @@ class Execution:
     job: str
     notes: dict[int, str] = field(default_factory=dict)
     scans: list[ScanRecord] = field(default_factory=list)
+    finish: Callable[[list[Any]], pd.DataFrame] | None = None
+    """Where the client makes the result (:attr:`~.operators.lowering.Lowering.finish`): the
+    output's partitions are then its inputs, not the frame's."""
 
 
 def run_plan(job: Job, root: Node, keep_read_stats: bool = False) -> Execution:
@@ -50,15 +55,18 @@ def run_plan(job: Job, root: Node, keep_read_stats: bool = False) -> Execution:
     return execution
 
 
-def submit_plan(job: Job, root: Node, keep_read_stats: bool = False) -> Execution:
+def submit_plan(job: Job, root: Node, keep_read_stats: bool = False,
+                to_client: bool = False) -> Execution:
     """The plan under ``root`` lowered within ``job``, its tasks submitted and maybe still
     running: an action that adds tasks of its own above the root's partitions submits them at
-    once and waits for those alone, a round trip to the client fewer than waiting twice."""
+    once and waits for those alone, a round trip to the client fewer than waiting twice.
+    ``to_client``: the action fetches the output as pandas, and an operator may leave its last
+    step to the client (:attr:`Execution.finish`)."""
     plan = optimize(root)
-    lowering = Lowering(job, plan, keep_read_stats)
+    lowering = Lowering(job, plan, keep_read_stats, to_client)
     lowering.start()
     output = lowering.input(plan)
-    return Execution(plan, output, job.id, job.notes, lowering.scans)
+    return Execution(plan, output, job.id, job.notes, lowering.scans, lowering.finish)
 
 
 def in_job(engine: Engine, name: str, action: Callable[[Job], T]) -> T:

@@ -61,6 +61,9 @@ class DistributedFrame:
         self.engine = engine
         self._plan = plan
         self._execution: Execution | None = None
+        self._explained: Execution | None = None
+        """The last run that ``explain()`` shows: the frame's own, or a ``to_pandas()`` whose
+        result the client finished (its output not the frame's partitions)."""
 
     # --- schema -----------------------------------------------------------------------------
 
@@ -111,7 +114,7 @@ class DistributedFrame:
     def __setitem__(self, name: str, value: Any) -> None:
         """``frame["c"] = expression``: the frame becomes itself with that column."""
         self._plan = Assign(self.plan, ((name, as_expr(value)),))
-        self._execution = None
+        self._execution = self._explained = None
 
     def filter(self, condition: Expr) -> DistributedFrame:
         """The rows where ``condition`` holds (a missing result keeps no row)."""
@@ -293,8 +296,14 @@ class DistributedFrame:
         client has no memory for raises :class:`~gpuframe.errors.MemoryLimitError` before
         anything is gathered."""
         def gather(job: Job) -> pd.DataFrame:
-            execution = self._execution or submit_plan(job, self._plan)
+            execution = self._execution or submit_plan(job, self._plan, to_client=True)
             parts = execution.output
+            if execution.finish is not None:
+                # Its partitions are the inputs of the client's last step, not the frame's:
+                # the run is kept for explain() alone.
+                job.wait(parts.futures)
+                self._explained = execution
+                return execution.finish(job.gather(parts.futures))
             converted = job.stage("gather").map(_as_pandas, parts, job.backend, strict=False)
             job.wait(converted)  # and so the partitions they convert
             self._execution = execution
@@ -334,13 +343,14 @@ class DistributedFrame:
         filters and projections landed, each join's strategy, and, once the frame has run,
         what each operator really output and decided."""
         workers = len(self.engine.workers)
-        if self._execution is None:
+        ran = self._execution or self._explained
+        if ran is None:
             text = explain(optimize(self._plan), workers)
         else:
-            stats = operator_stats(self._execution.job, self.engine)
+            stats = operator_stats(ran.job, self.engine)
             actual = {node: Actual(s["rows"], s["bytes"], s["partitions"])
                       for node, s in stats.items()}
-            text = explain(self._execution.plan, workers, actual, self._execution.notes)
+            text = explain(ran.plan, workers, actual, ran.notes)
         print(text, file=file or sys.stdout)
 
     def __repr__(self) -> str:

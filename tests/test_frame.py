@@ -127,7 +127,8 @@ def test_to_pandas_waits_once_and_asks_sizes_only_where_the_plan_bounds_none(
         engine, frame_data, monkeypatch):
     """The conversions are submitted with the plan's tasks and waited for alone (a round trip
     to the client fewer); the scheduler is asked what the partitions hold only where the plan
-    cannot bound the rows (a join's); an aggregate's one row is gathered at once."""
+    cannot bound the rows (a join's); an aggregate's partials are gathered at once, as
+    pandas, and finished on the client (no conversion task)."""
     from gpuframe.runtime.runner import Job
 
     waits, sized = [], []
@@ -141,7 +142,7 @@ def test_to_pandas_waits_once_and_asks_sizes_only_where_the_plan_bounds_none(
     assert total["rows"].tolist() == [len(frame_data)]
     assert total["value"].iloc[0] == pytest.approx(frame_data["value"].sum())
     assert sized == []
-    assert waits and all(key.startswith("gpuframe-gather-") for key in waits[0])
+    assert waits and all(key.startswith("gpuframe-partial-") for key in waits[0])
     joined = frame.merge(frame[["key"]].drop_duplicates(), on="key")
     assert len(joined.to_pandas()) == len(frame_data)
     assert len(sized) == 1

@@ -39,11 +39,16 @@ from ..exchange.exchange import exchange
 from ..exchange.placement import Contiguous, HashPartitioning
 from ..exchange.splitters import HashSplitter
 from ..plan.aggregate import GroupBy
+from ..plan.bounds import groups_at_most, rows_at_most
 from ..plan.explain import placeable_names, tree_bound, tree_estimate
-from ..plan.nodes import Join, Node, Scan
+from ..plan.nodes import Join, MapPartitions, Node, Scan
+from ..plan.sort import Sort
+from ..plan.topk import TopK
 from ..runtime.runner import Job, Partitions
 from .groupby_tasks import (
     WHOLE,
+    ClientFinish,
+    HostStep,
     Partial,
     PartialStep,
     aggregate_local,
@@ -106,6 +111,9 @@ class Begun:
     counts: list[Future] | None
     types: tuple[str, ...]
     """The keys' hash types, which a shuffle's output placement names."""
+    host: bool = False
+    """Whether the partials are pandas frames, made so for the client to finish
+    (:func:`_client_step`)."""
 
 
 @begin.register
@@ -117,7 +125,9 @@ def _(node: GroupBy, lowering: Lowering) -> Local | Begun:
     whole = not node.keys
     partial = Partial(node.keys or (WHOLE,), casts, node.aggregations, node.dropna, whole,
                       node.child.meta, node.meta, job.backend)
-    made_below = _partials_below(node, lowering, partial)
+    host = _client_step(node, lowering)
+    after = (host,) if host is not None else ()
+    made_below = _partials_below(node, lowering, partial, after)
     if made_below is not None:
         partials, owners, made = made_below
     else:
@@ -130,17 +140,54 @@ def _(node: GroupBy, lowering: Lowering) -> Local | Begun:
             lowering.note(node, f"local: input already {placed.describe()}"
                           if placed is not None else "local: one partition")
             return Local(partial, inputs, steps, f"{prefix}aggregate", placed)
-        partials = job.stage(f"{prefix}partial").map(StepsFirst(steps, partial_aggregate),
-                                                     inputs, partial)
+        partials = job.stage(f"{prefix}partial").map(
+            StepsFirst(steps, _then(partial_aggregate, after)), inputs, partial)
         owners, made = list(inputs.owners), ""
     counts = None
-    if not whole and node.options.strategy == "auto" \
+    if host is None and not whole and node.options.strategy == "auto" \
             and _uncounted_tree(node, job, len(partials)) is None and partials:
         count = job.stage("count-partial")
         counts = [count.submit(component_rows, f, index=(i,), owner=o)
                   for i, (f, o) in enumerate(zip(partials, owners))]
     return Begun(partial, partials, owners, made, counts,
-                 tuple(str(types[k]) for k in node.keys))
+                 tuple(str(types[k]) for k in node.keys), host is not None)
+
+
+def _client_step(node: GroupBy, lowering: Lowering) -> HostStep | None:
+    """Where the action fetches ``node``'s output and the plan holds each partial to at most
+    ``client_rows`` rows, or estimates its input within that, in a job that speculates: the
+    step that makes each partial a host frame for the client to finish, in the task that makes
+    it. None elsewhere."""
+    limit = node.options.client_rows
+    if not _finishes_on_client(node, lowering):
+        return None
+    distinct = any(a.function == "nunique" for a in node.aggregations)
+    # A nunique's partials hold its distinct values too, however few the groups.
+    groups = None if distinct else 1 if not node.keys else groups_at_most(node)
+    bound = min(b for b in (groups, rows_at_most(node.child), limit + 1) if b is not None)
+    if bound <= limit:
+        return HostStep(lowering.job.backend)
+    guess = tree_estimate(node) if lowering.job.speculates else None
+    if guess is not None and guess <= limit:
+        return HostStep(lowering.job.backend, TREE_SLACK * limit)
+    return None
+
+
+def _finishes_on_client(node: GroupBy, lowering: Lowering) -> bool:
+    """Whether the action fetches ``node``'s output to the client (``to_client``), its strategy
+    left to the engine ("auto"), through nodes that would run in the aggregate's last task (a
+    sort into one partition, a top-k, and per-partition nodes besides map_partitions, whose
+    function is for the workers' frames), none of them read by another."""
+    if not lowering.to_client or lowering.shared(node) or node.options.client_rows <= 0 \
+            or node.options.strategy != "auto":
+        return False
+    top = lowering.root
+    if isinstance(top, TopK) or (isinstance(top, Sort) and top.npartitions in (None, 1)):
+        top = top.child
+    chain = chain_ending(top, lowering)
+    base = chain.base if chain is not None else top
+    return base is node and (chain is None or not any(isinstance(n, MapPartitions)
+                                                      for n in chain.nodes))
 
 
 @lower.register
@@ -196,10 +243,21 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
         return Partitions(futures, list(begun.inputs.owners), node.meta, begun.placed), ran
     partial, partials, owners = begun.partial, begun.partials, begun.owners
     strategy, seen, rows, most_rows = ("tree" if whole else opts.strategy), "", None, None
+    if begun.host:
+        return _on_client(lowering, node, begun, partials, after + (last,), ""), \
+            last is not None
     if begun.counts is not None:
-        rows = sum(job.gather(begun.counts))
+        counted = job.gather(begun.counts)
+        rows = sum(counted)
         strategy = "tree" if rows <= opts.tree_max_rows else "shuffle"
         seen = f" ({rows:,} partial rows)"
+        if max(counted) <= opts.client_rows and _finishes_on_client(node, lowering):
+            if get_backend(job.backend).on_device:
+                stage, host = job.stage("host-partial"), HostStep(job.backend)
+                partials = [stage.submit(host.apply, f, index=(i,), owner=o)
+                            for i, (f, o) in enumerate(zip(partials, owners))]
+            return _on_client(lowering, node, begun, partials, after + (last,), seen), \
+                last is not None
     elif strategy == "auto" and (uncounted := _uncounted_tree(node, job,
                                                              len(partials))) is not None:
         strategy, seen, rows, most_rows = "tree", *uncounted
@@ -218,20 +276,30 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
                     after), False
 
 
+def _on_client(lowering: Lowering, node: GroupBy, begun: Begun, partials: list[Future],
+               steps: tuple[Any, ...], seen: str) -> Partitions:
+    """The aggregate left to the client (:class:`~.groupby_tasks.ClientFinish`, then
+    ``steps``): its output is the host ``partials``."""
+    lowering.note(node, f"on the client: {len(partials)} partials{begun.made} fetched as "
+                        f"pandas and finished there{seen}")
+    lowering.finish = ClientFinish.of(begun.partial, tuple(s for s in steps if s is not None))
+    return Partitions(partials, list(begun.owners), node.meta)
+
+
 def _then(fn: Callable[..., Any], after: tuple[Any, ...]) -> Callable[..., Any]:
     """``fn``, followed by the steps ``after`` where there are any."""
     return StepsAfter(fn, after) if after else fn
 
 
-def _partials_below(node: GroupBy, lowering: Lowering, partial: Partial
-                    ) -> tuple[list[Future], list[str], str] | None:
+def _partials_below(node: GroupBy, lowering: Lowering, partial: Partial,
+                    after: tuple[Any, ...]) -> tuple[list[Future], list[str], str] | None:
     """Where ``node`` aggregates, through per-partition nodes that nothing else reads, a read
     or a join that nothing else reads: the partials, each made in the task that makes the
-    partition, after those nodes' steps, so that no task of their own waits for it (a scan's
-    partitions hold no placement an aggregate could use; a join's, decided as it runs, may
-    hold one only on names that :func:`~gpuframe.plan.explain.placeable_names` gives, and a
-    whole-frame aggregate needs none); their owners, and where they were made. None
-    elsewhere."""
+    partition, after those nodes' steps (and then ``after``), so that no task of their own
+    waits for it (a scan's partitions hold no placement an aggregate could use; a join's,
+    decided as it runs, may hold one only on names that
+    :func:`~gpuframe.plan.explain.placeable_names` gives, and a whole-frame aggregate needs
+    none); their owners, and where they were made. None elsewhere."""
     chain = chain_ending(node.child, lowering)
     base = chain.base if chain is not None else node.child
     if lowering.shared(base) or not (isinstance(base, Scan)
@@ -239,7 +307,7 @@ def _partials_below(node: GroupBy, lowering: Lowering, partial: Partial
         return None
     if chain is not None:
         chain.fused(lowering, node)
-    steps = (chain.steps if chain is not None else ()) + (PartialStep(partial),)
+    steps = (chain.steps if chain is not None else ()) + (PartialStep(partial),) + after
     if isinstance(base, Scan):
         parts, made = lower_scan_partials(base, lowering, steps), ", made in the read's tasks,"
     else:

@@ -2,7 +2,9 @@
 partial aggregates (:func:`partial_aggregate`, or :class:`PartialStep` as the last step of the
 task that makes the partition), partials merged (:func:`combine`, :func:`combine_partials`) and
 finalized into the result's rows (:func:`finalize`, :func:`finish_partials`,
-:func:`finish_bucket`), all to one :class:`Partial`, the state every task of one groupby holds.
+:func:`finish_bucket`), all to one :class:`Partial`, the state every task of one groupby holds;
+or, for an action that fetches a small aggregate, the partials made host frames where they are
+(:class:`HostStep`) and finished by the client (:class:`ClientFinish`).
 
 The same code runs on pandas and cuDF partitions: both share the groupby API used here.
 """
@@ -10,7 +12,7 @@ The same code runs on pandas and cuDF partitions: both share the groupby API use
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, NamedTuple
 
 import pandas as pd
@@ -303,3 +305,51 @@ class PartialStep:
 
     def apply(self, frame: Any) -> list[Any]:
         return partial_aggregate(frame, self.partial)
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """A partition's partials (device frames) as pandas, as the last step of the task that makes
+    them, for the client to finish (:class:`ClientFinish`). With ``most_rows`` (the plan only
+    estimated them), a partial of more rows fails its job
+    (:class:`~gpuframe.errors.SpeculationError`), which runs again, counting them."""
+
+    backend: str
+    most_rows: float | None = None
+
+    def apply(self, components: list[Any]) -> list[pd.DataFrame]:
+        if self.most_rows is not None and (rows := component_rows(components)) > self.most_rows:
+            raise SpeculationError(f"a partial aggregate of {rows:,} rows, past the "
+                                   f"{self.most_rows:,.0f} the client was to finish")
+        frames = get_backend(self.backend)
+        return [frames.to_pandas(frame) for frame in components]
+
+
+@dataclass(frozen=True)
+class ClientFinish:
+    """On the client, an action's result from its aggregate's partials, fetched as pandas: the
+    partials merged and finalized, then ``steps`` (the per-partition nodes, sort or top-k above
+    the aggregate) applied, all on the pandas backend. Where a query's answer is a few groups,
+    this replaces a transfer to one worker, its task and a conversion task, each a scheduler
+    round trip, with pandas' work on a few rows."""
+
+    partial: Partial
+    steps: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, partial: Partial, steps: tuple[Any, ...]) -> ClientFinish:
+        """The finish of ``partial``'s groupby and of ``steps``, made for the pandas backend
+        (their ``backend`` fields named it) whatever the workers' is."""
+        return cls(replace(partial, backend="pandas"), tuple(_on_pandas(s) for s in steps))
+
+    def __call__(self, partials: list[list[pd.DataFrame]]) -> pd.DataFrame:
+        frame = finish_partials(partials, self.partial)
+        for step in self.steps:
+            frame = step.apply(frame)
+        return frame.reset_index(drop=True)
+
+
+def _on_pandas(step: Any) -> Any:
+    """``step`` for the pandas backend: one that names a backend, with pandas' name."""
+    named = is_dataclass(step) and any(f.name == "backend" for f in fields(step))
+    return replace(step, backend="pandas") if named else step

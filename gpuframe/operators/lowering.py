@@ -16,9 +16,12 @@ independent waits overlap rather than follow one another.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import singledispatch
 from typing import TYPE_CHECKING, Any
+
+import pandas as pd
 
 from ..plan.nodes import Join, Node
 from ..runtime.runner import Job, Partitions
@@ -41,11 +44,17 @@ class Lowering:
     """One run of an optimized plan: its job, each node's number, and each node's output once
     lowered (a node two parents share runs once)."""
 
-    def __init__(self, job: Job, root: Node, keep_read_stats: bool = False) -> None:
+    def __init__(self, job: Job, root: Node, keep_read_stats: bool = False,
+                 to_client: bool = False) -> None:
         self.job = job
         self.root = root
         self.keep_read_stats = keep_read_stats
         """Whether read tasks keep their stats on their workers for a read report."""
+        self.to_client = to_client
+        """Whether the action fetches the root's output to the client as pandas."""
+        self.finish: Callable[[list[Any]], pd.DataFrame] | None = None
+        """Where an operator left the root's last step to the client (``to_client`` only): what
+        makes the result there from the root's partitions, fetched as they are."""
         self.scans: list[ScanRecord] = []
         """What each read of the run fetched, for read reports."""
         self.numbers: dict[int, int] = {}

@@ -91,8 +91,9 @@ def test_keys_of_few_values_by_the_files_statistics_make_a_tree_uncounted(engine
         table.iloc[i::4].to_parquet(tmp_path / f"part-{i}.parquet", index=False)
     frame = gpuframe.read_parquet(str(tmp_path))
     frame = frame.assign(year=frame.day.dt.year)
-    summed = groupby(frame, ["year", "code"], tree_max_rows=1000).agg(total=("x", "sum"))
-    distinct = groupby(frame, ["year", "code"], tree_max_rows=1000).agg(days=("day", "nunique"))
+    device = {"tree_max_rows": 1000, "client_rows": 0}  # the tree on the workers
+    summed = groupby(frame, ["year", "code"], **device).agg(total=("x", "sum"))
+    distinct = groupby(frame, ["year", "code"], **device).agg(days=("day", "nunique"))
     expected = table.assign(year=table.day.dt.year).groupby(["year", "code"], as_index=False)
     assert_matches(summed, expected.agg(total=("x", "sum")), ["year", "code"])
     assert_matches(distinct, expected.agg(days=("day", "nunique")), ["year", "code"])
@@ -104,9 +105,10 @@ def test_keys_of_few_values_by_the_files_statistics_make_a_tree_uncounted(engine
 
 def test_auto_reduces_few_groups_as_a_tree_and_many_by_a_shuffle(engine, data):
     frame = gpuframe.from_pandas(data, npartitions=4)
-    bounded = groupby(frame, "k").agg(total=("x", "sum"))  # 4,000 input rows at most
-    few = groupby(frame, "k", tree_max_rows=1000).agg(total=("x", "sum"))
-    many = groupby(frame, "k", tree_max_rows=10).agg(total=("x", "sum"))
+    # 4,000 input rows at most; the tree on the workers, not the client
+    bounded = groupby(frame, "k", client_rows=0).agg(total=("x", "sum"))
+    few = groupby(frame, "k", tree_max_rows=1000, client_rows=0).agg(total=("x", "sum"))
+    many = groupby(frame, "k", tree_max_rows=10, client_rows=0).agg(total=("x", "sum"))
     expected = data.groupby("k", as_index=False).agg(total=("x", "sum"))
     predicted = explained(few).splitlines()[0]
     assert "est. 400 rows" in predicted  # a tenth of the input's
@@ -194,7 +196,8 @@ def test_groupby_after_a_join_on_its_keys_moves_nothing(engine, data):
 def test_a_whole_frame_aggregate_of_a_join_takes_its_partials_from_the_join_tasks(
         engine, data, broadcast_bytes):
     """A whole-frame aggregate over a filter over a join: the join's own tasks make the
-    partials (no partial stage), whichever way the join ran, and the answer is pandas'."""
+    partials (no partial stage), whichever way the join ran, the client finishes them (no
+    aggregate task), and the answer is pandas'."""
     right = pd.DataFrame({"k": np.arange(30), "w": np.arange(30) * 2})
     options = {} if broadcast_bytes is None else {"broadcast_bytes": broadcast_bytes}
     joined = gpuframe.from_pandas(data, npartitions=3).merge(
@@ -204,9 +207,10 @@ def test_a_whole_frame_aggregate_of_a_join_takes_its_partials_from_the_join_task
         result = aggregate(joined[joined["w"] > 10], **named, w=("w", "sum"))
         got = result.to_pandas()
     names = {key_split(entry["key"]) for entry in stream.data}
-    assert "gpuframe-join" in names and "gpuframe-aggregate" in names
+    assert "gpuframe-join" in names and "gpuframe-aggregate" not in names
     assert not [name for name in names if "partial" in name]
-    assert "partials, made in the join's tasks" in explained(result)
+    assert "partials, made in the join's tasks, fetched as pandas and finished there" in \
+        explained(result)
     both = data.merge(right, on="k")
     both = both[both["w"] > 10]
     for name, (column, function) in {**named, "w": ("w", "sum")}.items():
@@ -441,7 +445,7 @@ def test_a_tree_the_estimates_choose_counts_no_partials_and_checks_them_as_it_ru
     data = pd.DataFrame({"k": np.arange(60_000) % groups, "x": np.arange(60_000.0)})
     frame = gpuframe.from_pandas(data, npartitions=4)
     kept = frame[(frame.x >= 0) & (frame.k >= 0)]
-    result = groupby(kept, "k", tree_max_rows=10_000).agg(total=("x", "sum"))
+    result = groupby(kept, "k", tree_max_rows=10_000, client_rows=0).agg(total=("x", "sum"))
     assert "strategy: tree (about 6,667 rows estimated, uncounted) (predicted)" in \
         explained(result).splitlines()[0]
     with get_task_stream(client=engine.client) as stream:
@@ -501,3 +505,90 @@ def test_a_shuffle_sends_each_component_of_the_partials_without_picking_it_out(e
     pd.testing.assert_frame_equal(by_keys(got, ["k"]), by_keys(expected, ["k"]))
 
 
+
+
+def test_an_action_fetching_few_groups_has_the_client_finish_them(engine, data):
+    """The plan bounds each partial at the input's 4,000 rows, within ``client_rows``: the
+    partials come to the client as pandas and are merged there, the nodes above run there too
+    (an assignment, a filter, a sort), and no aggregate, sort or conversion task runs; the
+    rows, their order and the schema are pandas'. With ``client_rows=0`` the workers finish."""
+    check_finished_on_the_client(engine, data)
+
+
+@pytest.mark.gpu
+def test_an_action_fetching_few_groups_has_the_client_finish_them_on_gpus(gpu_engine, data):
+    check_finished_on_the_client(gpu_engine, data)
+
+
+def check_finished_on_the_client(engine, data: pd.DataFrame) -> None:
+    frame = gpuframe.from_pandas(data, npartitions=4, engine=engine)
+    named = {name: pair for name, pair in EVERY.items() if name != "distinct"}
+
+    def query(**options):
+        grouped = groupby(frame, ["k", "s"], dropna=False, **options).agg(**named)
+        grouped = grouped.assign(twice=grouped.total * 2)
+        return grouped[grouped.rows > 20].sort_values(["total", "k", "s"],
+                                                      ascending=[False, True, True])
+
+    expected = data.groupby(["k", "s"], dropna=False, as_index=False).agg(**named)
+    expected = expected.assign(twice=expected.total * 2)
+    expected = expected[expected.rows > 20].sort_values(
+        ["total", "k", "s"], ascending=[False, True, True], na_position="last",
+        ignore_index=True)
+    for options, on_client in (({}, True), ({"client_rows": 0}, False)):
+        result = query(**options)
+        with get_task_stream(client=engine.client) as stream:
+            got = result.to_pandas()
+        names = {key_split(entry["key"]) for entry in stream.data}
+        assert ("gpuframe-aggregate" not in names) == on_client, names
+        assert ("gpuframe-gather" not in names) == on_client, names
+        assert got.dtypes.to_dict() == result.dtypes.to_dict()
+        pd.testing.assert_frame_equal(got, expected, check_exact=False, rtol=1e-9)
+        plan = explained(result)
+        assert ("on the client: 4 partials fetched as pandas and finished there" in plan) \
+            == on_client
+        assert ("on the client, after the aggregate, ordered" in plan) == on_client
+
+
+def test_counted_partials_within_client_rows_are_finished_on_the_client(engine, data):
+    """Bounded at 4,000 rows past ``tree_max_rows`` and estimated at 400, both past
+    ``client_rows`` (300): the partials are counted, 30 groups each and a nunique's distinct
+    pairs (under 300 in all), and then finished on the client."""
+    frame = gpuframe.from_pandas(data, npartitions=4)
+    result = groupby(frame, "k", tree_max_rows=1000, client_rows=300).agg(
+        total=("x", "sum"), distinct=("s", "nunique"))
+    expected = data.groupby("k", as_index=False).agg(total=("x", "sum"),
+                                                     distinct=("s", "nunique"))
+    assert_matches(result, expected, ["k"])
+    decided = explained(result).splitlines()[0]
+    assert "on the client: 4 partials fetched as pandas and finished there (" in decided
+    assert decided.endswith(" partial rows)")
+
+
+def test_a_partial_past_twice_client_rows_where_the_plan_estimated_runs_the_action_again(
+        engine, speculating):
+    """The plan estimates the input at 6,667 rows (two filters), within ``client_rows``
+    (7,000); each of the 4 partials holds 15,000 groups, past twice that: the job fails, and
+    the action runs again, and the workers finish, as the plan's bound says. The rows are
+    pandas'."""
+    data = pd.DataFrame({"k": np.arange(60_000), "x": np.arange(60_000.0)})
+    frame = gpuframe.from_pandas(data, npartitions=4)
+    kept = frame[(frame.x >= 0) & (frame.k >= 0)]
+    result = groupby(kept, "k", client_rows=7000).agg(total=("x", "sum"))
+    assert_matches(result, data.groupby("k", as_index=False).agg(total=("x", "sum")), ["k"])
+    assert speculating == [True, False]
+    assert "tree: 4 partials combined 8 at a time (at most 60,000 partial rows, uncounted)" \
+        in explained(result).splitlines()[0]
+
+
+def test_map_partitions_over_the_aggregate_keeps_it_on_the_workers(engine, data):
+    """A function for the workers' frames is not run on the client's pandas."""
+    frame = gpuframe.from_pandas(data, npartitions=4)
+    grouped = groupby(frame, "k").agg(total=("x", "sum"))
+    mapped = grouped.map_partitions(lambda part: part.assign(total=part.total + 1))
+    got = mapped.to_pandas()
+    expected = data.groupby("k", as_index=False).agg(total=("x", "sum"))
+    pd.testing.assert_frame_equal(by_keys(got, ["k"]),
+                                  by_keys(expected.assign(total=expected.total + 1), ["k"]))
+    assert "on the client" not in explained(mapped)
+    assert "tree: 4 partials combined 8 at a time" in explained(mapped)
