@@ -220,9 +220,10 @@ class GroupByOptions:
     client_rows: int = _option(
         10_000, _count,
         "the most rows of each partial aggregate that an action fetching the aggregate "
-        "(to_pandas) has the client finish, in pandas, where the plan bounds them or they were "
-        "counted: a few groups merged there cost less than a transfer to one worker and two "
-        "more tasks; 0: never",
+        "(to_pandas) has the client finish, in pandas, where the plan bounds them, they were "
+        "counted, or the plan's estimate chose the tree (then only where every partial holds "
+        "no more; the workers finish otherwise): a few groups merged there cost less than a "
+        "transfer to one worker and two more tasks; 0: never",
     )
     partitions_per_worker: int = _option(
         1, _count, "output partitions (hash buckets) per worker after a shuffle",

@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pandas as pd
+from distributed import Future
 
 from .cluster.engine import Engine
 from .errors import SpeculationError
@@ -41,7 +42,7 @@ class Execution:
     job: str
     notes: dict[int, str] = field(default_factory=dict)
     scans: list[ScanRecord] = field(default_factory=list)
-    finish: Callable[[list[Any]], pd.DataFrame] | None = None
+    finish: Callable[[Job, list[Future]], pd.DataFrame | Partitions] | None = None
     """Where the client makes the result (:attr:`~.operators.lowering.Lowering.finish`): the
     output's partitions are then its inputs, not the frame's."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
@@ -300,10 +301,13 @@ class DistributedFrame:
             parts = execution.output
             if execution.finish is not None:
                 # Its partitions are the inputs of the client's last step, not the frame's:
-                # the run is kept for explain() alone.
+                # the run is kept for explain() alone, unless the workers finish after all.
                 job.wait(parts.futures)
                 self._explained = execution
-                return execution.finish(job.gather(parts.futures))
+                done = execution.finish(job, parts.futures)
+                if isinstance(done, pd.DataFrame):
+                    return done
+                execution, parts = replace(execution, output=done, finish=None), done
             converted = job.stage("gather").map(_as_pandas, parts, job.backend, strict=False)
             job.wait(converted)  # and so the partitions they convert
             self._execution = execution

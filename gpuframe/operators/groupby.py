@@ -29,8 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial as partial_fn
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from distributed import Future
 
@@ -48,6 +50,7 @@ from ..runtime.runner import Job, Partitions
 from .groupby_tasks import (
     WHOLE,
     ClientFinish,
+    HostPartials,
     HostStep,
     Partial,
     PartialStep,
@@ -111,8 +114,8 @@ class Begun:
     counts: list[Future] | None
     types: tuple[str, ...]
     """The keys' hash types, which a shuffle's output placement names."""
-    host: bool = False
-    """Whether the partials are pandas frames, made so for the client to finish
+    host: HostStep | None = None
+    """The step that made the partials pandas frames for the client to finish, where one did
     (:func:`_client_step`)."""
 
 
@@ -150,14 +153,16 @@ def _(node: GroupBy, lowering: Lowering) -> Local | Begun:
         counts = [count.submit(component_rows, f, index=(i,), owner=o)
                   for i, (f, o) in enumerate(zip(partials, owners))]
     return Begun(partial, partials, owners, made, counts,
-                 tuple(str(types[k]) for k in node.keys), host is not None)
+                 tuple(str(types[k]) for k in node.keys), host)
 
 
 def _client_step(node: GroupBy, lowering: Lowering) -> HostStep | None:
-    """Where the action fetches ``node``'s output and the plan holds each partial to at most
-    ``client_rows`` rows, or estimates its input within that, in a job that speculates: the
-    step that makes each partial a host frame for the client to finish, in the task that makes
-    it. None elsewhere."""
+    """Where the action fetches ``node``'s output: the step that makes each partial host frames
+    for the client to finish, in the task that makes it, where the plan holds each to at most
+    ``client_rows`` rows; where a job that speculates would choose the tree by the plan's
+    estimate, the step that does so for partials of no more rows, and leaves larger ones to
+    the workers' tree (their columns of types that go to pandas and back unchanged). None
+    elsewhere."""
     limit = node.options.client_rows
     if not _finishes_on_client(node, lowering):
         return None
@@ -167,10 +172,18 @@ def _client_step(node: GroupBy, lowering: Lowering) -> HostStep | None:
     bound = min(b for b in (groups, rows_at_most(node.child), limit + 1) if b is not None)
     if bound <= limit:
         return HostStep(lowering.job.backend)
-    guess = tree_estimate(node) if lowering.job.speculates else None
-    if guess is not None and guess <= limit:
-        return HostStep(lowering.job.backend, TREE_SLACK * limit)
+    if lowering.job.speculates and tree_estimate(node) is not None and _round_trips(node):
+        return HostStep(lowering.job.backend, limit)
     return None
+
+
+def _round_trips(node: GroupBy) -> bool:
+    """Whether the columns of ``node``'s partials come back from pandas as they were: numbers,
+    booleans, dates and text."""
+    names = {*node.keys, *(a.column for a in node.aggregations if a.column is not None)}
+    return all(isinstance(dtype, pd.StringDtype)
+               or (isinstance(dtype, np.dtype) and dtype.kind in "biufmM")
+               for name, dtype in node.child.meta.dtypes.items() if name in names)
 
 
 def _finishes_on_client(node: GroupBy, lowering: Lowering) -> bool:
@@ -243,8 +256,12 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
         return Partitions(futures, list(begun.inputs.owners), node.meta, begun.placed), ran
     partial, partials, owners = begun.partial, begun.partials, begun.owners
     strategy, seen, rows, most_rows = ("tree" if whole else opts.strategy), "", None, None
-    if begun.host:
-        return _on_client(lowering, node, begun, partials, after + (last,), ""), \
+    if begun.host is not None:
+        fallback = None
+        if begun.host.keep_past is not None:
+            reported, steps = finished if last is not None else (number, after)
+            fallback = partial_fn(_workers_tree, lowering, node, begun, reported, steps)
+        return _on_client(lowering, node, begun, partials, after + (last,), "", fallback), \
             last is not None
     if begun.counts is not None:
         counted = job.gather(begun.counts)
@@ -256,7 +273,7 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
                 stage, host = job.stage("host-partial"), HostStep(job.backend)
                 partials = [stage.submit(host.apply, f, index=(i,), owner=o)
                             for i, (f, o) in enumerate(zip(partials, owners))]
-            return _on_client(lowering, node, begun, partials, after + (last,), seen), \
+            return _on_client(lowering, node, begun, partials, after + (last,), seen, None), \
                 last is not None
     elif strategy == "auto" and (uncounted := _uncounted_tree(node, job,
                                                              len(partials))) is not None:
@@ -277,13 +294,45 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
 
 
 def _on_client(lowering: Lowering, node: GroupBy, begun: Begun, partials: list[Future],
-               steps: tuple[Any, ...], seen: str) -> Partitions:
-    """The aggregate left to the client (:class:`~.groupby_tasks.ClientFinish`, then
-    ``steps``): its output is the host ``partials``."""
+               steps: tuple[Any, ...], seen: str, tree: Callable[[], Partitions] | None
+               ) -> Partitions:
+    """The aggregate left to the client (:class:`OnClient`, then ``steps``): its output is
+    the host ``partials``."""
     lowering.note(node, f"on the client: {len(partials)} partials{begun.made} fetched as "
                         f"pandas and finished there{seen}")
-    lowering.finish = ClientFinish.of(begun.partial, tuple(s for s in steps if s is not None))
+    finish = ClientFinish.of(begun.partial, tuple(s for s in steps if s is not None))
+    lowering.finish = OnClient(finish, tree)
     return Partitions(partials, list(begun.owners), node.meta)
+
+
+@dataclass(frozen=True)
+class OnClient:
+    """What the client does with a root aggregate's partials once they have all been made:
+    finish them (``finish``), or, where ``tree`` is given and some stayed on their workers
+    (:class:`~.groupby_tasks.HostStep`'s ``keep_past``; the client knows each result's type
+    as it finishes), submit the workers' tree over them all, and hand on its output."""
+
+    finish: ClientFinish
+    tree: Callable[[], Partitions] | None
+
+    def __call__(self, job: Job, partials: list[Future]) -> pd.DataFrame | Partitions:
+        if self.tree is not None and not all(f.type is HostPartials for f in partials):
+            return self.tree()
+        return self.finish(job.gather(partials))
+
+
+def _workers_tree(lowering: Lowering, node: GroupBy, begun: Begun, number: int,
+                  steps: tuple[Any, ...]) -> Partitions:
+    """The tree the plan's estimate chose (:func:`_uncounted_tree`), over partials some of
+    which were made for the client, its last task running ``steps``."""
+    job = lowering.job
+    seen, rows, most_rows = _uncounted_tree(node, job, len(begun.partials)) or ("", None, None)
+    lowering.note(node, f"tree: {len(begun.partials)} partials{begun.made} combined "
+                        f"{node.options.tree_fanin} at a time{seen}; some past client_rows")
+    tree = _tree(lowering, node, begun.partial, begun.partials, begun.owners, number, steps,
+                 most_rows)
+    tree.rows_at_most = rows
+    return tree
 
 
 def _then(fn: Callable[..., Any], after: tuple[Any, ...]) -> Callable[..., Any]:

@@ -266,7 +266,10 @@ def combine_partials(partials: list[list[Any]], partial: Partial,
                                    f"rows, past {most_rows:,.0f}: more groups than the plan "
                                    "estimated")
     frames = get_backend(partial.backend)
-    partials = partials or [empty_partials(partial)]
+    # Partials made for the client (:class:`HostStep`), where some others were not: the
+    # workers finish them all.
+    partials = [[frames.adopt(c) for c in p] if isinstance(p, HostPartials) else p
+                for p in partials] or [empty_partials(partial)]
     return combine([frames.concat([p[c] for p in partials]) for c in range(len(partials[0]))],
                    partial)
 
@@ -307,22 +310,25 @@ class PartialStep:
         return partial_aggregate(frame, self.partial)
 
 
+class HostPartials(list):
+    """A partition's partials as pandas frames (:class:`HostStep`), whatever the workers'
+    backend: the type the client learns as each finishes tells it that it may gather them."""
+
+
 @dataclass(frozen=True)
 class HostStep:
-    """A partition's partials (device frames) as pandas, as the last step of the task that makes
-    them, for the client to finish (:class:`ClientFinish`). With ``most_rows`` (the plan only
-    estimated them), a partial of more rows fails its job
-    (:class:`~gpuframe.errors.SpeculationError`), which runs again, counting them."""
+    """A partition's partials as pandas (:class:`HostPartials`), as the last step of the task
+    that makes them, for the client to finish (:class:`ClientFinish`). With ``keep_past`` (the
+    plan did not bound them), partials of more rows stay as they are, for the workers' tree."""
 
     backend: str
-    most_rows: float | None = None
+    keep_past: int | None = None
 
-    def apply(self, components: list[Any]) -> list[pd.DataFrame]:
-        if self.most_rows is not None and (rows := component_rows(components)) > self.most_rows:
-            raise SpeculationError(f"a partial aggregate of {rows:,} rows, past the "
-                                   f"{self.most_rows:,.0f} the client was to finish")
+    def apply(self, components: list[Any]) -> list[Any]:
+        if self.keep_past is not None and component_rows(components) > self.keep_past:
+            return components
         frames = get_backend(self.backend)
-        return [frames.to_pandas(frame) for frame in components]
+        return HostPartials(frames.to_pandas(frame) for frame in components)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from functools import singledispatch
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+from distributed import Future
 
 from ..plan.nodes import Join, Node
 from ..runtime.runner import Job, Partitions
@@ -52,9 +53,10 @@ class Lowering:
         """Whether read tasks keep their stats on their workers for a read report."""
         self.to_client = to_client
         """Whether the action fetches the root's output to the client as pandas."""
-        self.finish: Callable[[list[Any]], pd.DataFrame] | None = None
-        """Where an operator left the root's last step to the client (``to_client`` only): what
-        makes the result there from the root's partitions, fetched as they are."""
+        self.finish: Callable[[Job, list[Future]], pd.DataFrame | Partitions] | None = None
+        """Where an operator left the root's last step to the client (``to_client`` only): what,
+        once the root's partitions are made, gives the result from them, or the partitions the
+        workers finish the root into after all."""
         self.scans: list[ScanRecord] = []
         """What each read of the run fetched, for read reports."""
         self.numbers: dict[int, int] = {}

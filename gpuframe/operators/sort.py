@@ -220,9 +220,8 @@ def _(node: Sort, lowering: Lowering) -> Partitions:
     else:
         inputs, sorted_there = lowering.input(node.child), False
     if sorted_there:
-        where = "on the client, after the aggregate" if lowering.finish is not None \
-            else "in the aggregate's last task: one partition"
-        lowering.note(node, f"{where}, ordered {keys.describe()}")
+        lowering.note(node, "where the aggregate finishes (its last task, or the client): one "
+                            f"partition, ordered {keys.describe()}")
         return Partitions(inputs.futures, inputs.owners, node.meta, ordering=keys.ordering)
     if not inputs.futures:
         return Partitions([], [], node.meta)

@@ -76,9 +76,8 @@ def _(node: TopK, lowering: Lowering) -> Partitions:
     inputs, topped_there = lower_into_one_task(node.child, lowering, local,
                                                lowering.number(node))
     if topped_there:
-        lowering.note(node, f"top {node.n} " + ("on the client, after the aggregate"
-                                                if lowering.finish is not None
-                                                else "in the aggregate's last task: one partition"))
+        lowering.note(node, f"top {node.n} where the aggregate finishes (its last task, or the "
+                            "client): one partition")
         return Partitions(inputs.futures, inputs.owners, node.meta, ordering=node.keys.ordering)
     if not inputs.futures:
         return Partitions([], [], node.meta)

@@ -547,7 +547,8 @@ def check_finished_on_the_client(engine, data: pd.DataFrame) -> None:
         plan = explained(result)
         assert ("on the client: 4 partials fetched as pandas and finished there" in plan) \
             == on_client
-        assert ("on the client, after the aggregate, ordered" in plan) == on_client
+        assert "where the aggregate finishes (its last task, or the client): one partition, " \
+               "ordered" in plan
 
 
 def test_counted_partials_within_client_rows_are_finished_on_the_client(engine, data):
@@ -565,20 +566,42 @@ def test_counted_partials_within_client_rows_are_finished_on_the_client(engine, 
     assert decided.endswith(" partial rows)")
 
 
-def test_a_partial_past_twice_client_rows_where_the_plan_estimated_runs_the_action_again(
-        engine, speculating):
-    """The plan estimates the input at 6,667 rows (two filters), within ``client_rows``
-    (7,000); each of the 4 partials holds 15,000 groups, past twice that: the job fails, and
-    the action runs again, and the workers finish, as the plan's bound says. The rows are
-    pandas'."""
-    data = pd.DataFrame({"k": np.arange(60_000), "x": np.arange(60_000.0)})
-    frame = gpuframe.from_pandas(data, npartitions=4)
+@pytest.mark.parametrize("mixed", [False, True], ids=["few-groups", "some-past"])
+def test_partials_of_a_tree_the_estimates_choose_go_to_the_client_where_few(
+        engine, speculating, mixed):
+    """The plan estimates the input at 6,667 rows (two filters) and bounds it at 60,000, past
+    ``client_rows`` (1,000): each partial of at most 1,000 rows comes to the client as pandas,
+    and where all do the client finishes them; where two partitions hold 15,000 groups each,
+    those stay on their workers, and the workers' tree (chosen by the estimate, as without the
+    client) finishes them all, the others' made device frames again. One job either way, and
+    the rows are pandas'."""
+    check_estimated_tree_on_the_client(engine, speculating, mixed)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mixed", [False, True], ids=["few-groups", "some-past"])
+def test_partials_of_a_tree_the_estimates_choose_go_to_the_client_where_few_on_gpus(
+        gpu_engine, speculating, mixed):
+    check_estimated_tree_on_the_client(gpu_engine, speculating, mixed)
+
+
+def check_estimated_tree_on_the_client(engine, speculating: list[bool], mixed: bool) -> None:
+    i = np.arange(60_000)
+    data = pd.DataFrame({"k": np.where(i < 30_000, i % 10, i) if mixed else i % 10,
+                         "x": i.astype(float)})
+    frame = gpuframe.from_pandas(data, npartitions=4, engine=engine)
     kept = frame[(frame.x >= 0) & (frame.k >= 0)]
-    result = groupby(kept, "k", client_rows=7000).agg(total=("x", "sum"))
-    assert_matches(result, data.groupby("k", as_index=False).agg(total=("x", "sum")), ["k"])
-    assert speculating == [True, False]
-    assert "tree: 4 partials combined 8 at a time (at most 60,000 partial rows, uncounted)" \
-        in explained(result).splitlines()[0]
+    result = groupby(kept, "k", tree_max_rows=20_000, client_rows=1000).agg(total=("x", "sum"))
+    with get_task_stream(client=engine.client) as stream:
+        assert_matches(result, data.groupby("k", as_index=False).agg(total=("x", "sum")), ["k"])
+    names = {key_split(entry["key"]) for entry in stream.data}
+    decided = explained(result).splitlines()[0]
+    assert speculating == [True]
+    assert ("gpuframe-aggregate" in names) == mixed
+    assert ("tree: 4 partials combined 8 at a time (about 6,667 input rows estimated, "
+            "uncounted); some past client_rows" in decided) == mixed
+    assert ("on the client: 4 partials fetched as pandas and finished there" in decided) \
+        == (not mixed)
 
 
 def test_map_partitions_over_the_aggregate_keeps_it_on_the_workers(engine, data):

@@ -246,4 +246,4 @@ def test_a_sort_of_an_aggregate_runs_in_its_last_task_where_it_makes_one_partiti
     assert ("gpuframe-sort" in stages) == (strategy == "shuffle"), stages
     text = io.StringIO()
     frame.explain(file=text)
-    assert ("in the aggregate's last task" in text.getvalue()) == (strategy == "tree")
+    assert ("where the aggregate finishes" in text.getvalue()) == (strategy == "tree")
