@@ -9,7 +9,7 @@ ever moves, and no partition is sorted as a whole frame would be; the result is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -81,6 +81,8 @@ def _(node: TopK, lowering: Lowering) -> Partitions:
         return Partitions(inputs.futures, inputs.owners, node.meta, ordering=node.keys.ordering)
     if not inputs.futures:
         return Partitions([], [], node.meta)
+    if lowering.to_client and lowering.root is node:
+        return _on_client(lowering, node, local, inputs)
     if len(inputs.futures) == 1:
         # One list is already the answer: a merge round would only add a task.
         lowering.note(node, f"top {node.n} of one partition")
@@ -107,3 +109,33 @@ def _(node: TopK, lowering: Lowering) -> Partitions:
     lowering.note(node, f"top {node.n} of {len(inputs)} partitions in {rounds} merge "
                         f"round{'s' if rounds > 1 else ''}")
     return Partitions(tops, owners, node.meta, ordering=node.keys.ordering)
+
+
+def host_top(part: Any, local: LocalTop, partition: int) -> pd.DataFrame:
+    """On the partition's owner: its first ``n`` rows, with their positions, as pandas."""
+    return get_backend(local.backend).to_pandas(partition_top(part, local, partition))
+
+
+@dataclass(frozen=True)
+class ClientTop:
+    """On the client, the answer of a top-k that an action fetches: every partition's first
+    ``n`` rows, fetched as pandas, merged there (``local`` for the pandas backend). Where the
+    workers would merge them in a task of their own, each list travels there, and the answer
+    then to the client, after a task that converts it: two scheduler round trips more."""
+
+    local: LocalTop
+
+    def __call__(self, job: Any, tops: list[Future]) -> pd.DataFrame:
+        return merge_tops(self.local, job.gather(tops), last=True).reset_index(drop=True)
+
+
+def _on_client(lowering: Lowering, node: TopK, local: LocalTop, inputs: Partitions
+               ) -> Partitions:
+    """The top-k of the plan's root, for an action that fetches it: each partition's list made
+    pandas where it lies, merged by the client (:class:`ClientTop`)."""
+    stage = lowering.job.stage("top")
+    tops = [stage.submit(host_top, part, local, i, index=(i,), owner=owner)
+            for i, (part, owner) in enumerate(zip(inputs.futures, inputs.owners))]
+    lowering.note(node, f"top {node.n} of {len(inputs)} partitions, merged on the client")
+    lowering.finish = ClientTop(replace(local, backend="pandas"))
+    return Partitions(tops, list(inputs.owners), node.meta)

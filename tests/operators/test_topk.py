@@ -1,3 +1,5 @@
+import io
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -56,15 +58,26 @@ def test_top_k_is_the_head_of_the_sort(engine, data, n, na_position):
 
 
 def test_many_partitions_merge_in_a_tree_and_nothing_is_exchanged(engine, data):
+    """Kept on the workers (a persist), 20 lists merge 8 at a time; fetched (to_pandas), each
+    partition's list comes to the client as pandas and merges there, no merge or conversion
+    task of their own."""
     frame = top_k(gpuframe.from_pandas(data, npartitions=20), 10, "row", False)
     with get_task_stream() as stream:
-        result = run(frame)
+        frame.persist()
     stages = [key_split(task["key"]) for task in stream.data]
-    assert set(stages) == {"gpuframe-load-pandas", "gpuframe-top", "gpuframe-merge-top",
-                           "gpuframe-gather"}, stages
+    assert set(stages) == {"gpuframe-load-pandas", "gpuframe-top", "gpuframe-merge-top"}, stages
     assert stages.count("gpuframe-merge-top") == 3 + 1  # 20 lists by 8, then the 3 merged
     assert frame.npartitions == 1
+    assert run(frame)["row"].tolist() == list(range(1999, 1989, -1))
+    fetched = top_k(gpuframe.from_pandas(data, npartitions=20), 10, "row", False)
+    with get_task_stream() as stream:
+        result = run(fetched)
+    stages = [key_split(task["key"]) for task in stream.data]
+    assert set(stages) == {"gpuframe-load-pandas", "gpuframe-top"}, stages
     assert result["row"].tolist() == list(range(1999, 1989, -1))
+    explained = io.StringIO()
+    fetched.explain(file=explained)
+    assert "top 10 of 20 partitions, merged on the client" in explained.getvalue()
 
 
 def test_empty_partitions_and_a_tiny_frame(engine):
