@@ -18,7 +18,7 @@ from distributed import Future
 from ..backend import get_backend
 from ..plan.sort import SortKeys
 from ..plan.topk import TopK
-from ..runtime.runner import Partitions
+from ..runtime.runner import Job, Partitions
 from ..sent_schemas import SendsSchemas
 from .groupby import lower_into_one_task
 from .lowering import Lowering, lower
@@ -125,7 +125,7 @@ class ClientTop:
 
     local: LocalTop
 
-    def __call__(self, job: Any, tops: list[Future]) -> pd.DataFrame:
+    def __call__(self, job: Job, tops: list[Future]) -> pd.DataFrame:
         return merge_tops(self.local, job.gather(tops), last=True).reset_index(drop=True)
 
 
