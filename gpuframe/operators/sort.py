@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import decimal
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from distributed import Future
 from pandas.api.types import is_object_dtype
 
 from ..backend import get_backend
@@ -43,7 +44,7 @@ from ..exchange.mailbox import arrivals
 from ..exchange.placement import Contiguous
 from ..exchange.splitters import RangeSplitter
 from ..plan.sort import Sort, SortKeys
-from ..runtime.runner import Partitions
+from ..runtime.runner import Job, Partitions
 from ..sent_schemas import SendsSchemas
 from .groupby import lower_into_one_task
 from .lowering import Lowering, lower
@@ -232,6 +233,9 @@ def _(node: Sort, lowering: Lowering) -> Partitions:
                           ordering=placed)
     position = local.position
     sort = job.stage("sort")
+    fetched = lowering.to_client and lowering.root is node and node.npartitions in (None, 1)
+    if fetched and len(inputs.futures) == 1:
+        return _on_client(lowering, node, local, inputs)
     if node.npartitions in (None, 1) and len(inputs.futures) == 1:
         # Nothing to cut: sampling would only cost a round trip through the client.
         lowering.note(node, f"one task on {inputs.owners[0]}: one input partition, ordered "
@@ -245,6 +249,8 @@ def _(node: Sort, lowering: Lowering) -> Partitions:
                      job.backend, index=(i,), owner=owner, strict=False)
         for i, (part, owner) in enumerate(zip(inputs.futures, inputs.owners))])
     nbytes = [s.nbytes for s in samples]
+    if fetched and sum(nbytes) <= SMALL_BYTES:
+        return _on_client(lowering, node, local, inputs)
     if node.npartitions is None and sum(nbytes) <= SMALL_BYTES:
         owner = inputs.owners[int(np.argmax(nbytes))]
         lowering.note(node, f"one task on {owner}: {sum(nbytes)} bytes, ordered "
@@ -266,3 +272,36 @@ def _(node: Sort, lowering: Lowering) -> Partitions:
                            node=lowering.number(node))
                for b, owner in enumerate(buckets.owners)]
     return Partitions(futures, buckets.owners, node.meta, ordering=keys.ordering)
+
+
+def host_positioned(part: Any, partition: int, position: str, backend: str) -> pd.DataFrame:
+    """On the partition's owner: its rows with their positions, as pandas."""
+    return get_backend(backend).to_pandas(with_positions(part, partition, position))
+
+
+@dataclass(frozen=True)
+class ClientSort:
+    """On the client, the answer of a small sort that an action fetches: every partition,
+    fetched as pandas with its positions, sorted there (``local`` for the pandas backend).
+    Where one worker would sort them in a task of their own, the others' rows travel there, and
+    the answer then to the client, after a task that converts it."""
+
+    local: LocalSort
+
+    def __call__(self, job: Job, parts: list[Future]) -> pd.DataFrame:
+        return self.local(job.gather(parts)).reset_index(drop=True)
+
+
+def _on_client(lowering: Lowering, node: Sort, local: LocalSort, inputs: Partitions
+               ) -> Partitions:
+    """The sort of the plan's root into one partition, for an action that fetches it, where
+    its input is small (one partition, or :data:`SMALL_BYTES` by the samples): each partition
+    made pandas where it lies, sorted by the client (:class:`ClientSort`)."""
+    stage = lowering.job.stage("host-sort")
+    parts = [stage.submit(host_positioned, part, i, local.position, lowering.job.backend,
+                          index=(i,), owner=owner)
+             for i, (part, owner) in enumerate(zip(inputs.futures, inputs.owners))]
+    lowering.note(node, f"on the client: {len(parts)} partition{'s' if len(parts) > 1 else ''} "
+                        f"fetched as pandas, ordered {node.keys.describe()}")
+    lowering.finish = ClientSort(replace(local, backend="pandas"))
+    return Partitions(parts, list(inputs.owners), node.meta)

@@ -214,18 +214,42 @@ def test_a_sort_above_the_small_bytes_takes_the_exchange(engine, monkeypatch, da
 
 
 def test_one_input_partition_is_sorted_in_one_task_without_sampling(engine, data):
+    """Kept on the workers (a persist), one task sorts it; fetched (to_pandas), it comes to the
+    client as pandas, sorted there. Neither samples."""
     # SMALL_BYTES is -1 here (the fixture): only the one partition keeps it one task.
-    frame = sort_values(gpuframe.from_pandas(data, npartitions=1), ["s", "k"], [False, True],
+    expected = expected_order(data, ["s", "k"], [False, True], "first")
+    for fetch in (False, True):
+        frame = sort_values(gpuframe.from_pandas(data, npartitions=1), ["s", "k"],
+                            [False, True], "first")
+        with get_task_stream() as stream:
+            result = frame.to_pandas() if fetch else frame.persist().to_pandas()
+        pd.testing.assert_frame_equal(result.reset_index(drop=True), expected)
+        stages = {key_split(task["key"]) for task in stream.data}
+        assert "gpuframe-sample-sort" not in stages, stages
+        assert ("gpuframe-sort" in stages) == (not fetch), stages
+        assert ("gpuframe-host-sort" in stages) == fetch, stages
+        text = io.StringIO()
+        frame.explain(file=text)
+        assert ("on the client: 1 partition fetched as pandas" in text.getvalue()) == fetch
+        assert ("one input partition" in text.getvalue()) == (not fetch)
+
+
+def test_a_small_sort_that_an_action_fetches_is_sorted_on_the_client(engine, monkeypatch,
+                                                                      data):
+    """Four partitions, under SMALL_BYTES by their samples: each comes to the client as pandas
+    with its positions, and the client sorts them, ties in input order; no sort task."""
+    monkeypatch.setattr(sort_operator, "SMALL_BYTES", 32 * 2**20)
+    frame = sort_values(gpuframe.from_pandas(data, npartitions=4), ["k", "s"], [False, True],
                         "first")
     with get_task_stream() as stream:
         result = frame.to_pandas().reset_index(drop=True)
-    pd.testing.assert_frame_equal(result, expected_order(data, ["s", "k"], [False, True],
+    pd.testing.assert_frame_equal(result, expected_order(data, ["k", "s"], [False, True],
                                                          "first"))
     stages = {key_split(task["key"]) for task in stream.data}
-    assert "gpuframe-sort" in stages and "gpuframe-sample-sort" not in stages, stages
+    assert "gpuframe-host-sort" in stages and "gpuframe-sort" not in stages, stages
     text = io.StringIO()
     frame.explain(file=text)
-    assert "one input partition" in text.getvalue()
+    assert "on the client: 4 partitions fetched as pandas, ordered" in text.getvalue()
 
 
 @pytest.mark.parametrize("strategy", ["tree", "shuffle"])
