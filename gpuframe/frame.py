@@ -302,7 +302,6 @@ class DistributedFrame:
             if execution.finish is not None:
                 # Its partitions are the inputs of the client's last step, not the frame's:
                 # the run is kept for explain() alone, unless the workers finish after all.
-                job.wait(parts.futures)
                 self._explained = execution
                 done = execution.finish(job, parts.futures)
                 if isinstance(done, pd.DataFrame):

@@ -316,8 +316,10 @@ class OnClient:
     tree: Callable[[], Partitions] | None
 
     def __call__(self, job: Job, partials: list[Future]) -> pd.DataFrame | Partitions:
-        if self.tree is not None and not all(f.type is HostPartials for f in partials):
-            return self.tree()
+        if self.tree is not None:
+            job.wait(partials)  # each result's type is known once it is made
+            if not all(f.type is HostPartials for f in partials):
+                return self.tree()
         return self.finish(job.gather(partials))
 
 

@@ -54,8 +54,8 @@ class Lowering:
         self.to_client = to_client
         """Whether the action fetches the root's output to the client as pandas."""
         self.finish: Callable[[Job, list[Future]], pd.DataFrame | Partitions] | None = None
-        """Where an operator left the root's last step to the client (``to_client`` only): what,
-        once the root's partitions are made, gives the result from them, or the partitions the
+        """Where an operator left the root's last step to the client (``to_client`` only): what
+        waits for the root's partitions and gives the result from them, or the partitions the
         workers finish the root into after all."""
         self.scans: list[ScanRecord] = []
         """What each read of the run fetched, for read reports."""
