@@ -180,7 +180,8 @@ def _device_arg(name: Any, column: Any) -> tuple:
 def _device_spec(name: Any, column: Any, arg: tuple) -> ColumnSpec:
     """How a cuDF column, passed to the core as ``arg``, is packed."""
     kind, width, _, _, validity, _ = arg
-    return ColumnSpec(name, kind, width, validity is not None, column.plc_column.type())
+    return ColumnSpec(name, kind, width, validity is not None, column.plc_column.type(),
+                      column.dtype)
 
 
 _DEVICE_FLOATING = ("FLOAT32", "FLOAT64")
@@ -202,6 +203,8 @@ def _device_bytes(span: Any) -> tuple[int, int] | None:
 def _unpack_device(part: PackedBucket) -> Any:
     import cudf
     import pylibcudf as plc
+    from cudf.core.column import ColumnBase
+    from cudf.core.column_accessor import ColumnAccessor
 
     rows, data = part.rows, part.data
     columns = []
@@ -227,5 +230,9 @@ def _unpack_device(part: PackedBucket) -> Any:
             columns.append(plc.Column(spec.packed_type, rows,
                                       plc.gpumemoryview(data[values:values + rows * spec.width]),
                                       mask, null_count, 0, []))
-    return cudf.DataFrame.from_pylibcudf(plc.Table(columns),
-                                         metadata={"columns": [s.name for s in part.columns]})
+    # Each column as the frame's own dtype, not pylibcudf's default for its type: a column of
+    # pandas' Int64 or a zoned timestamp comes back as it went.
+    return cudf.DataFrame._from_data(ColumnAccessor(
+        {spec.name: ColumnBase.create(column, spec.type)
+         for spec, column in zip(part.columns, columns)},
+        verify=False, rangeindex=not columns))

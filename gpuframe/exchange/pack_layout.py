@@ -51,9 +51,10 @@ class ColumnSpec:
     """How one column is packed: the same for every destination, so it is sent once.
 
     ``packed_type`` is the type of the packed buffers (a ``pyarrow.DataType`` on the CPU, a
-    ``pylibcudf.DataType`` on the GPU); ``type`` is the Arrow type
-    :func:`~gpuframe.exchange.pack.unpack` gives back on the CPU (it differs for booleans and
-    dictionaries), None on the GPU.
+    ``pylibcudf.DataType`` on the GPU); ``type`` is the type
+    :func:`~gpuframe.exchange.pack.unpack` gives back: an Arrow type on the CPU (it differs for
+    booleans and dictionaries), the frame's own cuDF dtype on the GPU (pandas' nullable and
+    time-zone dtypes, which the packed type does not carry).
     """
 
     name: Any  # a string, except for cuDF frames with other column labels
@@ -61,7 +62,7 @@ class ColumnSpec:
     width: int  # bytes per value, or per string offset
     nullable: bool  # whether a validity bitmap is packed
     packed_type: Any
-    type: pa.DataType | None = None
+    type: Any = None
     dictionary: pa.Array | None = None
     """A dictionary column's dictionary (CPU): every destination gets it back whole, so its
     categories are the frame's, not the values that reached it (pandas concatenates

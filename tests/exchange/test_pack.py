@@ -813,6 +813,30 @@ def test_cudf_frames_partition_like_arrow_tables():
 
 
 @pytest.mark.gpu
+def test_cudf_frames_keep_their_own_dtypes_through_a_split():
+    """cuDF keeps pandas' nullable and zoned dtypes on its columns, which the packed types lack:
+    each destination's columns come back as the frame's, nulls and zones included."""
+    device_or_skip()
+    cudf = pytest.importorskip("cudf")
+    rng = np.random.default_rng(13)
+    rows = 5000
+    values = pd.DataFrame({
+        "k": rng.integers(0, 100, rows),
+        "n": pd.array(rng.integers(0, 9, rows), dtype="Int64"),
+        "b": pd.array(rng.random(rows) < 0.5, dtype="boolean"),
+        "f": pd.array(rng.random(rows), dtype="Float64"),
+        "z": pd.date_range("2026-01-01", periods=rows, freq="min", tz="Europe/Paris"),
+        "p": rng.random(rows)})
+    values.loc[::7, ["n", "b", "f"]] = None
+    frame = cudf.from_pandas(values)
+    parts = hash_split(frame, ["k"], 5)
+    got = pd.concat([part.to_pandas() for part in parts]).sort_values(["k", "p"])
+    expected = frame.to_pandas().sort_values(["k", "p"])
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), expected.reset_index(drop=True))
+    assert got.n.dtype == "Int64" and str(got.z.dt.tz) == "Europe/Paris"  # what cuDF kept
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("on", [["i32"], ["s", "i64"]])  # the scratch of a plain key, of others
 def test_cudf_partitions_keep_their_scratch_per_stream(on):
     """Each thread keeps the core's scratch and page-locked totals between calls on one stream:
