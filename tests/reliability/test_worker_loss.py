@@ -151,6 +151,8 @@ def test_a_worker_killed_mid_stage_gives_the_result_or_names_itself(
 @pytest.mark.parametrize("case", CASES, ids=[case.stage for case in CASES])
 def test_a_gpu_worker_killed_mid_stage_gives_the_result_or_names_itself(
         gpu_engine, inputs, case, kill_settings):
+    if len(gpu_engine.workers) < 2:
+        pytest.skip("a worker killed while another finishes the job: needs two GPUs")
     kill_repeatedly(gpu_engine, inputs, case, GPU_KILLS)
 
 
