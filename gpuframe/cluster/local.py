@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,6 +36,10 @@ GPU_THREADS_PER_WORKER = 4
 """Threads of a GPU worker unless the options say: its reads, each decoded on its thread's
 stream, overlap on the GPU, and the TPC-H queries take less time than on one thread
 (benchmarks/results/2026-11-28-s34-gpus-h100x2.md)."""
+
+LOOP_THREAD_NAME = "IO loop"
+"""The name of the thread in which a Dask loop runner runs its event loop
+(``distributed.utils.LoopRunner``)."""
 
 UCX_ENVIRONMENT = {"UCXPY_PROGRESS_MODE": "thread", "UCXPY_ENABLE_PYTHON_FUTURE": "1"}
 """How UCX-Py progresses in gpuframe's processes over UCX, where the user's environment sets
@@ -241,7 +246,7 @@ def hold_ucx_progress(cluster: LocalCluster) -> Callable[[], None]:
 
 def stop_stale_ucx_notifier() -> None:
     """Stop this process's UCX-Py notifier thread where the event loop it completes futures on
-    no longer runs or the thread has died.
+    no longer runs, or its Dask loop runner has stopped it, or the thread has died.
 
     UCX-Py binds that thread to the loop that ran its first connection, and distributed-ucxx stops
     it only once its last connection is gone. One left from a closed cluster (a connection not yet
@@ -253,8 +258,23 @@ def stop_stale_ucx_notifier() -> None:
     if context is None or thread is None:
         return
     loop = getattr(thread, "_args", (None,))[0]  # a thread's arguments go once it has ended
-    if thread.is_alive() and isinstance(loop, asyncio.AbstractEventLoop) and loop.is_running():
+    if thread.is_alive() and isinstance(loop, asyncio.AbstractEventLoop) and loop.is_running() \
+            and not _stopped_by_its_runner(loop):
         return
     context.stop_notifier_thread()
     context.worker.clear_python_futures_pool()  # what a thread that died left made on its loop
     logger.info("stopped a UCX-Py notifier thread left on an event loop that has stopped")
+
+
+def _stopped_by_its_runner(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` runs in the thread of a Dask loop runner that has stopped it: a closed
+    cluster's loop still shutting down. Its runner waits 10 s for that and then lets the next
+    cluster start, the loop still running, on a loaded machine."""
+    from distributed.utils import LoopRunner
+
+    running = list(LoopRunner._all_loops)
+    if any(getattr(io_loop, "asyncio_loop", None) is loop for io_loop in running):
+        return False
+    ident = getattr(loop, "_thread_id", None)  # set while the loop runs
+    return any(thread.ident == ident and thread.name == LOOP_THREAD_NAME
+               for thread in threading.enumerate())

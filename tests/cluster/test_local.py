@@ -1,5 +1,6 @@
 import asyncio
 import os
+import threading
 
 import pandas as pd
 import pytest
@@ -8,6 +9,7 @@ import gpuframe
 from gpuframe.backend import get_backend
 from gpuframe.cluster.hardware import Gpu, ucx_available
 from gpuframe.cluster.local import (
+    LOOP_THREAD_NAME,
     UCX_ENVIRONMENT,
     CpuFallbackWarning,
     choose_backend,
@@ -174,6 +176,50 @@ def test_a_ucx_cluster_starts_after_one_left_its_notifier_on_a_stopped_loop(monk
         keys = gpuframe.from_pandas(pd.DataFrame({"k": range(10)}), npartitions=2)
         assert len(keys.merge(keys, on="k", broadcast_bytes=0).to_pandas()) == 10
         assert all(worker.startswith("ucx://") for worker in engine.workers)
+
+
+def notifier_on_a_loop_shutting_down() -> threading.Event:
+    """What a closed UCX cluster can leave on a loaded machine: UCX-Py's notifier thread bound
+    to the cluster's event loop, which its Dask loop runner has stopped (it waited 10 s) but
+    which still runs in its thread, shutting down. Set the event returned to let it end."""
+    import distributed_ucxx.ucxx
+    import ucxx
+
+    bound, ending = threading.Event(), threading.Event()
+
+    async def hold_the_notifier():
+        distributed_ucxx.ucxx.init_once()
+        context = ucxx.core._get_ctx()
+        context.stop_notifier_thread()  # any earlier test's, so that it binds to this loop
+        context.worker.clear_python_futures_pool()
+        context.start_notifier_thread()
+        bound.set()
+        await asyncio.get_running_loop().run_in_executor(None, ending.wait)
+
+    def run():
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(hold_the_notifier())
+        loop.close()
+
+    with ucx_environment("ucx"):
+        threading.Thread(target=run, name=LOOP_THREAD_NAME, daemon=True).start()
+        assert bound.wait(30)
+    return ending
+
+
+@pytest.mark.skipif(not ucx_available(), reason="distributed-ucxx not installed")
+def test_a_ucx_cluster_starts_while_a_closed_clusters_loop_still_shuts_down(monkeypatch):
+    for name in UCX_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    ending = notifier_on_a_loop_shutting_down()
+    try:
+        with start_cluster(backend="pandas", protocol="ucx", n_workers=2,
+                           dashboard_address="127.0.0.1:0") as engine:
+            keys = gpuframe.from_pandas(pd.DataFrame({"k": range(10)}), npartitions=2)
+            assert len(keys.merge(keys, on="k", broadcast_bytes=0).to_pandas()) == 10
+            assert all(worker.startswith("ucx://") for worker in engine.workers)
+    finally:
+        ending.set()
 
 
 @pytest.mark.skipif(not ucx_available(), reason="distributed-ucxx not installed")
