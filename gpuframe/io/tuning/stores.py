@@ -4,6 +4,7 @@ process makes once per store and keeps (:func:`remembered_concurrency`).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from urllib.parse import urlparse
@@ -18,11 +19,17 @@ from .model import (
 )
 from .probe import probe_storage
 
-_measured: dict[tuple[str, str, str | None], tuple[tuple[StoreProbe, ...], int, int]] = {}
+logger = logging.getLogger("gpuframe")
+
+Store = tuple[str, str, str | None]
+Probe = Callable[[], tuple[Sequence[StoreProbe], int, int]]
+
+_measured: dict[Store, tuple[tuple[StoreProbe, ...], int, int]] = {}
+_probing: set[Store] = set()  # stores probed in a thread of their own (concurrency_meanwhile)
 _measured_lock = threading.Lock()
 
 
-def store_of(path: str, storage: StorageOptions) -> tuple[str, str, str | None]:
+def store_of(path: str, storage: StorageOptions) -> Store:
     """What one measurement covers: a scheme and host (and the S3 endpoint)."""
     if "://" not in path or path.startswith("file://"):
         return ("file", "", None)
@@ -36,8 +43,7 @@ def forget_measurements() -> None:
         _measured.clear()
 
 
-def remembered_concurrency(path: str, storage: StorageOptions,
-                           probe: Callable[[], tuple[Sequence[StoreProbe], int, int]],
+def remembered_concurrency(path: str, storage: StorageOptions, probe: Probe,
                            fragment_bytes: int | None = None) -> Concurrency:
     """The concurrency for ``path``'s store: configured, or chosen (:func:`choose_concurrency`)
     for this read's ``storage`` options and ``fragment_bytes`` from the store's probes, made
@@ -65,10 +71,47 @@ def remembered_concurrency(path: str, storage: StorageOptions,
                               fragment_bytes=fragment_bytes, node_readers=known[2])
 
 
+def concurrency_meanwhile(path: str, storage: StorageOptions, probe: Probe,
+                          fragment_bytes: int | None = None) -> Concurrency:
+    """:func:`remembered_concurrency`, except that a store not measured yet is probed in a
+    thread of its own while this read goes on with :func:`unmeasured_concurrency`; later reads
+    choose from the probe once it is in. For local files: their probe (about 0.6 s) was most of
+    what a process's first query paid beyond a warm one, more than any setting gains a read
+    from the page cache or a local disk."""
+    store = store_of(path, storage)
+    with _measured_lock:
+        known = store in _measured or storage.requests_in_flight is not None
+        start = not known and store not in _probing
+        if start:
+            _probing.add(store)
+    if known:
+        return remembered_concurrency(path, storage, probe, fragment_bytes)
+    if start:
+        threading.Thread(target=_probe_meanwhile, args=(store, path, probe), daemon=True,
+                         name="gpuframe-store-probe").start()
+    return unmeasured_concurrency(storage)
+
+
+def _probe_meanwhile(store: Store, path: str, probe: Probe) -> None:
+    """The thread of :func:`concurrency_meanwhile`: the store's probes remembered, or the
+    failure logged and the store left unmeasured, so that a later read probes again."""
+    try:
+        probes, readers, node_readers = probe()
+        with _measured_lock:
+            _measured.setdefault(store, (tuple(probes), readers, node_readers))
+    except Exception as exc:  # noqa: BLE001 (the reads go on unmeasured; the read reports errors)
+        logger.warning("measuring the store of %s failed (%s): its reads keep unmeasured "
+                       "requests until a later read measures it", path, exc)
+    finally:
+        with _measured_lock:
+            _probing.discard(store)
+
+
 def unmeasured_concurrency(storage: StorageOptions) -> Concurrency:
-    """The concurrency of a read that plans fewer than ``probe_min_bytes``: the probe reads for
-    about a second, far more time and bytes than such a read takes with any sensible setting
-    (benchmarks/results/2026-11-25-figures-from-io-comments.md).
+    """The concurrency of a read that plans fewer than ``probe_min_bytes`` (the probe reads for
+    about a second, far more time and bytes than such a read takes with any sensible setting:
+    benchmarks/results/2026-11-25-figures-from-io-comments.md), or of a local read while its
+    store's probe runs (:func:`concurrency_meanwhile`).
     :data:`~.model.UNMEASURED_REQUESTS` of ``task_size`` (else
     :data:`~.model.DEFAULT_REQUEST_SIZE`); nothing is remembered, so a larger read still
     probes."""

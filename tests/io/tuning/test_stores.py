@@ -3,11 +3,19 @@ server of the fixtures."""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+
+import numpy as np
+
 from gpuframe.io.storage import open_source
 from gpuframe.io.storage.base import StorageOptions, storage_options
 from gpuframe.io.tuning import stores
 from gpuframe.io.tuning.model import (
     Concurrency,
+    StoreProbe,
+    choose_concurrency,
     choose_request_size,
     littles_law,
 )
@@ -77,3 +85,79 @@ def test_the_probe_adds_requests_while_the_store_serves_more(http_server):
     chosen = _measured_through(http_server, "shaped-0ms-2MBps")
     assert chosen.bandwidth > 10 * chosen.alone_bandwidth, chosen
     assert chosen.probed_at_once >= 16 and chosen.requests_in_flight >= 16, chosen
+
+
+def test_a_store_measured_meanwhile_is_probed_once_in_the_background():
+    """Reads go on unmeasured while the probe runs, however many ask; the probe runs once, in
+    a thread of its own, and the reads after it choose from it."""
+    stores.forget_measurements()
+    release, calls = threading.Event(), []
+    probe = MEASURED_PROBE
+    def slow_probe():
+        calls.append(threading.current_thread().name)
+        assert release.wait(10)
+        return [probe], 1, 0
+
+    path, options = "/data/x.parquet", storage_options()
+    for _ in range(3):
+        assert stores.concurrency_meanwhile(path, options, slow_probe).source == "unmeasured"
+    release.set()
+    assert _wait_until(lambda: stores.store_of(path, options) in stores._measured)
+    chosen = stores.concurrency_meanwhile("/other/y.csv", options, slow_probe)  # one local store
+    assert chosen == choose_concurrency([probe], options, readers=1, node_readers=0)
+    assert chosen.source == "measured"
+    assert calls == ["gpuframe-store-probe"]
+    configured = stores.concurrency_meanwhile(path, storage_options(requests_in_flight=3),
+                                              slow_probe)
+    assert (configured.source, configured.requests_in_flight) == ("configured", 3)
+    stores.forget_measurements()
+
+
+def test_a_failed_background_probe_is_logged_and_tried_again(caplog):
+    stores.forget_measurements()
+    outcomes = [OSError("disk gone"), None]
+
+    def probe():
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+        return [MEASURED_PROBE], 1, 0
+
+    path, options = "/data/x.parquet", storage_options()
+    with caplog.at_level(logging.WARNING, logger="gpuframe"):
+        assert stores.concurrency_meanwhile(path, options, probe).source == "unmeasured"
+        assert _wait_until(lambda: not stores._probing)
+    assert "measuring the store of /data/x.parquet failed (disk gone)" in caplog.text
+    assert stores.concurrency_meanwhile(path, options, probe).source == "unmeasured"
+    assert _wait_until(lambda: stores.store_of(path, options) in stores._measured)
+    assert stores.concurrency_meanwhile(path, options, probe).source == "measured"
+    assert outcomes == []
+    stores.forget_measurements()
+
+
+def test_a_local_plans_first_read_does_not_wait_for_its_probe(tmp_path):
+    """measure_here on a local file: unmeasured at once, measured on the real file after."""
+    from gpuframe.io.planning.plan import measure_here
+
+    stores.forget_measurements()
+    path = tmp_path / "blob.bin"
+    path.write_bytes(np.random.default_rng(0).bytes(8 * 2**20))
+    first = measure_here(str(path), storage_options(), 2**20)
+    assert first.source == "unmeasured"
+    assert _wait_until(lambda: ("file", "", None) in stores._measured, timeout=60)
+    later = measure_here(str(path), storage_options(), 2**20)
+    assert later.source == "measured" and later.latency_s > 0 and later.bandwidth > 0
+    stores.forget_measurements()
+
+
+MEASURED_PROBE = StoreProbe(latency_s=0.001, stream_bandwidth=1e9, bandwidth=4e9,
+                            request_seconds=0.004, request_size=4 * 2**20, requests_at_once=4)
+
+
+def _wait_until(condition, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
