@@ -1,6 +1,9 @@
 """A cold cluster: start-up and the first query, against a warm query and Dask's own cluster.
 
-Each variant runs in a fresh Python process, so every worker and the client start cold:
+Each variant runs in a fresh Python process, so every worker and the client start cold, and
+with an empty CuPy kernel cache of its own (``CUPY_CACHE_DIR``), as on a machine's first run: a
+cache an earlier variant filled spared the later ones' first queries CuPy's compiles
+(--shared-kernel-cache keeps the user's cache, as on later runs):
 
   dask     dask-cuda's LocalCUDACluster (LocalCluster without GPUs) and a client, started
            alone with gpuframe's worker options: the start-up gpuframe adds to.
@@ -18,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -103,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--shared-kernel-cache", action="store_true",
+                        help="every variant uses the user's CuPy kernel cache")
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     data = generate(args.dir, "int64", args.rows, args.files)
@@ -114,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         command = [sys.executable, __file__, "--child", variant, "--rows", str(args.rows),
                    "--files", str(args.files), "--dir", str(args.dir), "--repeat",
                    str(args.repeat)] + (["--workers", str(args.workers)] if args.workers else [])
-        done = subprocess.run(command, capture_output=True, text=True)
+        with tempfile.TemporaryDirectory(prefix=f"gpuframe-cold-{variant}-") as cache:
+            env = dict(os.environ) if args.shared_kernel_cache else \
+                dict(os.environ, CUPY_CACHE_DIR=cache)
+            done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             print(f"{variant} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
             return 1

@@ -9,7 +9,8 @@ what a first query would:
   starts, before :func:`begin` returns, while the cluster starts);
 - CUDA loads each kernel's module at its first launch (lazy loading): cuDF's Parquet writer and
   reader, hash joins on int, string and two-column keys, groupby aggregations, sorts, and the
-  native core's hash and pack kernels;
+  native core's hash and pack kernels; CuPy compiles its kernels at their first use (once per
+  machine, then from its disk cache), such as those that count a copied side's repeated keys;
 - the exchange's first delivery to each peer: the connection (UCX endpoints, TCP sockets), the
   serializers and, over TCP, the pinned pool buckets cross through, by a real delivery of a tiny
   frame to every worker's mailbox (dropped right after).
@@ -36,6 +37,7 @@ import pandas as pd
 
 from ..backend import get_backend
 from ..exchange.mailbox import forget, send_from
+from ..exchange.pack import hash_rows, longest_repeat
 from ..exchange.splitters import HashSplitter
 
 if TYPE_CHECKING:
@@ -76,6 +78,7 @@ def warm_worker(worker: Worker, backend_name: str, peers: list[str], wrap: bool
     start = time.perf_counter()
     for keys in (["k"], ["s"], ["k", "j"]):
         HashSplitter(tuple(keys), max(2, len(peers))).split(frame, 0)
+        longest_repeat(hash_rows(frame, keys))  # as a copied side's repeats are counted
         backend.join(frame, frame, "inner", keys, keys, ("_x", "_y"))
     frame.groupby("k").agg({"x": ["sum", "count", "mean", "min", "max", "var"]})
     frame.sort_values(["k", "s"])

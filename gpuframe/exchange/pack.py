@@ -152,6 +152,24 @@ def hash_rows(table: Any, on: Sequence[str], *, threads: int | None = None) -> A
     return _core.hash_rows(args, table.num_rows, _check_threads(threads))
 
 
+def longest_repeat(hashes: Any) -> int:
+    """The most times one value occurs in ``hashes`` (a NumPy or CuPy array, not empty). On a
+    GPU, the longest run of equal values once sorted: cuDF's ``value_counts`` names its result
+    through a pandas index built on the host, most of its time; on the host, pandas' hash
+    table, which needs no sort."""
+    if isinstance(hashes, np.ndarray):
+        import pandas as pd
+
+        return int(pd.Series(hashes).value_counts(sort=False).max())
+    import cupy
+
+    ordered = cupy.sort(hashes)
+    starts = cupy.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    bounds = cupy.concatenate([cupy.zeros(1, starts.dtype), starts,
+                               cupy.full(1, len(ordered), starts.dtype)])
+    return int(cupy.diff(bounds).max())
+
+
 def hash_split(frame: Any, on: Sequence[str], n: int, sealed: bool = False) -> list[Any]:
     """``frame``'s rows split into ``n`` frames of its own library (pandas, cuDF or pyarrow) by
     the hash of ``on``: what the exchange sends to each worker. ``sealed``: :class:`Parcel`

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from dask.sizeof import sizeof
 
@@ -24,7 +23,7 @@ from ..cluster.memory import this_worker_memory
 from ..errors import SpeculationError
 from ..exchange.digest import UnhashableKeyError, holds_objects, unhashable_type
 from ..exchange.mailbox import arrivals
-from ..exchange.pack import hash_rows
+from ..exchange.pack import hash_rows, longest_repeat
 from ..exchange.splitters import cast_keys
 from ..sent_schemas import SendsSchemas
 from ..units import byte_text
@@ -162,22 +161,6 @@ def most_repeats(frame: Any, keys: list[str], side: str, backend: str) -> int:
     # Rows counted by their keys' 64-bit hash, as the exchange hashes them: cuDF's groupby
     # cannot index its groups by decimal keys. A collision only raises the bound.
     return longest_repeat(hash_rows(frame, keys))
-
-
-def longest_repeat(hashes: Any) -> int:
-    """The most times one value occurs in ``hashes`` (a NumPy or CuPy array, not empty). On a
-    GPU, the longest run of equal values once sorted: cuDF's ``value_counts`` names its result
-    through a pandas index built on the host, most of its time; on the host, pandas' hash
-    table, which needs no sort."""
-    if isinstance(hashes, np.ndarray):
-        return int(pd.Series(hashes).value_counts(sort=False).max())
-    import cupy
-
-    ordered = cupy.sort(hashes)
-    starts = cupy.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    bounds = cupy.concatenate([cupy.zeros(1, starts.dtype), starts,
-                               cupy.full(1, len(ordered), starts.dtype)])
-    return int(cupy.diff(bounds).max())
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ cluster's start-up took a scheduler protocol)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,3 +28,30 @@ def test_a_small_run_times_every_variant(tmp_path, capsys):
         assert start > 0 and first > 0 and warm > 0, rows[variant]
     assert "2 workers, backend pandas" in out
     assert out.count("first query:") == 2 and out.count("warm query:") == 2
+
+
+def test_each_variant_gets_an_empty_kernel_cache_of_its_own(tmp_path, monkeypatch, capsys):
+    """As on a machine's first run, whatever ran before; --shared-kernel-cache keeps the
+    user's."""
+    seen: list[str | None] = []
+
+    def run(command, env, **_):
+        cache = env.get("CUPY_CACHE_DIR")
+        seen.append(cache)
+        assert cache is None or not any(Path(cache).iterdir())
+        if cache is not None:
+            (Path(cache) / "kernel.cubin").write_bytes(b"")  # what a variant's compiles leave
+        figures = {"start": 1.0} if "dask" in command else \
+            {"start": 1.0, "first": 0.5, "warm": 0.25, "protocol": "tcp", "backend": "pandas",
+             "workers": 1, "stages": {}, "hot": []}
+        return subprocess.CompletedProcess(command, 0, json.dumps(figures) + "\n", "")
+
+    monkeypatch.delenv("CUPY_CACHE_DIR", raising=False)
+    monkeypatch.setattr(cold_start.subprocess, "run", run)
+    arguments = ["--rows", "100", "--files", "1", "--dir", str(tmp_path)]
+    assert cold_start.main(arguments) == 0
+    assert len(seen) == 3 and len(set(seen)) == 3 and None not in seen
+    seen.clear()
+    assert cold_start.main(arguments + ["--shared-kernel-cache"]) == 0
+    assert seen == [None, None, None]
+    capsys.readouterr()
