@@ -57,3 +57,10 @@ def schema_key(meta: pd.DataFrame) -> tuple[tuple[Any, Any], ...]:
     rewrite of the nodes above them, and reading a frame's dtypes builds a Series each time."""
     return remembered_of("schema key", meta,
                          lambda frame: tuple(zip(frame.columns, frame.dtypes)))
+
+
+def column_names(meta: pd.DataFrame) -> tuple[Any, ...]:
+    """``meta``'s column labels, in order. Read once per frame while remembered: the optimizer
+    asks each node's columns at every rewrite, and iterating pandas' Index of Arrow-backed
+    strings (pandas 3's default) takes Python time per label."""
+    return remembered_of("column names", meta, lambda frame: tuple(frame.columns))

@@ -76,3 +76,17 @@ def test_an_answer_of_a_thing_is_its_own_whatever_its_id_became(monkeypatch):
     # its own
     memo._of[("length", id(other))] = ([9], 1)
     assert memo.remembered_of("length", other, find) == 3 and calls == [first, other]
+
+
+def test_a_frame_s_column_names_are_read_once_and_a_node_s_columns_are_its_own_list(
+        monkeypatch):
+    from gpuframe.plan.nodes import FromPandas
+
+    monkeypatch.setattr(memo, "_of", {})
+    frame = pd.DataFrame({"b": pd.Series([], dtype="str"), "a": [], 3: []})
+    names = memo.column_names(frame)
+    assert names == ("b", "a", 3) and memo.column_names(frame) is names
+    node = FromPandas(pd.DataFrame({"x": [1], "y": ["z"]}), 1)
+    columns = node.columns
+    columns.append("w")  # a caller's list to change: the node's stay
+    assert node.columns == ["x", "y"]

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..config import GroupByOptions
 from ..errors import OptionError
+from ..remembered import schema_key
 from .nodes import Node, check_columns
 
 FUNCTIONS = ("sum", "count", "size", "mean", "min", "max", "var", "std", "nunique", "first",
@@ -106,7 +107,8 @@ def aggregate_schema(meta: pd.DataFrame, keys: Sequence[str],
     remembered by them, since the optimizer rebuilds a plan's aggregates several times per
     query and pandas takes milliseconds for each."""
     used = dict.fromkeys([*keys, *(a.column for a in aggregations if a.column is not None)])
-    dtypes = tuple((name, meta.dtypes[name]) for name in used)
+    known = dict(schema_key(meta))
+    dtypes = tuple((name, known[name]) for name in used)
     return _schema_of(dtypes, tuple(keys), tuple(aggregations)).copy()
 
 

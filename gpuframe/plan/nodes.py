@@ -25,7 +25,7 @@ from ..config import JoinOptions
 from ..errors import ExpressionError, JoinError, OptionError, UnknownColumnError
 from ..exchange.placement import Partitioning
 from ..operators.join_schema import HOWS, KeyTypes, join_keys, join_schema, unique_sides
-from ..remembered import remembered, schema_key
+from ..remembered import column_names, remembered, schema_key
 from .expr import Expr, evaluate_mask
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Node:
 
     @property
     def columns(self) -> list[str]:
-        return list(self.meta.columns)
+        return list(column_names(self.meta))
 
 
 def every_node(root: Node) -> list[Node]:
@@ -497,22 +497,23 @@ class Join(Node):
     def sources(self) -> dict[str, tuple[str, str]]:
         """Each output column's (side, input column); {} where the names cannot be traced
         (the optimizer then moves nothing through this join)."""
-        left, right = self.left.meta.columns, self.right.meta.columns
+        left, right = column_names(self.left.meta), column_names(self.right.meta)
+        in_left, in_right = set(left), set(right)
         shared = {lk for lk, rk in zip(self.left_keys, self.right_keys) if lk == rk}
         semi = self.how in ("leftsemi", "leftanti")
         traced: list[tuple[str, tuple[str, str]]] = []
         for name in left:
-            clash = name in right and name not in shared and not semi
+            clash = name in in_right and name not in shared and not semi
             traced.append((f"{name}{self.suffixes[0] or ''}" if clash else name,
                            ("left", name)))
         if not semi:
             for name in right:
                 if name in shared:
                     continue
-                clash = name in left
+                clash = name in in_left
                 traced.append((f"{name}{self.suffixes[1] or ''}" if clash else name,
                                ("right", name)))
-        if [name for name, _ in traced] != list(self.meta.columns):
+        if tuple(name for name, _ in traced) != column_names(self.meta):
             return {}
         return dict(traced)
 

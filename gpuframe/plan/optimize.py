@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import singledispatch
 
+from ..remembered import schema_key
 from .aggregate import GroupBy
 from .concat import Concat
 from .distinct import Distinct
@@ -229,7 +230,7 @@ def _(node: Join, conditions: list[Expr], memo: Memo) -> Node:
 
 @_push.register
 def _(node: Scan, conditions: list[Expr], memo: Memo) -> Node:
-    dtypes = dict(node.read.full_meta.dtypes)
+    dtypes = dict(schema_key(node.read.full_meta))
     filters = node.filters
     above = []
     for condition in conditions:
