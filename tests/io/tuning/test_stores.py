@@ -93,17 +93,20 @@ def test_a_store_measured_meanwhile_is_probed_once_in_the_background():
     stores.forget_measurements()
     release, calls = threading.Event(), []
     probe = MEASURED_PROBE
+
     def slow_probe():
         calls.append(threading.current_thread().name)
         assert release.wait(10)
         return [probe], 1, 0
 
-    path, options = "/data/x.parquet", storage_options()
+    # A store of its own: a local probe another test started may still run in this process.
+    path, options = "http://meanwhile-once.test/x.parquet", storage_options()
     for _ in range(3):
         assert stores.concurrency_meanwhile(path, options, slow_probe).source == "unmeasured"
     release.set()
     assert _wait_until(lambda: stores.store_of(path, options) in stores._measured)
-    chosen = stores.concurrency_meanwhile("/other/y.csv", options, slow_probe)  # one local store
+    chosen = stores.concurrency_meanwhile("http://meanwhile-once.test/y.csv", options,
+                                          slow_probe)  # the same store: measured once
     assert chosen == choose_concurrency([probe], options, readers=1, node_readers=0)
     assert chosen.source == "measured"
     assert calls == ["gpuframe-store-probe"]
@@ -123,13 +126,14 @@ def test_a_failed_background_probe_is_logged_and_tried_again(caplog):
             raise outcome
         return [MEASURED_PROBE], 1, 0
 
-    path, options = "/data/x.parquet", storage_options()
+    path, options = "http://meanwhile-again.test/x.parquet", storage_options()
+    store = stores.store_of(path, options)
     with caplog.at_level(logging.WARNING, logger="gpuframe"):
         assert stores.concurrency_meanwhile(path, options, probe).source == "unmeasured"
-        assert _wait_until(lambda: not stores._probing)
-    assert "measuring the store of /data/x.parquet failed (disk gone)" in caplog.text
+        assert _wait_until(lambda: store not in stores._probing)
+    assert f"measuring the store of {path} failed (disk gone)" in caplog.text
     assert stores.concurrency_meanwhile(path, options, probe).source == "unmeasured"
-    assert _wait_until(lambda: stores.store_of(path, options) in stores._measured)
+    assert _wait_until(lambda: store in stores._measured)
     assert stores.concurrency_meanwhile(path, options, probe).source == "measured"
     assert outcomes == []
     stores.forget_measurements()
