@@ -75,9 +75,9 @@ def concurrency_meanwhile(path: str, storage: StorageOptions, probe: Probe,
                           fragment_bytes: int | None = None) -> Concurrency:
     """:func:`remembered_concurrency`, except that a store not measured yet is probed in a
     thread of its own while this read goes on with :func:`unmeasured_concurrency`; later reads
-    choose from the probe once it is in. For local files: their probe (about 0.6 s) was most of
-    what a process's first query paid beyond a warm one, more than any setting gains a read
-    from the page cache or a local disk."""
+    choose from the probe once it is in. For local files: their probe was most of the client's
+    planning in a process's first query, more than any setting gains a read from the page cache
+    or a local disk (benchmarks/results/2026-11-29-s38-gpu-h200.md)."""
     store = store_of(path, storage)
     with _measured_lock:
         known = store in _measured or storage.requests_in_flight is not None
