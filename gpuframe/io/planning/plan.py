@@ -48,15 +48,10 @@ from ..formats import FileMetadata, format_for
 from ..formats.base import FileFormat
 from ..statistics import HiveValue, hive_values_may_match, value_range
 from ..storage import open_source
-from ..storage.base import RemoteVersion, StorageOptions, storage_options
+from ..storage.base import RemoteVersion, StorageOptions, scheme_of, storage_options
 from ..tuning.model import Concurrency, StoreProbe, fit_to_ranges
 from ..tuning.probe import probe_storage
-from ..tuning.stores import (
-    concurrency_meanwhile,
-    measure_storage,
-    store_of,
-    unmeasured_concurrency,
-)
+from ..tuning.stores import concurrency_meanwhile, measure_storage, unmeasured_concurrency
 from .metadata import ReadMetadata, common_schema, planned_metadata, read_metadata_each
 from .sources import DatasetSource, expand_source, hive_schema_of, hive_values_of
 
@@ -430,7 +425,7 @@ def _check_no_collision(file_schema: pa.Schema, hive_schema: pa.Schema, path: st
 def measure_here(path: str, storage: StorageOptions, partition_bytes: int) -> Concurrency:
     """The store's :class:`Concurrency`, measured from this process on ``path``: local files
     in the background while their first read goes on (:func:`concurrency_meanwhile`)."""
-    if store_of(path, storage)[0] == "file":
+    if scheme_of(path) == "file":
         def probe() -> tuple[list[StoreProbe], int, int]:
             with open_source(path, storage) as source:
                 return [probe_storage(source, storage)], 1, 0
