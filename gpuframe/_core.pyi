@@ -43,6 +43,15 @@ def hash_rows_cuda(keys: Sequence[Column], n_rows: int, out: NDArray[np.uint64],
     """The same hashes for device columns, into ``out`` (a CuPy uint64 array), enqueued on
     ``stream`` (an integer cudaStream_t, e.g. cupy.cuda.get_current_stream().ptr)."""
 
+def longest_repeat_scratch_bytes(n: int) -> int:
+    """Device bytes longest_repeat_cuda needs as scratch for ``n`` hashes."""
+
+def longest_repeat_cuda(hashes: NDArray[np.uint64], sorted: NDArray[np.uint64],
+                        scratch: NDArray[np.uint8], stream: int = 0) -> int:
+    """The most times one value occurs in ``hashes`` (a CuPy uint64 array), sorting them into
+    ``sorted`` with ``scratch`` (CuPy uint8, longest_repeat_scratch_bytes long) on ``stream``;
+    waits for the stream."""
+
 def range_destinations(keys: Sequence[Column], n_rows: int, boundaries: Sequence[Column],
                        n_boundaries: int, orders: Sequence[KeyOrder], out: NDArray[np.uint32],
                        threads: int = 0) -> None:

@@ -9,6 +9,7 @@ pickled and cuDF is imported only where it runs.
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,6 +49,10 @@ class Backend:
 
     def from_pandas(self, frame: pd.DataFrame) -> Any:
         return frame
+
+    def import_on_client(self) -> None:
+        """Start importing this backend's library in the client, in the background, where the
+        client does not hold it already (pandas it does)."""
 
     def held(self, frame: pd.DataFrame) -> pd.DataFrame:
         """A client's pandas frame as this backend's partitions hold it, decided on the whole
@@ -106,6 +111,15 @@ class Backend:
 
     def nbytes(self, frame: Any) -> int:
         return int(frame.memory_usage(deep=True, index=True).sum())
+
+    def take_rows(self, frame: Any, positions: np.ndarray) -> Any:
+        """``frame``'s rows at ``positions`` (distinct and in range, as a sample draws them),
+        in that order."""
+        return frame.iloc[positions]
+
+    def divide(self, numerator: Any, denominator: Any) -> Any:
+        """``numerator / denominator``, two Series of one index, as pandas divides them."""
+        return numerator / denominator
 
     def join(self, left: Any, right: Any, how: str, left_on: list[str], right_on: list[str],
              suffixes: tuple[str, str], indicator: str | None = None) -> Any:
@@ -177,8 +191,50 @@ class CudfBackend(Backend):
     def from_pandas(self, frame: pd.DataFrame) -> Any:
         return self.module.from_pandas(frame)
 
+    def import_on_client(self) -> None:
+        """Dask tells the client each result's type, which the client unpickles: the first
+        cuDF frame made imports cuDF there, seconds of a first query
+        (benchmarks/results/2026-11-29-s39-gpu-h200.md). In a thread, while the workers start
+        or the user goes on."""
+        threading.Thread(target=importlib.import_module, args=(self.library,),
+                         name="gpuframe-import-cudf", daemon=True).start()
+
     def nbytes(self, frame: Any) -> int:
         return device_frame_bytes(frame)
+
+    def take_rows(self, frame: Any, positions: np.ndarray) -> Any:
+        """By pylibcudf's gather, unchecked: cuDF's ``iloc`` first checks the positions'
+        bounds by a reduction and a wait for the device, most of a partition's sample on a
+        worker whose other threads hold the GIL (benchmarks/results/2026-11-29-s39-gpu-h200.md).
+        """
+        import pylibcudf as plc
+
+        labelled = list(frame._column_labels_and_values)
+        gathered = plc.copying.gather(
+            plc.Table([column.plc_column for _, column in labelled]),
+            plc.Column.from_array(np.ascontiguousarray(positions, dtype=np.int32)),
+            plc.copying.OutOfBoundsPolicy.DONT_CHECK)
+        return cudf_frame({label: (taken, column.dtype) for (label, column), taken
+                           in zip(labelled, gathered.columns())})
+
+    def divide(self, numerator: Any, denominator: Any) -> Any:
+        """Numbers by pylibcudf's true division, into float64 as pandas gives: cuDF's ``/``
+        then looks for infinities to sign with CuPy kernels, which CuPy compiles at a process's
+        first division, for seconds on a machine's first run
+        (benchmarks/results/2026-11-29-s39-gpu-h200.md). Other types (decimals) as cuDF divides
+        them."""
+        if not all(isinstance(side.dtype, np.dtype) and side.dtype.kind in "iuf"
+                   for side in (numerator, denominator)):
+            return numerator / denominator
+        import cudf
+        import pylibcudf as plc
+        from cudf.core.column import ColumnBase
+
+        quotient = plc.binaryop.binary_operation(
+            numerator._column.plc_column, denominator._column.plc_column,
+            plc.binaryop.BinaryOperator.TRUE_DIV, plc.DataType(plc.TypeId.FLOAT64))
+        return cudf.Series._from_column(ColumnBase.create(quotient, np.dtype("float64")),
+                                        name=numerator.name, index=numerator.index)
 
     def adopt(self, partition: Any) -> Any:
         return self.from_pandas(partition) if isinstance(partition, pd.DataFrame) else partition
@@ -279,6 +335,19 @@ class CudfBackend(Backend):
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (Backend(), CudfBackend())}
+
+
+def cudf_frame(columns: dict[Any, tuple[Any, Any]]) -> Any:
+    """A cuDF DataFrame of pylibcudf columns, each in the cuDF dtype given beside it, with a
+    RangeIndex: pylibcudf's default dtype for a column's type would lose pandas' nullable and
+    zoned dtypes, which cuDF keeps on its columns."""
+    import cudf
+    from cudf.core.column import ColumnBase
+    from cudf.core.column_accessor import ColumnAccessor
+
+    return cudf.DataFrame._from_data(ColumnAccessor(
+        {label: ColumnBase.create(column, dtype) for label, (column, dtype) in columns.items()},
+        verify=False, rangeindex=not columns))
 
 
 def device_frame_bytes(frame: Any) -> int:

@@ -1,3 +1,5 @@
+import sys
+import time
 from datetime import date
 from decimal import Decimal
 
@@ -6,7 +8,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from gpuframe.backend import get_backend
+from gpuframe.backend import CudfBackend, get_backend
 from gpuframe.errors import BackendError
 
 FRAME = pd.DataFrame({"k": [1, 2, None], "s": ["a", None, "c"],
@@ -76,6 +78,61 @@ def test_a_cudf_frame_is_sized_on_the_host_as_cudf_sums_its_columns_and_index():
 
 MISSING = ["int8", "uint64", "bool", "float32", "Int64", "boolean", "str", "category",
            "datetime64[s]", "datetime64[ns, UTC]", "timedelta64[ms]", "object"]
+
+
+TAKEN = pd.DataFrame({
+    "i": pd.array([1, None, 3, 4, 5, None], dtype="Int64"), "f": [0.5, 1.5, None, 3.5, 4.5, 5.5],
+    "s": ["a", None, "ccc", "", "e", "f"], "b": pd.array([True, None, False, True, False, True],
+                                                          dtype="boolean"),
+    "t": pd.date_range("2026-01-01", periods=6, freq="h", tz="UTC"),
+    "c": pd.Categorical(["x", "y", "x", None, "y", "x"]),
+}, index=[10, 11, 12, 13, 14, 15])
+
+
+@pytest.mark.parametrize("backend", ["pandas", pytest.param("cudf", marks=pytest.mark.gpu)])
+def test_take_rows_gives_the_rows_at_the_positions_in_their_dtypes(backend):
+    """As ``iloc`` gives them: nullable, zoned and categorical dtypes kept (the index aside)."""
+    frames = get_backend(backend)
+    frame = frames.from_pandas(TAKEN)
+    positions = np.array([0, 2, 3, 5])
+    taken = frames.to_pandas(frames.take_rows(frame, positions)).reset_index(drop=True)
+    pd.testing.assert_frame_equal(
+        taken, frames.to_pandas(frame.iloc[positions]).reset_index(drop=True))
+    assert taken["i"].tolist()[:2] == [1, 3] and taken["s"].tolist()[1] == "ccc"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("numerator", "denominator"), [
+    ([1.0, -2.0, 0.0, 5.0, None, 7.5], [2, 0, 0, None, 4, 3]),
+    ([7, 3, -3, 0], [2, 0, 0, 5]),
+    ([1.5, 2.5], [0.5, -0.0]),
+], ids=["floats-by-nullable-ints", "ints", "floats"])
+def test_cudf_divide_gives_what_pandas_gives(numerator, denominator):
+    """Infinities signed, 0 / 0 and missing values as NaN, integers divided into floats."""
+    frames = get_backend("cudf")
+    frame = pd.DataFrame({"a": numerator, "b": denominator})
+    device = frames.from_pandas(frame)
+    got = frames.to_pandas(frames.divide(device["a"], device["b"]).to_frame("q"))["q"]
+    pd.testing.assert_series_equal(got.astype("float64"), frame["a"] / frame["b"],
+                                   check_names=False)
+
+
+def test_cudf_backend_imports_its_library_on_the_client_in_the_background(tmp_path,
+                                                                         monkeypatch):
+    """The import runs beside the caller, who does not wait for it, and completes."""
+    (tmp_path / "gpuframe_slow_library.py").write_text(
+        "import time\ntime.sleep(0.5)\nimported = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "gpuframe_slow_library", raising=False)
+    backend = CudfBackend()
+    backend.library = "gpuframe_slow_library"
+    start = time.perf_counter()
+    backend.import_on_client()
+    assert time.perf_counter() - start < 0.4
+    deadline = time.monotonic() + 30
+    while not getattr(sys.modules.get("gpuframe_slow_library"), "imported", False):
+        assert time.monotonic() < deadline, "the library was never imported"
+        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("dtype", MISSING)

@@ -216,6 +216,7 @@ def connect(address: str | None = None, *, scheduler_file: str | None = None,
                 f"no worker joined the scheduler at {target} in {timeout} s") from exc
         raise
     logger.info("connected to %s: %d workers, backend %s", target, len(support), chosen.name)
+    chosen.import_on_client()
     engine = set_current(Engine(client, chosen))
     engine.streams_events = attach(client)
     engine.warm_up(warm_up)

@@ -93,6 +93,7 @@ def start_dask_cluster(opts: ClusterOptions) -> tuple[LocalCluster, Backend, str
         raise OptionError(f"n_workers={opts.n_workers}: a cluster needs at least one worker")
     if opts.threads_per_worker is not None and opts.threads_per_worker < 1:
         raise OptionError(f"threads_per_worker={opts.threads_per_worker} must be at least 1")
+    backend.import_on_client()
     if backend.on_device:
         return _start_gpu_cluster(opts, gpus, protocol, scheduler_protocol), backend, \
             scheduler_protocol

@@ -9,8 +9,7 @@ what a first query would:
   starts, before :func:`begin` returns, while the cluster starts);
 - CUDA loads each kernel's module at its first launch (lazy loading): cuDF's Parquet writer and
   reader, hash joins on int, string and two-column keys, groupby aggregations, sorts, and the
-  native core's hash and pack kernels; CuPy compiles its kernels at their first use (once per
-  machine, then from its disk cache), such as those that count a copied side's repeated keys;
+  native core's hash, pack and repeat-count kernels;
 - the exchange's first delivery to each peer: the connection (UCX endpoints, TCP sockets), the
   serializers and, over TCP, the pinned pool buckets cross through, by a real delivery of a tiny
   frame to every worker's mailbox (dropped right after).

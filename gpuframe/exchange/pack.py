@@ -154,20 +154,22 @@ def hash_rows(table: Any, on: Sequence[str], *, threads: int | None = None) -> A
 
 def longest_repeat(hashes: Any) -> int:
     """The most times one value occurs in ``hashes`` (a NumPy or CuPy array, not empty). On a
-    GPU, the longest run of equal values once sorted: cuDF's ``value_counts`` names its result
-    through a pandas index built on the host, most of its time; on the host, pandas' hash
-    table, which needs no sort."""
+    GPU, the native core sorts them and measures the longest run: CuPy's elementwise kernels
+    would be compiled at run time on a worker's first query, and cuDF's ``value_counts`` names
+    its result through a pandas index built on the host; on the host, pandas' hash table, which
+    needs no sort."""
     if isinstance(hashes, np.ndarray):
         import pandas as pd
 
         return int(pd.Series(hashes).value_counts(sort=False).max())
     import cupy
 
-    ordered = cupy.sort(hashes)
-    starts = cupy.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    bounds = cupy.concatenate([cupy.zeros(1, starts.dtype), starts,
-                               cupy.full(1, len(ordered), starts.dtype)])
-    return int(cupy.diff(bounds).max())
+    from .. import _core
+
+    hashes = cupy.ascontiguousarray(hashes, dtype=cupy.uint64)
+    scratch = cupy.empty(_core.longest_repeat_scratch_bytes(len(hashes)), dtype=cupy.uint8)
+    return _core.longest_repeat_cuda(hashes, cupy.empty_like(hashes), scratch,
+                                     cupy.cuda.get_current_stream().ptr)
 
 
 def hash_split(frame: Any, on: Sequence[str], n: int, sealed: bool = False) -> list[Any]:

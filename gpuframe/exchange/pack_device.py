@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend import cudf_frame
 from .pack_layout import (
     ALIGNMENT,
     FIXED,
@@ -201,10 +202,7 @@ def _device_bytes(span: Any) -> tuple[int, int] | None:
 
 
 def _unpack_device(part: PackedBucket) -> Any:
-    import cudf
     import pylibcudf as plc
-    from cudf.core.column import ColumnBase
-    from cudf.core.column_accessor import ColumnAccessor
 
     rows, data = part.rows, part.data
     columns = []
@@ -230,9 +228,5 @@ def _unpack_device(part: PackedBucket) -> Any:
             columns.append(plc.Column(spec.packed_type, rows,
                                       plc.gpumemoryview(data[values:values + rows * spec.width]),
                                       mask, null_count, 0, []))
-    # Each column as the frame's own dtype, not pylibcudf's default for its type: a column of
-    # pandas' Int64 or a zoned timestamp comes back as it went.
-    return cudf.DataFrame._from_data(ColumnAccessor(
-        {spec.name: ColumnBase.create(column, spec.type)
-         for spec, column in zip(part.columns, columns)},
-        verify=False, rangeindex=not columns))
+    return cudf_frame({spec.name: (column, spec.type)
+                       for spec, column in zip(part.columns, columns)})

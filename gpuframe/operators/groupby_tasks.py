@@ -165,13 +165,13 @@ def combine(components: list[Any], partial: Partial) -> list[Any]:
     main = components[0]
     for i, agg in enumerate(partial.aggregations):
         if agg.function in ("var", "std"):
-            main = _chan(main, keys, f"__{i}")
+            main = _chan(main, keys, f"__{i}", get_backend(partial.backend))
     merged = _grouped(main, keys, [(c.name, c.name, c.merge) for c in partial.columns()],
                       dropna=False)
     return [merged] + [frame.drop_duplicates() for frame in components[1:]]
 
 
-def _chan(main: Any, keys: list[str], prefix: str) -> Any:
+def _chan(main: Any, keys: list[str], prefix: str, frames: Backend) -> Any:
     """Each partial's (n, mean, m2) turned into its share of the merged group's: the mean
     becomes the group's, and m2 gains ``n * (mean - group mean)**2`` (Chan et al.)."""
     n, mean, m2 = main[f"{prefix}_n"], main[f"{prefix}_mean"], main[f"{prefix}_m2"]
@@ -179,7 +179,7 @@ def _chan(main: Any, keys: list[str], prefix: str) -> Any:
     main = main.assign(**{f"{prefix}_weighted": weighted})
     grouped = main.groupby(keys, dropna=False, sort=False)
     total = grouped[f"{prefix}_n"].transform("sum")
-    group_mean = grouped[f"{prefix}_weighted"].transform("sum") / total
+    group_mean = frames.divide(grouped[f"{prefix}_weighted"].transform("sum"), total)
     spread = (m2 + n * (mean - group_mean) ** 2).where(n > 0, 0)
     return main.drop(columns=[f"{prefix}_weighted"]).assign(
         **{f"{prefix}_mean": group_mean, f"{prefix}_m2": spread})
@@ -194,10 +194,11 @@ def finalize(components: list[Any], partial: Partial) -> Any:
     out = main[keys].copy()
     for i, agg in enumerate(partial.aggregations):
         if agg.function == "mean":
-            out[agg.name] = main[f"__{i}_sum"] / main[f"__{i}_n"].where(main[f"__{i}_n"] > 0)
+            out[agg.name] = frames.divide(main[f"__{i}_sum"],
+                                          main[f"__{i}_n"].where(main[f"__{i}_n"] > 0))
         elif agg.function in ("var", "std"):
             n = main[f"__{i}_n"]
-            var = main[f"__{i}_m2"] / (n - 1).where(n > 1)
+            var = frames.divide(main[f"__{i}_m2"], (n - 1).where(n > 1))
             out[agg.name] = var if agg.function == "var" else var ** 0.5
         elif agg.function != "nunique":
             out[agg.name] = main[f"__{i}"]

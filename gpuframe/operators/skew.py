@@ -240,7 +240,7 @@ def profile_partition(part: Any, keys: list[str], casts: dict[str, Any], rows: i
     picked = part[keys]
     if length > rows:
         rng = np.random.default_rng(seed)
-        picked = picked.iloc[np.sort(rng.choice(length, rows, replace=False))]
+        picked = frames.take_rows(picked, np.sort(rng.choice(length, rows, replace=False)))
     if casts:
         try:
             picked = picked.astype(casts)

@@ -116,10 +116,11 @@ def sample_partition(part: Any, keys: list[str], rows: int, partition: int, posi
     with their positions."""
     frames = get_backend(backend)
     length = len(part)
-    picked = np.arange(length)
+    picked, chosen = np.arange(length), part[keys]
     if length > rows:
         picked = np.sort(np.random.default_rng(partition).choice(length, rows, replace=False))
-    sample = frames.to_pandas(part[keys].iloc[picked]).reset_index(drop=True)
+        chosen = frames.take_rows(chosen, picked)
+    sample = frames.to_pandas(chosen).reset_index(drop=True)
     sample[position] = positions(partition, picked)
     return Sample(sample, length, frames.nbytes(part))
 

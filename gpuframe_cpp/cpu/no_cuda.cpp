@@ -14,6 +14,12 @@ namespace {
 
 void hash_rows_cuda(const std::vector<ColumnView>&, int64_t, uint64_t*, uintptr_t) { no_cuda(); }
 
+int64_t longest_repeat_scratch_bytes(int64_t) { no_cuda(); }
+
+int64_t longest_repeat_cuda(const uint64_t*, int64_t, uint64_t*, uint8_t*, int64_t, uintptr_t) {
+  no_cuda();
+}
+
 void range_destinations_cuda(const std::vector<ColumnView>&, int64_t,
                              const std::vector<ColumnView>&, int64_t,
                              const std::vector<KeyOrder>&, uint32_t*, uintptr_t) {

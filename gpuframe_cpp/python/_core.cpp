@@ -45,6 +45,7 @@ using HostBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cp
 using DeviceBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
 using HostTotals = nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using DeviceHashes = nb::ndarray<uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
+using DeviceHashesIn = nb::ndarray<const uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
 using Destinations = nb::ndarray<nb::ro, nb::ndim<1>, nb::c_contig>;
 using HostDestinationsOut = nb::ndarray<uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using DeviceDestinationsOut = nb::ndarray<uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cuda>;
@@ -257,6 +258,24 @@ NB_MODULE(_core, m) {
       nb::arg("keys"), nb::arg("n_rows"), nb::arg("out"), nb::arg("stream") = 0,
       "The same hashes for device columns, into `out` (a CuPy uint64 array), enqueued on "
       "`stream` (an integer cudaStream_t, e.g. cupy.cuda.get_current_stream().ptr).");
+
+  m.def("longest_repeat_scratch_bytes", &longest_repeat_scratch_bytes, nb::arg("n"),
+        "Device bytes longest_repeat_cuda needs as scratch for `n` hashes.");
+
+  m.def(
+      "longest_repeat_cuda",
+      [](DeviceHashesIn hashes, DeviceHashes sorted, DeviceBytes scratch, uintptr_t stream) {
+        const auto n = static_cast<int64_t>(hashes.size());
+        if (sorted.size() < hashes.size())
+          throw nb::value_error("`sorted` must hold as many uint64 as the hashes");
+        nb::gil_scoped_release released;
+        return longest_repeat_cuda(hashes.data(), n, sorted.data(), scratch.data(),
+                                   static_cast<int64_t>(scratch.size()), stream);
+      },
+      nb::arg("hashes"), nb::arg("sorted"), nb::arg("scratch"), nb::arg("stream") = 0,
+      "The most times one value occurs in `hashes` (a CuPy uint64 array), sorting them into "
+      "`sorted` with `scratch` (CuPy uint8, longest_repeat_scratch_bytes long) on `stream`; "
+      "waits for the stream.");
 
   m.def(
       "range_destinations",

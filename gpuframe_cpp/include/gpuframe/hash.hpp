@@ -113,6 +113,13 @@ void hash_rows(const std::vector<ColumnView>& keys, int64_t n_rows, uint64_t* ou
 void hash_rows_cuda(const std::vector<ColumnView>& keys, int64_t n_rows, uint64_t* out,
                     uintptr_t stream);
 
+// Device: the most times one value occurs in `hashes` (`n` values in device memory), by sorting
+// them into `sorted` (room for `n`) with `scratch` (device memory of at least
+// longest_repeat_scratch_bytes(n) bytes) on `stream`. Waits for the stream; 0 when n is 0.
+int64_t longest_repeat_scratch_bytes(int64_t n);
+int64_t longest_repeat_cuda(const uint64_t* hashes, int64_t n, uint64_t* sorted,
+                            uint8_t* scratch, int64_t scratch_bytes, uintptr_t stream);
+
 bool built_with_cuda();
 int cuda_device_count();  // 0 where there is no driver or no device, or without CUDA
 
