@@ -195,7 +195,7 @@ class CudfBackend(Backend):
         """Dask tells the client each result's type, which the client unpickles: the first
         cuDF frame made imports cuDF there, seconds of a first query
         (benchmarks/results/2026-11-29-s39-gpu-h200.md). In a thread, while the workers start
-        or the user goes on."""
+        (:func:`~gpuframe.cluster.local.start_cluster`) or the user goes on."""
         threading.Thread(target=importlib.import_module, args=(self.library,),
                          name="gpuframe-import-cudf", daemon=True).start()
 

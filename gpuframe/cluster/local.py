@@ -93,7 +93,6 @@ def start_dask_cluster(opts: ClusterOptions) -> tuple[LocalCluster, Backend, str
         raise OptionError(f"n_workers={opts.n_workers}: a cluster needs at least one worker")
     if opts.threads_per_worker is not None and opts.threads_per_worker < 1:
         raise OptionError(f"threads_per_worker={opts.threads_per_worker} must be at least 1")
-    backend.import_on_client()
     if backend.on_device:
         return _start_gpu_cluster(opts, gpus, protocol, scheduler_protocol), backend, \
             scheduler_protocol
@@ -172,6 +171,11 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
         )
     from dask_cuda import LocalCUDACluster
 
+    # As LocalCUDACluster sets it, but before the client's cuDF import starts below: cuDF then
+    # initializes no CUDA context in this process. This thread has finished its imports, and
+    # holds no module's lock while the import runs beside the workers' start.
+    os.environ["RAPIDS_NO_INITIALIZE"] = "True"
+    get_backend("cudf").import_on_client()
     # the worker processes take the config they start in
     with dask.config.set(spill_settings()), ucx_environment(protocol, scheduler_protocol) as env:
         if opts.thread_streams:  # pylibcudf reads it as the worker imports cuDF (pre_import)
