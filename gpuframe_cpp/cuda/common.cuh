@@ -41,5 +41,18 @@ inline Keys pack_keys(const std::vector<ColumnView>& keys) {
 
 inline cudaStream_t as_stream(uintptr_t stream) { return reinterpret_cast<cudaStream_t>(stream); }
 
+constexpr int kGridThreads = 256;
+
+// Blocks of kGridThreads for a grid-stride kernel over `n` items: one item a thread, at most 8
+// blocks per SM of the current device (each thread then takes several).
+inline int grid_blocks(int64_t n) {
+  int device = 0, sms = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+        "cudaDeviceGetAttribute");
+  const int64_t wanted = (n + kGridThreads - 1) / kGridThreads;
+  return static_cast<int>(wanted < sms * 8LL ? wanted : sms * 8LL);
+}
+
 }  // namespace cuda
 }  // namespace gpuframe

@@ -19,14 +19,8 @@ void hash_rows_cuda(const std::vector<ColumnView>& keys, int64_t n_rows, uint64_
   if (n_rows < 0) throw std::invalid_argument("n_rows must not be negative");
   if (n_rows == 0) return;
   if (out == nullptr) throw std::invalid_argument("no output buffer");
-  int device = 0, sms = 0;
-  cuda::check(cudaGetDevice(&device), "cudaGetDevice");
-  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-              "cudaDeviceGetAttribute");
-  const int threads = 256;
-  const int64_t wanted = (n_rows + threads - 1) / threads;
-  const int blocks = static_cast<int>(wanted < sms * 8LL ? wanted : sms * 8LL);
-  hash_rows_kernel<<<blocks, threads, 0, cuda::as_stream(stream)>>>(packed, n_rows, out);
+  hash_rows_kernel<<<cuda::grid_blocks(n_rows), cuda::kGridThreads, 0,
+                     cuda::as_stream(stream)>>>(packed, n_rows, out);
   cuda::check(cudaGetLastError(), "hash_rows_kernel launch");
 }
 

@@ -41,15 +41,8 @@ void range_destinations_cuda(const std::vector<ColumnView>& keys, int64_t n_rows
     packed.orders[k] = orders[k];
   }
   packed.count = static_cast<int32_t>(keys.size());
-  int device = 0, sms = 0;
-  cuda::check(cudaGetDevice(&device), "cudaGetDevice");
-  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-              "cudaDeviceGetAttribute");
-  const int threads = 256;
-  const int64_t wanted = (n_rows + threads - 1) / threads;
-  const int blocks = static_cast<int>(wanted < sms * 8LL ? wanted : sms * 8LL);
-  range_kernel<<<blocks, threads, 0, cuda::as_stream(stream)>>>(packed, n_rows, n_boundaries,
-                                                                 out);
+  range_kernel<<<cuda::grid_blocks(n_rows), cuda::kGridThreads, 0, cuda::as_stream(stream)>>>(
+      packed, n_rows, n_boundaries, out);
   cuda::check(cudaGetLastError(), "range_kernel launch");
 }
 

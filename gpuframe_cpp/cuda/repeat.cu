@@ -82,14 +82,7 @@ int64_t longest_repeat_cuda(const uint64_t* hashes, int64_t n, uint64_t* sorted,
   cuda::check(cub::DeviceRadixSort::SortKeys(scratch + kResultBytes, temp_bytes, hashes, sorted,
                                              n, 0, 64, on),
               "cub::DeviceRadixSort::SortKeys");
-  int device = 0, sms = 0;
-  cuda::check(cudaGetDevice(&device), "cudaGetDevice");
-  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-              "cudaDeviceGetAttribute");
-  const int threads = 256;
-  const int64_t wanted = (n + threads - 1) / threads;
-  const int blocks = static_cast<int>(wanted < sms * 8LL ? wanted : sms * 8LL);
-  longest_run_kernel<<<blocks, threads, 0, on>>>(sorted, n, longest);
+  longest_run_kernel<<<cuda::grid_blocks(n), cuda::kGridThreads, 0, on>>>(sorted, n, longest);
   cuda::check(cudaGetLastError(), "longest_run_kernel launch");
   unsigned long long result = 0;
   cuda::check(cudaMemcpyAsync(&result, longest, sizeof(result), cudaMemcpyDeviceToHost, on),
