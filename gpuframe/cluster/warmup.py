@@ -36,7 +36,7 @@ import pandas as pd
 
 from ..backend import get_backend
 from ..exchange.mailbox import forget, send_from
-from ..exchange.pack import hash_rows, longest_repeat
+from ..exchange.row_hashes import hash_rows, longest_repeat
 from ..exchange.splitters import HashSplitter
 
 if TYPE_CHECKING:

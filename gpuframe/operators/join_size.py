@@ -31,7 +31,7 @@ import pandas as pd
 
 from ..cluster.memory import WorkerMemory
 from ..errors import MemoryLimitError
-from ..exchange.pack import hash_rows
+from ..exchange.row_hashes import hash_rows
 from ..units import byte_text
 from .skew import SideProfile, SideSkew, summed_by_hash
 

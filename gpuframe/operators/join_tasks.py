@@ -23,7 +23,7 @@ from ..cluster.memory import this_worker_memory
 from ..errors import SpeculationError
 from ..exchange.digest import UnhashableKeyError, holds_objects, unhashable_type
 from ..exchange.mailbox import arrivals
-from ..exchange.pack import hash_rows, longest_repeat
+from ..exchange.row_hashes import hash_rows, longest_repeat
 from ..exchange.splitters import cast_keys
 from ..sent_schemas import SendsSchemas
 from ..units import byte_text

@@ -50,7 +50,8 @@ from distributed import Future
 from ..backend import get_backend
 from ..cluster.memory import WorkerMemory, this_worker_memory
 from ..errors import JoinError
-from ..exchange.pack import hash_rows, hash_split
+from ..exchange.pack import hash_split
+from ..exchange.row_hashes import hash_rows
 from ..exchange.splitters import HashSplitter, cast_keys
 from ..runtime.runner import Job, Partitions
 

@@ -21,7 +21,8 @@ from gpuframe.exchange.digest import (
     object_digest,
     value_digest,
 )
-from gpuframe.exchange.pack import hash_rows, hash_split
+from gpuframe.exchange.pack import hash_split
+from gpuframe.exchange.row_hashes import hash_rows
 
 EQUAL_VALUES = [
     [1, 1.0, True, Decimal("1"), Decimal("1.000"), Fraction(1), np.int8(1), np.uint64(1),

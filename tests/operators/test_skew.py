@@ -7,7 +7,7 @@ from distributed import Client, LocalCluster, get_task_stream
 import gpuframe
 from gpuframe.backend import get_backend
 from gpuframe.cluster.engine import Engine, set_current
-from gpuframe.exchange.pack import hash_rows
+from gpuframe.exchange.row_hashes import hash_rows
 from gpuframe.exchange.splitters import HashSplitter
 from gpuframe.operators.skew import (
     KeyCounts,
