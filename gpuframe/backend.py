@@ -9,6 +9,7 @@ pickled and cuDF is imported only where it runs.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -118,7 +119,8 @@ class Backend:
         return frame.iloc[positions]
 
     def divide(self, numerator: Any, denominator: Any) -> Any:
-        """``numerator / denominator``, two Series of one index, as pandas divides them."""
+        """``numerator / denominator``, as pandas divides them: Series of one index, or one
+        Series and a number."""
         return numerator / denominator
 
     def join(self, left: Any, right: Any, how: str, left_on: list[str], right_on: list[str],
@@ -218,23 +220,33 @@ class CudfBackend(Backend):
                            in zip(labelled, gathered.columns())})
 
     def divide(self, numerator: Any, denominator: Any) -> Any:
-        """Numbers by pylibcudf's true division, into float64 as pandas gives: cuDF's ``/``
-        then looks for infinities to sign with CuPy kernels, which CuPy compiles at a process's
-        first division, for seconds on a machine's first run
-        (benchmarks/results/2026-11-29-s39-gpu-h200.md). Other types (decimals) as cuDF divides
-        them."""
-        if not all(isinstance(side.dtype, np.dtype) and side.dtype.kind in "iuf"
-                   for side in (numerator, denominator)):
+        """Numbers by pylibcudf's true division, into the type pandas gives (float64 where
+        both are integers): cuDF's ``/`` then looks for infinities to sign with CuPy kernels,
+        which CuPy compiles at a process's first division, for seconds on a machine's first
+        run, and whose answers cost a wait on every division
+        (benchmarks/results/2026-11-29-s39-gpu-h200.md, 2026-11-29-s40-gpu-h200.md). Other
+        types (decimals, pandas' nullable numbers) as cuDF divides them."""
+        sides = (numerator, denominator)
+        kinds = [_number_kind(side) for side in sides]
+        if any(kind is None for kind in kinds):
             return numerator / denominator
         import cudf
         import pylibcudf as plc
         from cudf.core.column import ColumnBase
 
+        result = np.result_type(*kinds)
+        if result.kind != "f":
+            result = np.dtype("float64")
+        operands = [side._column.plc_column if isinstance(side, cudf.Series)
+                    else plc.Scalar.from_numpy(result.type(side)) for side in sides]
         quotient = plc.binaryop.binary_operation(
-            numerator._column.plc_column, denominator._column.plc_column,
-            plc.binaryop.BinaryOperator.TRUE_DIV, plc.DataType(plc.TypeId.FLOAT64))
-        return cudf.Series._from_column(ColumnBase.create(quotient, np.dtype("float64")),
-                                        name=numerator.name, index=numerator.index)
+            *operands, plc.binaryop.BinaryOperator.TRUE_DIV,
+            plc.DataType(plc.TypeId.FLOAT32 if result == np.float32 else plc.TypeId.FLOAT64))
+        series = [side for side in sides if isinstance(side, cudf.Series)]
+        names = {side.name for side in series}
+        return cudf.Series._from_column(ColumnBase.create(quotient, result),
+                                        name=names.pop() if len(names) == 1 else None,
+                                        index=series[0].index)
 
     def adopt(self, partition: Any) -> Any:
         return self.from_pandas(partition) if isinstance(partition, pd.DataFrame) else partition
@@ -335,6 +347,30 @@ class CudfBackend(Backend):
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (Backend(), CudfBackend())}
+
+
+def _number_kind(side: Any) -> Any:
+    """What fixes a division's type for :meth:`CudfBackend.divide`: a cuDF Series' numpy
+    dtype of integers or floats, or a number as a Python one (numpy weighs those less than a
+    column's type, and pandas a numpy number too: float32 by ``np.float64(2)`` stays
+    float32); None for anything else (decimals, booleans, strings)."""
+    if isinstance(side, (bool, np.bool_)):
+        return None
+    if isinstance(side, (int, float, np.integer, np.floating)):
+        return side.item() if isinstance(side, np.generic) else side
+    dtype = getattr(side, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind in "iuf" and hasattr(side, "_column"):
+        return dtype
+    return None
+
+
+def true_divide(left: Any, right: Any) -> Any:
+    """``left / right`` of an expression: by :meth:`CudfBackend.divide` where a side is a
+    cuDF Series, else by the operator."""
+    cudf = sys.modules.get("cudf")
+    if cudf is not None and (isinstance(left, cudf.Series) or isinstance(right, cudf.Series)):
+        return BACKENDS["cudf"].divide(left, right)
+    return left / right
 
 
 def cudf_frame(columns: dict[Any, tuple[Any, Any]]) -> Any:

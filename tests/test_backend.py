@@ -1,5 +1,6 @@
 import sys
 import time
+import types
 from datetime import date
 from decimal import Decimal
 
@@ -10,6 +11,7 @@ import pytest
 
 from gpuframe.backend import CudfBackend, get_backend
 from gpuframe.errors import BackendError
+from gpuframe.plan.expr import col
 
 FRAME = pd.DataFrame({"k": [1, 2, None], "s": ["a", None, "c"],
                       "t": pd.to_datetime(["2024-01-01", None, "2024-01-03"])})
@@ -106,15 +108,54 @@ def test_take_rows_gives_the_rows_at_the_positions_in_their_dtypes(backend):
     ([1.0, -2.0, 0.0, 5.0, None, 7.5], [2, 0, 0, None, 4, 3]),
     ([7, 3, -3, 0], [2, 0, 0, 5]),
     ([1.5, 2.5], [0.5, -0.0]),
-], ids=["floats-by-nullable-ints", "ints", "floats"])
+    (np.array([1.5, -2.5, 0.0], "float32"), np.array([2, 0, 0], "int8")),
+    (np.array([1.5, -2.5, 0.0], "float32"), np.array([2, 0, 0], "int64")),
+], ids=["floats-by-nullable-ints", "ints", "floats", "float32-by-int8", "float32-by-int64"])
 def test_cudf_divide_gives_what_pandas_gives(numerator, denominator):
-    """Infinities signed, 0 / 0 and missing values as NaN, integers divided into floats."""
+    """Infinities signed, 0 / 0 and missing values as NaN, integers divided into floats, each
+    result of the type pandas gives."""
     frames = get_backend("cudf")
     frame = pd.DataFrame({"a": numerator, "b": denominator})
     device = frames.from_pandas(frame)
     got = frames.to_pandas(frames.divide(device["a"], device["b"]).to_frame("q"))["q"]
-    pd.testing.assert_series_equal(got.astype("float64"), frame["a"] / frame["b"],
-                                   check_names=False)
+    pd.testing.assert_series_equal(got, frame["a"] / frame["b"], check_names=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("number", [2, 0, -0.0, 2.5, np.float64(0.5), np.int8(3), 2**70])
+@pytest.mark.parametrize("dtype", ["int32", "float32", "int64"])
+def test_cudf_divide_by_a_number_gives_what_pandas_gives(dtype, number):
+    """A column by a number and a number by a column, of pandas' type and values."""
+    frames = get_backend("cudf")
+    column = pd.Series([4, -1, 0, 7], dtype=dtype, name="c")
+    device = frames.from_pandas(column.to_frame())["c"]
+    for got, expected in ((frames.divide(device, number), column / number),
+                          (frames.divide(number, device), number / column)):
+        pd.testing.assert_series_equal(frames.to_pandas(got.to_frame("c"))["c"], expected)
+
+
+def test_expression_division_of_cudf_columns_is_the_cudf_backends(monkeypatch):
+    """``/`` in an expression hands a cuDF column, on either side, to
+    :meth:`CudfBackend.divide`; pandas columns keep pandas' own division."""
+    class Series(pd.Series):  # stands in for cuDF's where no GPU is
+        pass
+
+    monkeypatch.setitem(sys.modules, "cudf", types.SimpleNamespace(Series=Series))
+    divided = []
+    monkeypatch.setattr(CudfBackend, "divide",
+                        lambda self, a, b: divided.append((type(a), type(b))) or "cudf")
+    class Frame(dict):
+        @property
+        def columns(self):
+            return list(self)
+
+    device = Frame(a=Series([1, -2]), b=Series([2, 0]))
+    assert (col("a") / col("b")).evaluate(device) == "cudf"
+    assert (1 / col("b")).evaluate(device) == "cudf"
+    assert divided == [(Series, Series), (int, Series)]
+    host = pd.DataFrame({"a": [1, -2, 0], "b": [2, 0, 0]})
+    pd.testing.assert_series_equal((col("a") / col("b")).evaluate(host), host["a"] / host["b"])
+    assert len(divided) == 2
 
 
 def test_cudf_backend_imports_its_library_on_the_client_in_the_background(tmp_path,

@@ -4,7 +4,9 @@ An expression names columns, never frames, so the optimizer can move it across o
 its columns, push it below a join or into a reader's ``filters=``) and every partition evaluates
 it alone. Evaluation uses the pandas API that cuDF mirrors (``frame[name]``, operators,
 ``isin``, ``between``, ``.str``, ``.dt``), so one code path serves both backends; where their
-result types differ, the operator casts the result to the plan's schema.
+result types differ, the operator casts the result to the plan's schema. Division is the
+backend's (:func:`~gpuframe.backend.true_divide`): cuDF's ``/`` compiles kernels at a worker's
+first division.
 
 ``==`` on an expression builds an expression; compare expressions' structure with
 :meth:`Expr.key`. How the optimizer cuts filters and hands them to readers is
@@ -21,12 +23,13 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from ..backend import true_divide
 from ..errors import ExpressionError, UnknownColumnError
 
 BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
     ">": operator.gt, ">=": operator.ge, "&": operator.and_, "|": operator.or_,
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": true_divide,
     "//": operator.floordiv, "%": operator.mod, "**": operator.pow,
 }
 STRING_METHODS = ("startswith", "endswith", "contains", "lower", "upper", "strip", "len", "slice")
