@@ -50,6 +50,7 @@ from ..runtime.runner import Job, Partitions
 from .groupby_tasks import (
     WHOLE,
     ClientFinish,
+    CountOrFetch,
     HostPartials,
     HostStep,
     Partial,
@@ -57,6 +58,7 @@ from .groupby_tasks import (
     aggregate_local,
     combine_partials,
     component_rows,
+    counted_rows,
     finish_bucket,
     finish_partials,
     partial_aggregate,
@@ -112,6 +114,8 @@ class Begun:
     owners: list[str]
     made: str
     counts: list[Future] | None
+    """Each partial's rows, or the partial itself as host frames where the client may finish
+    it (:class:`~.groupby_tasks.CountOrFetch`)."""
     types: tuple[str, ...]
     """The keys' hash types, which a shuffle's output placement names."""
     host: HostStep | None = None
@@ -150,7 +154,9 @@ def _(node: GroupBy, lowering: Lowering) -> Local | Begun:
     if host is None and not whole and node.options.strategy == "auto" \
             and _uncounted_tree(node, job, len(partials)) is None and partials:
         count = job.stage("count-partial")
-        counts = [count.submit(component_rows, f, index=(i,), owner=o)
+        counter = CountOrFetch(job.backend, node.options.client_rows) \
+            if _finishes_on_client(node, lowering) else component_rows
+        counts = [count.submit(counter, f, index=(i,), owner=o)
                   for i, (f, o) in enumerate(zip(partials, owners))]
     return Begun(partial, partials, owners, made, counts,
                  tuple(str(types[k]) for k in node.keys), host)
@@ -265,16 +271,12 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
             last is not None
     if begun.counts is not None:
         counted = job.gather(begun.counts)
-        rows = sum(counted)
+        rows = sum(counted_rows(c) for c in counted)
         strategy = "tree" if rows <= opts.tree_max_rows else "shuffle"
         seen = f" ({rows:,} partial rows)"
-        if max(counted) <= opts.client_rows and _finishes_on_client(node, lowering):
-            if get_backend(job.backend).on_device:
-                stage, host = job.stage("host-partial"), HostStep(job.backend)
-                partials = [stage.submit(host.apply, f, index=(i,), owner=o)
-                            for i, (f, o) in enumerate(zip(partials, owners))]
-            return _on_client(lowering, node, begun, partials, after + (last,), seen, None), \
-                last is not None
+        if all(isinstance(c, HostPartials) for c in counted):
+            return _on_client(lowering, node, begun, partials, after + (last,), seen, None,
+                              counted), last is not None
     elif strategy == "auto" and (uncounted := _uncounted_tree(node, job,
                                                              len(partials))) is not None:
         strategy, seen, rows, most_rows = "tree", *uncounted
@@ -294,14 +296,14 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
 
 
 def _on_client(lowering: Lowering, node: GroupBy, begun: Begun, partials: list[Future],
-               steps: tuple[Any, ...], seen: str, tree: Callable[[], Partitions] | None
-               ) -> Partitions:
+               steps: tuple[Any, ...], seen: str, tree: Callable[[], Partitions] | None,
+               fetched: list[list[Any]] | None = None) -> Partitions:
     """The aggregate left to the client (:class:`OnClient`, then ``steps``): its output is
-    the host ``partials``."""
+    the host ``partials``, or those already ``fetched``."""
     lowering.note(node, f"on the client: {len(partials)} partials{begun.made} fetched as "
                         f"pandas and finished there{seen}")
     finish = ClientFinish.of(begun.partial, tuple(s for s in steps if s is not None))
-    lowering.finish = OnClient(finish, tree)
+    lowering.finish = OnClient(finish, tree, fetched)
     return Partitions(partials, list(begun.owners), node.meta)
 
 
@@ -310,12 +312,17 @@ class OnClient:
     """What the client does with a root aggregate's partials once they have all been made:
     finish them (``finish``), or, where ``tree`` is given and some stayed on their workers
     (:class:`~.groupby_tasks.HostStep`'s ``keep_past``; the client knows each result's type
-    as it finishes), submit the workers' tree over them all, and hand on its output."""
+    as it finishes), submit the workers' tree over them all, and hand on its output. Partials
+    the client already holds (``fetched``, by their count's gather) are finished as they
+    are."""
 
     finish: ClientFinish
     tree: Callable[[], Partitions] | None
+    fetched: list[list[Any]] | None = None
 
     def __call__(self, job: Job, partials: list[Future]) -> pd.DataFrame | Partitions:
+        if self.fetched is not None:
+            return self.finish(self.fetched)
         if self.tree is not None:
             job.wait(partials)  # each result's type is known once it is made
             if not all(f.type is HostPartials for f in partials):

@@ -315,6 +315,10 @@ class HostPartials(list):
     """A partition's partials as pandas frames (:class:`HostStep`), whatever the workers'
     backend: the type the client learns as each finishes tells it that it may gather them."""
 
+    @classmethod
+    def of(cls, components: list[Any], backend: str) -> HostPartials:
+        return cls(get_backend(backend).to_pandas(frame) for frame in components)
+
 
 @dataclass(frozen=True)
 class HostStep:
@@ -328,8 +332,27 @@ class HostStep:
     def apply(self, components: list[Any]) -> list[Any]:
         if self.keep_past is not None and component_rows(components) > self.keep_past:
             return components
-        frames = get_backend(self.backend)
-        return HostPartials(frames.to_pandas(frame) for frame in components)
+        return HostPartials.of(components, self.backend)
+
+
+@dataclass(frozen=True)
+class CountOrFetch:
+    """The count task of partials the client may finish: their rows, or, where they hold at
+    most ``limit``, the partials themselves as host frames (:class:`HostPartials`), which the
+    count's own gather brings to the client: it finishes them with no task and no round trip
+    more (a conversion stage and a gather of its output)."""
+
+    backend: str
+    limit: int
+
+    def __call__(self, components: list[Any]) -> int | HostPartials:
+        rows = component_rows(components)
+        return rows if rows > self.limit else HostPartials.of(components, self.backend)
+
+
+def counted_rows(counted: int | HostPartials) -> int:
+    """Rows a :class:`CountOrFetch` task found."""
+    return counted if isinstance(counted, int) else component_rows(counted)
 
 
 @dataclass(frozen=True)

@@ -551,16 +551,29 @@ def check_finished_on_the_client(engine, data: pd.DataFrame) -> None:
                "ordered" in plan
 
 
-def test_counted_partials_within_client_rows_are_finished_on_the_client(engine, data):
+def test_counted_partials_within_client_rows_are_finished_on_the_client(engine, data,
+                                                                        monkeypatch):
     """Bounded at 4,000 rows past ``tree_max_rows`` and estimated at 400, both past
     ``client_rows`` (300): the partials are counted, 30 groups each and a nunique's distinct
-    pairs (under 300 in all), and then finished on the client."""
+    pairs (under 300 in all), and then finished on the client, which the count's own gather
+    brought them to: the client gathers nothing else."""
+    gathered: list[str] = []
+    gather = Job.gather
+
+    def gathering(self: Job, futures):
+        futures = list(futures)
+        gathered.extend(self._info[f.key].stage for f in futures)
+        return gather(self, futures)
+
+    monkeypatch.setattr(Job, "gather", gathering)
     frame = gpuframe.from_pandas(data, npartitions=4)
     result = groupby(frame, "k", tree_max_rows=1000, client_rows=300).agg(
         total=("x", "sum"), distinct=("s", "nunique"))
     expected = data.groupby("k", as_index=False).agg(total=("x", "sum"),
                                                      distinct=("s", "nunique"))
-    assert_matches(result, expected, ["k"])
+    got = result.to_pandas()
+    assert gathered == ["count-partial"] * 4
+    pd.testing.assert_frame_equal(by_keys(got, ["k"]), by_keys(expected, ["k"]))
     decided = explained(result).splitlines()[0]
     assert "on the client: 4 partials fetched as pandas and finished there (" in decided
     assert decided.endswith(" partial rows)")
