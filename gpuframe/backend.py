@@ -20,6 +20,8 @@ import pyarrow as pa
 from dask.sizeof import sizeof
 from pandas.api.types import is_object_dtype
 
+from . import cudf_direct
+from .cudf_direct import cudf_frame, distinct_functions, gathered
 from .errors import BackendError
 
 MATCH = "__gpuframe_match__"
@@ -123,6 +125,20 @@ class Backend:
         Series and a number."""
         return numerator / denominator
 
+    def grouped(self, frame: Any, keys: Sequence[str], columns: Sequence[tuple[str, str, str]],
+                dropna: bool) -> Any:
+        """``frame`` grouped on ``keys`` in no particular order, each (name, column, function)
+        of ``columns`` made, the keys as columns first. By lists of functions per column, the
+        form pandas and cuDF both take; a (column, function) pair that several names ask for
+        is computed once."""
+        first, spec = distinct_functions(columns)
+        result = frame.groupby(list(keys), dropna=dropna, sort=False).agg(spec)
+        result.columns = [first[(column, function)] for column in spec for function in spec[column]]
+        for name, column, function in columns:
+            if first[(column, function)] != name:
+                result[name] = result[first[(column, function)]]
+        return result.reset_index()
+
     def join(self, left: Any, right: Any, how: str, left_on: list[str], right_on: list[str],
              suffixes: tuple[str, str], indicator: str | None = None) -> Any:
         """A local join with pandas semantics (null keys match null keys); 'leftsemi' and
@@ -211,13 +227,8 @@ class CudfBackend(Backend):
         """
         import pylibcudf as plc
 
-        labelled = list(frame._column_labels_and_values)
-        gathered = plc.copying.gather(
-            plc.Table([column.plc_column for _, column in labelled]),
-            plc.Column.from_array(np.ascontiguousarray(positions, dtype=np.int32)),
-            plc.copying.OutOfBoundsPolicy.DONT_CHECK)
-        return cudf_frame({label: (taken, column.dtype) for (label, column), taken
-                           in zip(labelled, gathered.columns())})
+        return cudf_frame(gathered(frame, plc.Column.from_array(
+            np.ascontiguousarray(positions, dtype=np.int32))))
 
     def divide(self, numerator: Any, denominator: Any) -> Any:
         """Numbers by pylibcudf's true division, into the type pandas gives (float64 where
@@ -247,6 +258,14 @@ class CudfBackend(Backend):
         return cudf.Series._from_column(ColumnBase.create(quotient, result),
                                         name=names.pop() if len(names) == 1 else None,
                                         index=series[0].index)
+
+    def grouped(self, frame: Any, keys: Sequence[str], columns: Sequence[tuple[str, str, str]],
+                dropna: bool) -> Any:
+        """By pylibcudf where it takes the functions and types
+        (:func:`~gpuframe.cudf_direct.grouped`), else by cuDF's ``agg``, which also names its
+        columns through a pandas MultiIndex."""
+        made = cudf_direct.grouped(frame, keys, columns, dropna)
+        return super().grouped(frame, keys, columns, dropna) if made is None else made
 
     def adopt(self, partition: Any) -> Any:
         return self.from_pandas(partition) if isinstance(partition, pd.DataFrame) else partition
@@ -318,9 +337,14 @@ class CudfBackend(Backend):
 
     def join(self, left: Any, right: Any, how: str, left_on: list[str], right_on: list[str],
              suffixes: tuple[str, str], indicator: str | None = None) -> Any:
-        """cuDF joins match null keys like pandas and do 'leftsemi'/'leftanti' natively; cuDF's
-        merge has no indicator, so each side is marked by a column of its own and the
-        indicator is made from which marks a row carries."""
+        """By pylibcudf where it takes the join (:func:`~gpuframe.cudf_direct.joined`), else by
+        cuDF's merge: cuDF joins match null keys like pandas and do 'leftsemi'/'leftanti'
+        natively; cuDF's merge has no indicator, so each side is marked by a column of its own
+        and the indicator is made from which marks a row carries."""
+        if indicator is None:
+            made = cudf_direct.joined(left, right, how, left_on, right_on, suffixes)
+            if made is not None:
+                return made
         if how in ("leftsemi", "leftanti"):
             return left.merge(right[right_on].rename(columns=dict(zip(right_on, left_on))),
                               how=how, on=left_on)
@@ -371,19 +395,6 @@ def true_divide(left: Any, right: Any) -> Any:
     if cudf is not None and (isinstance(left, cudf.Series) or isinstance(right, cudf.Series)):
         return BACKENDS["cudf"].divide(left, right)
     return left / right
-
-
-def cudf_frame(columns: dict[Any, tuple[Any, Any]]) -> Any:
-    """A cuDF DataFrame of pylibcudf columns, each in the cuDF dtype given beside it, with a
-    RangeIndex: pylibcudf's default dtype for a column's type would lose pandas' nullable and
-    zoned dtypes, which cuDF keeps on its columns."""
-    import cudf
-    from cudf.core.column import ColumnBase
-    from cudf.core.column_accessor import ColumnAccessor
-
-    return cudf.DataFrame._from_data(ColumnAccessor(
-        {label: ColumnBase.create(column, dtype) for label, (column, dtype) in columns.items()},
-        verify=False, rangeindex=not columns))
 
 
 def device_frame_bytes(frame: Any) -> int:

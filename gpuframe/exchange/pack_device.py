@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import cudf_frame
+from ..cudf_direct import cudf_frame
 from .pack_layout import (
     ALIGNMENT,
     FIXED,

@@ -11,7 +11,6 @@ The same code runs on pandas and cuDF partitions: both share the groupby API use
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, NamedTuple
 
@@ -98,25 +97,6 @@ class Partial(SendsSchemas):
         return made or [PartialColumn("__rows", ROWS, "count", "sum")]
 
 
-def _grouped(frame: Any, keys: Sequence[str], columns: Sequence[tuple[str, str, str]],
-             dropna: bool) -> Any:
-    """``frame`` grouped on ``keys``, each (name, column, function) of ``columns`` made, the
-    keys as columns. By lists of functions per column, the form pandas and cuDF both take;
-    a (column, function) pair that several names ask for is computed once."""
-    first: dict[tuple[str, str], str] = {}
-    for name, column, function in columns:
-        first.setdefault((column, function), name)
-    spec: dict[str, list[str]] = {}
-    for column, function in first:
-        spec.setdefault(column, []).append(function)
-    result = frame.groupby(list(keys), dropna=dropna, sort=False).agg(spec)
-    result.columns = [first[(column, function)] for column in spec for function in spec[column]]
-    for name, column, function in columns:
-        if first[(column, function)] != name:
-            result[name] = result[first[(column, function)]]
-    return result.reset_index()
-
-
 def partial_aggregate(part: Any, partial: Partial) -> list[Any]:
     """On a worker: one partition's partials, the main component first, then each nunique's
     distinct (keys, value) pairs."""
@@ -136,7 +116,8 @@ def partial_aggregate(part: Any, partial: Partial) -> list[Any]:
         part = part.assign(**added)
     keys = list(partial.keys)
     made = partial.columns()
-    main = _grouped(part, keys, [(c.name, c.source, c.function) for c in made], partial.dropna)
+    main = get_backend(partial.backend).grouped(
+        part, keys, [(c.name, c.source, c.function) for c in made], partial.dropna)
     for i, agg in enumerate(partial.aggregations):
         if agg.function in ("var", "std"):
             m2 = main[f"__{i}_m2"] * (main[f"__{i}_n"] - 1)
@@ -166,8 +147,8 @@ def combine(components: list[Any], partial: Partial) -> list[Any]:
     for i, agg in enumerate(partial.aggregations):
         if agg.function in ("var", "std"):
             main = _chan(main, keys, f"__{i}", get_backend(partial.backend))
-    merged = _grouped(main, keys, [(c.name, c.name, c.merge) for c in partial.columns()],
-                      dropna=False)
+    merged = get_backend(partial.backend).grouped(
+        main, keys, [(c.name, c.name, c.merge) for c in partial.columns()], dropna=False)
     return [merged] + [frame.drop_duplicates() for frame in components[1:]]
 
 
