@@ -173,6 +173,11 @@ class FileFormat(Generic[Metadata]):
         """(offset, length) of the bytes reading ``columns`` of ``units`` fetches."""
         raise NotImplementedError
 
+    def fetched_bytes(self, metadata: Metadata, units: Sequence[int],
+                      columns: Sequence[str]) -> int:
+        """The bytes of :meth:`ranges`: what a local read of them fetches."""
+        return sum(length for _, length in self.ranges(metadata, units, columns))
+
     def read_units(self, task: FileUnits[Metadata], fetcher: Fetcher, units: Sequence[int],
                    columns: Sequence[str]) -> pa.Table:
         """``columns`` of ``units`` of the task's file as an Arrow table (the pandas backend).

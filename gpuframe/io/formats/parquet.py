@@ -91,6 +91,13 @@ class ParquetFormat(FileFormat[pq.FileMetaData]):
                columns: Sequence[str]) -> list[tuple[int, int]]:
         return column_chunk_ranges(metadata, units, columns)
 
+    def fetched_bytes(self, metadata: pq.FileMetaData, units: Sequence[int],
+                      columns: Sequence[str]) -> int:
+        """Summed from the footer's chunk sizes, without listing the ranges: every read task
+        counts its bytes, and a large file has thousands of column chunks."""
+        layout = footer_layout(metadata)
+        return int(layout.sizes[np.ix_(list(units), layout.indices(columns))].sum())
+
     def read_units(self, task: FileUnits[pq.FileMetaData], fetcher: Fetcher, units: Sequence[int],
                    columns: Sequence[str]) -> pa.Table:
         handle = fetcher.file(self.ranges(task.metadata, units, columns))

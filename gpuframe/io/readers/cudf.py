@@ -76,9 +76,8 @@ class CudfReader:
             with KVIKIO.using(settings, wait=False), naming_cudf_failures(
                     tasks, read_fragment, lambda i: first.format.read_cudf([tasks[i]])):
                 frame, rows = first.format.read_cudf(tasks)
-            fetched = sum(n for task in tasks
-                          for _, n in task.format.ranges(task.metadata, task.units,
-                                                         task.file_columns))
+            fetched = sum(task.format.fetched_bytes(task.metadata, task.units,
+                                                    task.file_columns) for task in tasks)
             requests = 0
         else:
             with contextlib.ExitStack() as stack:

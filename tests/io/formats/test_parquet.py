@@ -150,6 +150,9 @@ def test_a_footer_s_layout_says_what_pyarrow_says_and_is_made_once(tmp_path):
     assert column_chunk_ranges(metadata, [5, 0, 2], ["name", "point"]) == [
         (start, end - start) for start, end in parquet.coalesce(spans)]
     assert column_chunk_ranges(metadata, [], ["id"]) == []
+    for groups, names in (([5, 0, 2], ["name", "point"]), ([1], ["id"]), ([], ["id"])):
+        assert parquet.ParquetFormat().fetched_bytes(metadata, groups, names) == sum(
+            length for _, length in column_chunk_ranges(metadata, groups, names))
 
 
 def test_a_column_s_range_spans_every_row_group_s_statistics(tmp_path):
