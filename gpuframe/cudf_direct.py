@@ -67,10 +67,11 @@ def grouped(frame: Any, keys: Sequence[str], columns: Sequence[tuple[str, str, s
             dropna: bool) -> Any:
     """What ``Backend.grouped`` gives, for sums, counts, means, least and greatest values of
     plain numbers (counts of any column), in the dtypes cuDF's ``agg`` gives them (counts
-    int64, where libcudf counts in 32 bits); None for other functions and types."""
+    int64, where libcudf counts in 32 bits); None for other functions and types, and where
+    there are no keys (a whole frame's aggregate groups on a key of its own)."""
     first, spec = distinct_functions(columns)
     values = frame._data
-    if not all(function in AGGREGATIONS
+    if not keys or not all(function in AGGREGATIONS
                and (function == "count" or _plain_number(values[column].dtype))
                for column, function in first):
         return None
