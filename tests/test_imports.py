@@ -115,10 +115,15 @@ def test_the_check_counts_a_subpackage_init(tmp_path):
     assert find_cycle(import_graph(package)) is not None
 
 
-@pytest.mark.parametrize("module", ["gpuframe.backend", "gpuframe.config", "gpuframe.errors"])
-def test_the_lowest_layers_import_nothing_of_the_engine_above(module):
-    graph = import_graph()
-    assert graph[module] <= {"gpuframe.errors"}
+@pytest.mark.parametrize("module", ["gpuframe.errors", "gpuframe.cudf_direct"])
+def test_the_lowest_modules_import_nothing_of_the_engine(module):
+    assert not import_graph()[module]
+
+
+@pytest.mark.parametrize("module", ["gpuframe.backend", "gpuframe.config"])
+def test_the_lowest_layers_import_only_the_lowest_modules(module):
+    """errors, and the pylibcudf calls beside cuDF's backend (:mod:`gpuframe.cudf_direct`)."""
+    assert import_graph()[module] <= {"gpuframe.errors", "gpuframe.cudf_direct"}
 
 
 def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -146,7 +151,8 @@ def test_layers_stay_in_order(lower, higher):
     assert higher not in reachable(import_graph(), lower)
 
 
-BELOW_IO = {"gpuframe.errors", "gpuframe.config", "gpuframe.backend", "gpuframe.units"}
+BELOW_IO = {"gpuframe.errors", "gpuframe.config", "gpuframe.backend", "gpuframe.cudf_direct",
+            "gpuframe.units"}
 
 
 def test_io_imports_only_itself_and_what_lies_below_it():
