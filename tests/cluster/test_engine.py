@@ -1,5 +1,9 @@
+import io
 import socket
+import subprocess
+import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 from distributed import LocalCluster
@@ -66,3 +70,42 @@ def test_no_current_engine_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(engine_module, "_current", None)
     with pytest.raises(ClusterError, match="call gpuframe.start_cluster"):
         gpuframe.from_pandas(pd.DataFrame({"x": [1]}))
+
+
+CLUSTER_PROCESS = """
+import sys, gpuframe
+engine = gpuframe.start_cluster(dashboard_address="127.0.0.1:0")
+print(engine.scheduler_address, flush=True)
+sys.stdin.read()
+engine.close()
+"""
+
+
+def test_a_client_of_another_process_joins_shuffled_sides(monkeypatch):
+    """A cluster that another process started (as on several hosts, where the user's client
+    joins a scheduler it did not start), on the GPUs where there are any: a join whose sides
+    are both shuffled (none small enough to copy) gives pandas' answer. On one GPU, such a
+    client, in a process of its own, once saw a shuffle's pack fail (count_kernel launch:
+    invalid argument; benchmarks/results/2026-11-29-s41-gpu-h200.md)."""
+    child = subprocess.Popen([sys.executable, "-c", CLUSTER_PROCESS], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        address = child.stdout.readline().strip()
+        assert address, "the cluster's process gave no scheduler address"
+        monkeypatch.setenv("GPUFRAME_BROADCAST_BYTES", "1")
+        rng = np.random.default_rng(3)
+        left = pd.DataFrame({"k": rng.integers(0, 20_000, 200_000), "a": rng.random(200_000)})
+        right = pd.DataFrame({"k": np.arange(20_000), "b": rng.random(20_000)})
+        with connect(address, timeout=120):
+            joined = gpuframe.from_pandas(left).merge(gpuframe.from_pandas(right), on="k")
+            got = joined.to_pandas()
+            plan = io.StringIO()
+            joined.explain(file=plan)
+            assert "| shuffle:" in plan.getvalue()
+        expected = left.merge(right, on="k")
+        pd.testing.assert_frame_equal(
+            got.sort_values(["k", "a"]).reset_index(drop=True),
+            expected.sort_values(["k", "a"]).reset_index(drop=True))
+    finally:
+        child.stdin.close()
+        child.wait(timeout=120)
