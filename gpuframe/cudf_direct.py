@@ -122,7 +122,7 @@ def joined(left: Any, right: Any, how: str, left_on: list[str], right_on: list[s
     if how in ("leftsemi", "leftanti"):
         return cudf_frame(gathered(left, maps))
     left_rows, right_rows = maps
-    dropped = {rk for lk, rk in zip(left_on, right_on) if lk == rk}
+    dropped = _same_named_keys(left_on, right_on)
     taken = list(gathered(left, left_rows).values()) + [
         column for label, column in gathered(right, right_rows, nullify=how == "left").items()
         if label not in dropped]
@@ -136,7 +136,7 @@ def _output_names(left: list[Any], right: list[Any], how: str, left_on: list[str
     keys) suffixed. None where a suffix is not a string or two outputs would share a name."""
     if how in ("leftsemi", "leftanti"):
         return left
-    dropped = {rk for lk, rk in zip(left_on, right_on) if lk == rk}
+    dropped = _same_named_keys(left_on, right_on)
     kept = [name for name in right if name not in dropped]
     both = set(left) & set(kept)
     if both and not all(isinstance(suffix, str) for suffix in suffixes):
@@ -144,6 +144,12 @@ def _output_names(left: list[Any], right: list[Any], how: str, left_on: list[str
     names = [f"{name}{suffixes[0]}" if name in both else name for name in left] + \
         [f"{name}{suffixes[1]}" if name in both else name for name in kept]
     return names if len(set(names)) == len(names) else None
+
+
+def _same_named_keys(left_on: list[str], right_on: list[str]) -> set[str]:
+    """The right keys named as the left keys they join: pandas keeps the left side's column
+    alone."""
+    return {rk for lk, rk in zip(left_on, right_on) if lk == rk}
 
 
 def _plain_number(dtype: Any) -> bool:
