@@ -3,8 +3,11 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuframe/column.hpp"
@@ -26,6 +29,43 @@ inline void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
     throw CudaError(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(status) +
                     ": " + cudaGetErrorString(status));
+}
+
+// A launch reports its own failure only through cudaGetLastError, which also returns an error an
+// earlier call on this thread left: `check_pending` before the launch tells the two apart, and
+// the launch's shape in the message says which argument the driver refused.
+inline void check_pending(const char* kernel) {
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess)
+    throw CudaError(std::string("CUDA error left by an earlier call, found before launching ") +
+                    kernel + ": " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
+}
+
+inline void check_launch(const char* kernel, int64_t blocks, int threads, size_t shared_bytes) {
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess)
+    throw CudaError(std::string("CUDA error in ") + kernel + " launch (" +
+                    std::to_string(blocks) + " blocks of " + std::to_string(threads) +
+                    " threads, " + std::to_string(shared_bytes) + " bytes of shared memory): " +
+                    cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
+}
+
+// A kernel's cap on dynamic shared memory is one for the whole process, not one per launch:
+// set before each launch, another thread's smaller setting could land between a thread's setting
+// and its launch, which the driver then refuses (cudaErrorInvalidValue). So it is only ever
+// raised, once per kernel, device and size, under a lock.
+inline void allow_shared_bytes(const void* kernel, size_t bytes, const char* what) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, const void*>, size_t> allowed;
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mutex);
+  size_t& cap = allowed[{device, kernel}];
+  if (bytes <= cap) return;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(bytes)),
+        what);
+  cap = bytes;
 }
 
 inline Keys pack_keys(const std::vector<ColumnView>& keys) {

@@ -1018,12 +1018,13 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
         const size_t shared = staged_count_shared_bytes(n_destinations_, string_columns_ > 0);
         auto launch = [&](auto route) {
           auto kernel = staged_count_kernel<D, decltype(route)>;
-          cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(shared)),
-                      "cudaFuncSetAttribute (staged_count_kernel shared memory)");
+          cuda::allow_shared_bytes(reinterpret_cast<const void*>(kernel), shared,
+                                   "cudaFuncSetAttribute (staged_count_kernel shared memory)");
+          cuda::check_pending("staged_count_kernel");
           kernel<<<grid(n_tiles_, "count"), kThreads, shared, stream>>>(
               route, parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile_,
               n_tiles_, dest, parts.counts);
+          cuda::check_launch("staged_count_kernel", n_tiles_, kThreads, shared);
         };
         if (given_)
           launch(Given{*given_, n_destinations_, refused});
@@ -1033,10 +1034,12 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
           });
       } else {
         auto launch = [&](auto route) {
-          count_kernel<D><<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "count"),
-                            kThreads, 0, stream>>>(route, parts.columns, static_cast<int32_t>(nc),
-                                                   n_rows_, n_destinations_, tile_, n_tiles_,
-                                                   dest, parts.counts);
+          const int64_t blocks = (n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock;
+          cuda::check_pending("count_kernel");
+          count_kernel<D><<<grid(blocks, "count"), kThreads, 0, stream>>>(
+              route, parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile_,
+              n_tiles_, dest, parts.counts);
+          cuda::check_launch("count_kernel", blocks, kThreads, 0);
         };
         if (given_)
           launch(Given{*given_, n_destinations_, refused});
@@ -1044,7 +1047,6 @@ void CudaPartition::count(uint8_t* scratch, int64_t scratch_capacity, uintptr_t 
           launch(Hashed<AnyKeys>{AnyKeys{key_views(columns_, key_columns_)}, n_destinations_});
       }
     });
-    cuda::check(cudaGetLastError(), "count_kernel launch");
     size_t temp = static_cast<size_t>(cub_temp_bytes_);
     cuda::check(cub::DeviceScan::ExclusiveSum(parts.cub_temp, temp, parts.counts, parts.counts,
                                               n_counts, stream),
@@ -1146,12 +1148,13 @@ void CudaPartition::scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream_ha
       const ChunkShape shape = chunk_ == kTwoStages.chunk ? kTwoStages : kLongChunks;
       const size_t shared = staged_shared_bytes(n_destinations_, strings, shape);
       auto launch = [&](auto kernel, auto where) {
-        cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(shared)),
-                    "cudaFuncSetAttribute (staged_scatter_kernel shared memory)");
+        cuda::allow_shared_bytes(reinterpret_cast<const void*>(kernel), shared,
+                                 "cudaFuncSetAttribute (staged_scatter_kernel shared memory)");
+        cuda::check_pending("staged_scatter_kernel");
         kernel<<<grid(n_tiles_, "scatter"), kThreads, shared, stream>>>(
             parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile_, n_tiles_,
             where, parts.counts, parts.starts, parts.pieces, out);
+        cuda::check_launch("staged_scatter_kernel", n_tiles_, kThreads, shared);
       };
       constexpr ChunkShape kLong = kLongChunks, kTwo = kTwoStages;
       using Stored = StoredDestinations<D>;
@@ -1169,13 +1172,14 @@ void CudaPartition::scatter(uint8_t* out, int64_t out_bytes, uintptr_t stream_ha
       else
         launch(staged_scatter_kernel<kLong.chunk, kLong.stages, D, Stored>, Stored{dest});
     } else {
-      scatter_kernel<D><<<grid((n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock, "scatter"),
-                          kThreads, 0, stream>>>(parts.columns, static_cast<int32_t>(nc), n_rows_,
-                                                 n_destinations_, tile_, n_tiles_, dest,
-                                                 parts.counts, parts.starts, parts.pieces, out);
+      const int64_t blocks = (n_tiles_ + kWarpsPerBlock - 1) / kWarpsPerBlock;
+      cuda::check_pending("scatter_kernel");
+      scatter_kernel<D><<<grid(blocks, "scatter"), kThreads, 0, stream>>>(
+          parts.columns, static_cast<int32_t>(nc), n_rows_, n_destinations_, tile_, n_tiles_,
+          dest, parts.counts, parts.starts, parts.pieces, out);
+      cuda::check_launch("scatter_kernel", blocks, kThreads, 0);
     }
   });
-  cuda::check(cudaGetLastError(), "scatter_kernel launch");
   // The cursors have moved: a second scatter would need a second count.
   counted_ = false;
 }

@@ -574,7 +574,8 @@ def test_range_destinations_cast_the_boundaries_to_the_key_types():
     timestamp units, extra columns in another order."""
     rng = np.random.default_rng(9)
     frame = pd.DataFrame({"k": rng.integers(-20, 20, 500), "x": rng.random(500),
-                          "t": pd.to_datetime(rng.integers(0, 10**6, 500), unit="s")})
+                          "t": pd.to_datetime(rng.integers(0, 10**6, 500), unit="s").astype(
+                              "datetime64[us]")})  # pandas versions infer other units
     boundaries = pd.DataFrame({"t": pd.to_datetime([100, 500_000], unit="ms").astype(
         "datetime64[ms]"), "k": np.array([-5, 7], np.int32), "other": ["a", "b"]})
     got = range_destinations(frame, ["k"], boundaries)
@@ -588,6 +589,8 @@ def test_range_destinations_cast_the_boundaries_to_the_key_types():
         range_destinations(frame, ["k"], pd.DataFrame({"k": [0.5]}))
     with pytest.raises(BoundariesError, match="'k' of type string cannot be cast"):
         range_destinations(frame, ["k"], pa.table({"k": ["a"]}))
+    with pytest.raises(BoundariesError, match=r"'t' of type timestamp\[ms\] cannot be cast"):
+        range_destinations(frame.astype({"t": "datetime64[s]"}), ["t"], boundaries)
 
 
 def test_range_split_gives_each_frame_its_range_in_order():
@@ -863,6 +866,36 @@ def test_cudf_partitions_keep_their_scratch_per_stream(on):
     assert kept[3][2] is not kept[2][2]
     assert cupy.cuda.runtime.pointerGetAttributes(kept[0][2].ctypes.data).type == \
         cupy.cuda.runtime.memoryTypeHost  # page-locked
+
+
+@pytest.mark.gpu
+def test_cudf_partitions_of_threads_at_once_launch_with_their_own_shared_memory():
+    """A staged kernel's cap on shared memory is one per process: threads packing frames with
+    and without string columns (which need more) at once must not lower it under each other's
+    launch, as a Dask worker's threads do."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cupy = device_or_skip()
+    cudf = pytest.importorskip("cudf")
+    table = random_table(2_000, seed=23)
+    tables = [table.select(["i64", "s"]), table.select(["i64", "i32"])]
+    frames = [cudf.DataFrame.from_arrow(t) for t in tables]
+    wanted = [hash_pack(t, ["i64"], 3) for t in tables]
+    cupy.cuda.Device().synchronize()
+
+    def packs(thread: int) -> list[tuple[int, PackedBuckets]]:
+        kinds = [(thread + i) % 2 for i in range(200)]
+        done = [(kind, hash_pack(frames[kind], ["i64"], 3)) for kind in kinds]
+        cupy.cuda.get_current_stream().synchronize()
+        return done
+
+    with ThreadPoolExecutor(8) as pool:
+        results = [item for items in pool.map(packs, range(8)) for item in items]
+    assert len(results) == 1600
+    for kind, packed in results[:4] + results[-4:]:
+        assert_packs_like_arrow(packed, wanted[kind])
+    for kind, packed in results:
+        assert packed.rows.tolist() == wanted[kind].rows.tolist()
 
 
 @pytest.mark.gpu
