@@ -75,7 +75,7 @@ def test_no_current_engine_is_a_clear_error(monkeypatch):
 CLUSTER_PROCESS = """
 import sys, gpuframe
 engine = gpuframe.start_cluster(dashboard_address="127.0.0.1:0")
-print(engine.scheduler_address, flush=True)
+print("SCHEDULER", engine.scheduler_address, flush=True)
 sys.stdin.read()
 engine.close()
 """
@@ -85,12 +85,14 @@ def test_a_client_of_another_process_joins_shuffled_sides(monkeypatch):
     """A cluster that another process started (as on several hosts, where the user's client
     joins a scheduler it did not start), on the GPUs where there are any: a join whose sides
     are both shuffled (none small enough to copy) gives pandas' answer. On one GPU, such a
-    client, in a process of its own, once saw a shuffle's pack fail (count_kernel launch:
-    invalid argument; benchmarks/results/2026-11-29-s41-gpu-h200.md)."""
+    client, in a process of its own, saw a shuffle's pack fail (a staged kernel's launch refused:
+    worker threads lowered its shared memory under each other; 2026-11-29-s42-gpu-h200.md).
+    The address is read from its own line: UCX prints its warnings to the same output."""
     child = subprocess.Popen([sys.executable, "-c", CLUSTER_PROCESS], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
-        address = child.stdout.readline().strip()
+        lines = (line.split() for line in child.stdout)
+        address = next((words[1] for words in lines if words[:1] == ["SCHEDULER"]), None)
         assert address, "the cluster's process gave no scheduler address"
         monkeypatch.setenv("GPUFRAME_BROADCAST_BYTES", "1")
         rng = np.random.default_rng(3)
