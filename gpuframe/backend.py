@@ -53,9 +53,10 @@ class Backend:
     def from_pandas(self, frame: pd.DataFrame) -> Any:
         return frame
 
-    def import_on_client(self) -> None:
+    def import_on_client(self) -> threading.Thread | None:
         """Start importing this backend's library in the client, in the background, where the
-        client does not hold it already (pandas it does)."""
+        client does not hold it already (pandas it does): the thread that imports, or None."""
+        return None
 
     def held(self, frame: pd.DataFrame) -> pd.DataFrame:
         """A client's pandas frame as this backend's partitions hold it, decided on the whole
@@ -209,13 +210,16 @@ class CudfBackend(Backend):
     def from_pandas(self, frame: pd.DataFrame) -> Any:
         return self.module.from_pandas(frame)
 
-    def import_on_client(self) -> None:
+    def import_on_client(self) -> threading.Thread:
         """Dask tells the client each result's type, which the client unpickles: the first
         cuDF frame made imports cuDF there, seconds of a first query
         (benchmarks/results/2026-11-29-s39-gpu-h200.md). In a thread, while the workers start
-        (:func:`~gpuframe.cluster.local.start_cluster`) or the user goes on."""
-        threading.Thread(target=importlib.import_module, args=(self.library,),
-                         name="gpuframe-import-cudf", daemon=True).start()
+        (:func:`~gpuframe.cluster.local.start_cluster`) or the user goes on; the thread is
+        returned, to wait for."""
+        importing = threading.Thread(target=importlib.import_module, args=(self.library,),
+                                     name="gpuframe-import-cudf", daemon=True)
+        importing.start()
+        return importing
 
     def nbytes(self, frame: Any) -> int:
         return device_frame_bytes(frame)
@@ -391,8 +395,10 @@ def _number_kind(side: Any) -> Any:
 def true_divide(left: Any, right: Any) -> Any:
     """``left / right`` of an expression: by :meth:`CudfBackend.divide` where a side is a
     cuDF Series, else by the operator."""
-    cudf = sys.modules.get("cudf")
-    if cudf is not None and (isinstance(left, cudf.Series) or isinstance(right, cudf.Series)):
+    # cuDF may be half imported here (Backend.import_on_client imports it in a thread), and a
+    # cuDF Series exists only once its class does
+    series = getattr(sys.modules.get("cudf"), "Series", None)
+    if series is not None and (isinstance(left, series) or isinstance(right, series)):
         return BACKENDS["cudf"].divide(left, right)
     return left / right
 

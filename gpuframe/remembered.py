@@ -19,15 +19,23 @@ KEPT = 1024
 """Keys remembered, the oldest forgotten first."""
 
 _found: dict[tuple[Any, ...], Any] = {}
+_found_lock = threading.Lock()
 
 
 def remembered(key: tuple[Any, ...], find: Callable[[], Any]) -> Any:
-    """``find()``, remembered by ``key``; a failure is not."""
-    if key not in _found:
-        _found[key] = find()
+    """``find()``, remembered by ``key``; a failure is not. Threads plan and unpickle schemas
+    at once (the client's, a worker's loop and task threads): the lookup and the eviction hold
+    a lock, ``find`` does not (it may ask for other keys); of two threads finding one key, the
+    first one's answer is kept and both get it."""
+    with _found_lock:
+        if key in _found:
+            return _found[key]
+    found = find()
+    with _found_lock:
+        found = _found.setdefault(key, found)
         while len(_found) > KEPT:
             del _found[next(iter(_found))]
-    return _found[key]
+    return found
 
 
 _of: dict[tuple[str, int], tuple[Any, Any]] = {}

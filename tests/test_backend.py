@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from gpuframe.backend import CudfBackend, get_backend
+from gpuframe.backend import CudfBackend, get_backend, true_divide
 from gpuframe.errors import BackendError
 from gpuframe.plan.expr import col
 
@@ -168,12 +168,19 @@ def test_cudf_backend_imports_its_library_on_the_client_in_the_background(tmp_pa
     backend = CudfBackend()
     backend.library = "gpuframe_slow_library"
     start = time.perf_counter()
-    backend.import_on_client()
+    importing = backend.import_on_client()
     assert time.perf_counter() - start < 0.4
-    deadline = time.monotonic() + 30
-    while not getattr(sys.modules.get("gpuframe_slow_library"), "imported", False):
-        assert time.monotonic() < deadline, "the library was never imported"
-        time.sleep(0.01)
+    assert importing is not None
+    importing.join(timeout=30)
+    assert getattr(sys.modules.get("gpuframe_slow_library"), "imported", False)
+    assert get_backend("pandas").import_on_client() is None  # pandas is imported already
+
+
+def test_a_division_beside_a_half_imported_cudf_is_the_operators(monkeypatch):
+    """The client imports cuDF in a thread while the user plans: a module without its classes
+    yet is no cuDF Series to divide by pylibcudf."""
+    monkeypatch.setitem(sys.modules, "cudf", types.ModuleType("cudf"))
+    pd.testing.assert_series_equal(true_divide(pd.Series([1, 3]), 2), pd.Series([0.5, 1.5]))
 
 
 @pytest.mark.parametrize("dtype", MISSING)

@@ -1,6 +1,10 @@
 """The memo of schema work: found once per key, failures found again, the oldest forgotten past
 its bound, and schema keys that tell dtypes apart."""
 
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -31,6 +35,46 @@ def test_the_oldest_keys_are_forgotten_past_the_bound(monkeypatch):
     for i in range(5):
         memo.remembered((i,), lambda i=i: i)
     assert list(memo._found) == [(2,), (3,), (4,)]
+
+
+def test_threads_finding_at_once_get_their_answers_and_the_bound_holds(monkeypatch):
+    """Threads (the client's, a worker's loop and task threads) remember at once past the
+    bound: none fails, each gets its key's answer."""
+    monkeypatch.setattr(memo, "_found", {})
+    monkeypatch.setattr(memo, "KEPT", 4)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        def remember(thread: int) -> bool:
+            return all(memo.remembered((i % 16,), lambda i=i: i % 16) == i % 16
+                       for i in range(thread, thread + 3000))
+
+        with ThreadPoolExecutor(8) as pool:
+            assert all(pool.map(remember, range(8)))
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(memo._found) <= 4
+
+
+def test_of_two_threads_finding_one_key_both_get_the_first_answer(monkeypatch):
+    """Each thread finds outside the lock (a find may ask for other keys); the answer stored
+    first is the one both get, so frames stay shared."""
+    monkeypatch.setattr(memo, "_found", {})
+    inside, stored = threading.Event(), threading.Event()
+    got = {}
+
+    def slow():
+        inside.set()
+        assert stored.wait(30)
+        return ["slow"]
+
+    first = threading.Thread(target=lambda: got.update(slow_thread=memo.remembered(("k",), slow)))
+    first.start()
+    assert inside.wait(30)
+    fast = memo.remembered(("k",), lambda: ["fast"])
+    stored.set()
+    first.join(timeout=30)
+    assert fast == ["fast"] and got["slow_thread"] is fast
 
 
 def test_schema_keys_tell_zones_units_and_categories_apart():

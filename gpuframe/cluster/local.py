@@ -175,25 +175,32 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
     # initializes no CUDA context in this process. This thread has finished its imports, and
     # holds no module's lock while the import runs beside the workers' start.
     os.environ["RAPIDS_NO_INITIALIZE"] = "True"
-    get_backend("cudf").import_on_client()
     # the worker processes take the config they start in
     with dask.config.set(spill_settings()), ucx_environment(protocol, scheduler_protocol) as env:
+        # Started once the environment is set, and waited for before it is given back:
+        # setting or removing a variable while another thread's C code reads the environment
+        # (as cuDF's libraries do as they load) is not thread-safe in glibc.
+        importing = get_backend("cudf").import_on_client()
         if opts.thread_streams:  # pylibcudf reads it as the worker imports cuDF (pre_import)
             env = {**env, thread_streams.ENVIRONMENT: "1"}
-        return LocalCUDACluster(
-            CUDA_VISIBLE_DEVICES=devices,
-            n_workers=n_workers,
-            threads_per_worker=opts.threads_per_worker or GPU_THREADS_PER_WORKER,
-            protocol=protocol,
-            rmm_pool_size=opts.rmm_pool_size,
-            device_memory_limit=opts.device_memory_limit,
-            memory_limit=opts.memory_limit,
-            dashboard_address=opts.dashboard_address,
-            local_directory=opts.local_directory,
-            pre_import=["cudf"],
-            env=env,
-            scheduler_kwargs={"protocol": scheduler_protocol},
-        )
+        try:
+            return LocalCUDACluster(
+                CUDA_VISIBLE_DEVICES=devices,
+                n_workers=n_workers,
+                threads_per_worker=opts.threads_per_worker or GPU_THREADS_PER_WORKER,
+                protocol=protocol,
+                rmm_pool_size=opts.rmm_pool_size,
+                device_memory_limit=opts.device_memory_limit,
+                memory_limit=opts.memory_limit,
+                dashboard_address=opts.dashboard_address,
+                local_directory=opts.local_directory,
+                pre_import=["cudf"],
+                env=env,
+                scheduler_kwargs={"protocol": scheduler_protocol},
+            )
+        finally:
+            if importing is not None:
+                importing.join()
 
 
 def _start_cpu_cluster(opts: ClusterOptions, protocol: str,

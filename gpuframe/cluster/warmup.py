@@ -38,6 +38,7 @@ from ..backend import get_backend
 from ..exchange.mailbox import forget, send_from
 from ..exchange.row_hashes import hash_rows, longest_repeat
 from ..exchange.splitters import HashSplitter
+from ..io.readers.device import KVIKIO
 
 if TYPE_CHECKING:
     from distributed import Worker
@@ -67,8 +68,11 @@ def warm_worker(worker: Worker, backend_name: str, peers: list[str], wrap: bool
     frame = backend.from_pandas(sample_frame())
     path = os.path.join(worker.local_directory, f"gpuframe-warmup-{os.getpid()}.parquet")
     try:
-        frame.to_parquet(path)
-        frame = backend.module.read_parquet(path)
+        # cuDF writes and reads through KvikIO's pool of threads, which a query's read beside
+        # the warm-up must not replace meanwhile (KvikioSettings)
+        with KVIKIO.using({}, wait=False):
+            frame.to_parquet(path)
+            frame = backend.module.read_parquet(path)
     finally:
         if os.path.exists(path):
             os.remove(path)

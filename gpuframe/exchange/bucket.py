@@ -29,6 +29,7 @@ import ctypes
 import dataclasses
 import functools
 import pickle
+import threading
 from typing import Any
 
 import numpy as np
@@ -145,12 +146,21 @@ def _pinned_copy(buffer: Any) -> memoryview:
     return memoryview(host).cast("B")
 
 
-@functools.cache
+_pinning = threading.Lock()
+
+
 def pinned_pool() -> Any:
     """This process's pool of pinned host memory for buckets in flight, created on first use:
     the first transfers pay for pinning, more than the pageable copy would cost
     (benchmarks/results/2026-11-24-night-tcp-buckets-h200.md); later ones reuse the memory,
-    whatever their sizes."""
+    whatever their sizes. Made under a lock: two first callers (the event loop and a thread
+    serializing at once) would each pin a pool's initial bytes."""
+    with _pinning:
+        return _pinned_pool_once()
+
+
+@functools.cache
+def _pinned_pool_once() -> Any:
     import rmm
 
     return rmm.mr.PoolMemoryResource(rmm.mr.PinnedHostMemoryResource(),

@@ -106,16 +106,19 @@ class Mailbox:
             return True
 
     def take(self, exchange: str, bucket: int) -> dict[int, Any]:
-        """Remove and return bucket ``bucket``'s pieces, by source partition."""
+        """Remove and return bucket ``bucket``'s pieces, by source partition. Their keys leave
+        the books under the lock, so no other call touches them after; they are read from the
+        store outside it: a spilled piece is read back from host or disk, which must not hold
+        up the deliveries that file pieces on the worker's event loop (:meth:`put`)."""
         with self._lock:
             buckets = self._held.get(exchange, {})
             keys = buckets.pop(bucket, {})
             if not buckets:
                 self._held.pop(exchange, None)
-            pieces = {source: self._data[key] for source, key in keys.items()}
-            for key in keys.values():
-                del self._data[key]
-            return pieces
+        pieces = {source: self._data[key] for source, key in keys.items()}
+        for key in keys.values():
+            del self._data[key]
+        return pieces
 
     def drop(self, exchange: str) -> None:
         """Forget what ``exchange`` holds here, and discard what comes for it later."""

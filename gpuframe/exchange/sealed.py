@@ -14,6 +14,7 @@ engine registers it: the workers by a plugin (later ones too), the client at onc
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -94,9 +95,20 @@ def sealed_serializers(dumps_parcel: Dumps, loads_parcel: Loads, dumps_frame: Du
     return dumps, loads
 
 
-@functools.cache
+_sealing = threading.Lock()
+
+
 def seal_cudf_transfers() -> None:
-    """In this process: cuDF frames sent over a device comm (UCX) go sealed where they can."""
+    """In this process: cuDF frames sent over a device comm (UCX) go sealed where they can.
+    Once: a second run would wrap the sealed serializers again, whose frames a process that
+    wrapped once cannot read. ``functools.cache`` alone lets two first callers (the client and
+    a worker's plugin, in one process) both run it; the lock does not."""
+    with _sealing:
+        _seal_cudf_transfers_once()
+
+
+@functools.cache
+def _seal_cudf_transfers_once() -> None:
     import cudf
 
     dumps, loads = sealed_serializers(

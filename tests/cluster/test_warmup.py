@@ -56,3 +56,31 @@ def test_a_failed_warm_up_is_raised_by_warmed_and_nowhere_else(engine):
         engine.warmed(timeout=30)
     assert engine.warming == []
     assert len(gpuframe.from_pandas(sample_frame())) == len(sample_frame())
+
+
+def test_the_warm_up_reads_as_a_user_of_kvikio(tmp_path, monkeypatch):
+    """cuDF's reads go through KvikIO's pool of threads: a query's read beside the warm-up's
+    must not replace that pool under it, so the warm-up's Parquet round trip counts as a user
+    of KvikIO's settings."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from gpuframe.cluster import warmup
+    from gpuframe.io.readers.device import KVIKIO
+
+    users = []
+    read = pd.read_parquet
+
+    def counted(*args, **kwargs):
+        users.append(KVIKIO._users)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(pd, "read_parquet", counted)
+    monkeypatch.setattr(warmup, "send_from", lambda *args: None)
+    monkeypatch.setattr(warmup, "forget", lambda *args: None)
+    worker = SimpleNamespace(local_directory=str(tmp_path), address="tcp://127.0.0.1:1")
+    parts = warmup.warm_worker(worker, "pandas", [worker.address], False)
+    assert set(parts) == {"parquet", "operators", "exchange"}
+    assert users == [1] and KVIKIO._users == 0
+    assert list(tmp_path.iterdir()) == []  # its file removed

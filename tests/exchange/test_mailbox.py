@@ -2,6 +2,7 @@
 dropped when no consumer needs them, even when the job fails."""
 
 import socket
+import threading
 import time
 from dataclasses import dataclass
 
@@ -41,6 +42,42 @@ def test_a_mailbox_gives_each_bucket_once_and_discards_late_pieces():
     assert box.exchanges() == {} and data == {}
     assert not box.put("x", 2, {0: "late"})  # a cancelled sender's piece, after the drop
     assert box.exchanges() == {} and data == {}
+
+
+class SlowStore(dict):
+    """A data store whose reads wait for ``release``, as a spilled piece's read from disk."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = threading.Event()
+        self.release = threading.Event()
+
+    def __getitem__(self, key):
+        self.reading.set()
+        assert self.release.wait(30)
+        return super().__getitem__(key)
+
+
+def test_a_take_reading_a_spilled_piece_holds_up_no_delivery():
+    """A task's take reads its pieces back outside the mailbox's lock: a delivery (filed on the
+    worker's event loop) meanwhile goes through at once."""
+    data = SlowStore()
+    box = Mailbox(data)
+    box.put("x", 0, {0: "a0", 1: "a1"})
+    taken = {}
+    taking = threading.Thread(target=lambda: taken.update(box.take("x", 0)))
+    taking.start()
+    assert data.reading.wait(30)
+    delivered = threading.Thread(target=box.put, args=("x", 1, {1: "b1"}))
+    delivered.start()
+    delivered.join(timeout=5)
+    alive = delivered.is_alive()
+    data.release.set()
+    taking.join(timeout=30)
+    delivered.join(timeout=30)
+    assert not alive, "the delivery waited for the take's read"
+    assert taken == {0: "a0"}
+    assert box.take("x", 1) == {0: "a1", 1: "b1"} and data == {}
 
 
 def test_pieces_spill_to_disk_with_the_workers_results(tmp_path):

@@ -137,8 +137,10 @@ class KvikioSettings:
         if no other read is in flight. Where one is, ``wait`` says whether this read waits for
         KvikIO to be idle (its settings must hold: a remote read's timeout, the thread count
         its host's budget leased) or reads with the settings in force (a local read, whose
-        threads and task size only set its speed)."""
-        import kvikio.defaults
+        threads and task size only set its speed). A block that asks for no settings (cuDF's
+        own reads and writes, which go through KvikIO's pool too) only counts as a user."""
+        if settings:
+            import kvikio.defaults
 
         with self._idle:
             changed = {key: value for key, value in settings.items()

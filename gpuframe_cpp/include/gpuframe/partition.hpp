@@ -118,7 +118,9 @@ class HostPartition {
 };
 
 // Device columns, device output and scratch, kernels on a caller-given CUDA stream (a
-// cudaStream_t as an integer; 0 is the legacy default stream). Throws CudaError.
+// cudaStream_t as an integer; 0 is the legacy default stream). Throws CudaError. One object is
+// for one thread: count and scatter change its layout and totals (the Python binding releases
+// the GIL in them), so threads partition at once with objects of their own.
 class CudaPartition {
  public:
   // No CUDA work yet, except asking the device for CUB's temporary storage size and its shared
