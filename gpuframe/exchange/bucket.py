@@ -29,7 +29,6 @@ import ctypes
 import dataclasses
 import functools
 import pickle
-import threading
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,7 @@ from distributed.protocol import dask_deserialize, dask_serialize
 from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
 from distributed.utils import nbytes
 
+from ..once import Once
 from .pack import Parcel, _aligned_empty
 from .pack_layout import ALIGNMENT
 
@@ -146,21 +146,13 @@ def _pinned_copy(buffer: Any) -> memoryview:
     return memoryview(host).cast("B")
 
 
-_pinning = threading.Lock()
-
-
+@Once
 def pinned_pool() -> Any:
     """This process's pool of pinned host memory for buckets in flight, created on first use:
     the first transfers pay for pinning, more than the pageable copy would cost
     (benchmarks/results/2026-11-24-night-tcp-buckets-h200.md); later ones reuse the memory,
-    whatever their sizes. Made under a lock: two first callers (the event loop and a thread
-    serializing at once) would each pin a pool's initial bytes."""
-    with _pinning:
-        return _pinned_pool_once()
-
-
-@functools.cache
-def _pinned_pool_once() -> Any:
+    whatever their sizes. Made once (:class:`~gpuframe.once.Once`): two first callers (the
+    event loop and a thread serializing at once) would each pin a pool's initial bytes."""
     import rmm
 
     return rmm.mr.PoolMemoryResource(rmm.mr.PinnedHostMemoryResource(),

@@ -13,8 +13,6 @@ engine registers it: the workers by a plugin (later ones too), the client at onc
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +20,7 @@ import numpy as np
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
 
+from ..once import Once
 from . import bucket  # noqa: F401 (registers a parcel's serializers, dispatched below)
 from .pack import Parcel, _is_cudf, split_by_destinations
 
@@ -95,20 +94,12 @@ def sealed_serializers(dumps_parcel: Dumps, loads_parcel: Loads, dumps_frame: Du
     return dumps, loads
 
 
-_sealing = threading.Lock()
-
-
+@Once
 def seal_cudf_transfers() -> None:
     """In this process: cuDF frames sent over a device comm (UCX) go sealed where they can.
-    Once: a second run would wrap the sealed serializers again, whose frames a process that
-    wrapped once cannot read. ``functools.cache`` alone lets two first callers (the client and
-    a worker's plugin, in one process) both run it; the lock does not."""
-    with _sealing:
-        _seal_cudf_transfers_once()
-
-
-@functools.cache
-def _seal_cudf_transfers_once() -> None:
+    Once (:class:`~gpuframe.once.Once`, not ``functools.cache``, which lets two first callers
+    both run it: the client and a worker's plugin, in one process): a second run would wrap the
+    sealed serializers again, whose frames a process that wrapped once cannot read."""
     import cudf
 
     dumps, loads = sealed_serializers(

@@ -154,7 +154,7 @@ def _make_bucket(rows: int) -> DeviceBucket:
 
 
 def _pinned_pool_made() -> bool:
-    return bucket._pinned_pool_once.cache_info().currsize == 1
+    return bucket.pinned_pool.made
 
 
 @pytest.mark.gpu

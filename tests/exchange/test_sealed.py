@@ -4,17 +4,13 @@ beside its columns, and comes back the same frame; any other goes by its own ser
 
 from __future__ import annotations
 
-import functools
 import pickle
-import threading
-import time
 
 import numpy as np
 import pandas as pd
 import pytest
 from distributed.protocol import dask_deserialize, dask_serialize
 
-from gpuframe.exchange import sealed as sealed_module
 from gpuframe.exchange.pack import Parcel
 from gpuframe.exchange.sealed import seal, sealed_serializers
 
@@ -89,8 +85,8 @@ def test_cudf_frames_go_by_cuda_serializers_as_one_device_buffer(monkeypatch):
     for dispatch in (cuda_serialize, cuda_deserialize):
         dispatch.dispatch(cudf.DataFrame)  # cuDF's own, registered lazily
         monkeypatch.setitem(dispatch._lookup, cudf.DataFrame, dispatch._lookup[cudf.DataFrame])
-    monkeypatch.setattr(sealed, "_seal_cudf_transfers_once",
-                        sealed._seal_cudf_transfers_once.__wrapped__)
+    monkeypatch.setattr(sealed, "seal_cudf_transfers",
+                        sealed.seal_cudf_transfers.__wrapped__)
     sealed.seal_cudf_transfers()
     values = plain_frame()
     frame = cudf.from_pandas(values)
@@ -106,21 +102,3 @@ def test_cudf_frames_go_by_cuda_serializers_as_one_device_buffer(monkeypatch):
     header, frames = serialize(levels, serializers=("cuda",))
     assert len(frames) > 1  # cuDF's own: a buffer per column and per level
     pd.testing.assert_frame_equal(deserialize(header, frames).to_pandas(), levels.to_pandas())
-
-
-def test_two_first_callers_seal_cudf_transfers_once(monkeypatch):
-    """The client and a worker's plugin in one process may both ask first: a second sealing
-    would wrap the sealed serializers again."""
-    runs = []
-
-    def sealing() -> None:
-        runs.append(threading.get_ident())
-        time.sleep(0.2)  # long enough for the other caller to arrive meanwhile
-
-    monkeypatch.setattr(sealed_module, "_seal_cudf_transfers_once", functools.cache(sealing))
-    callers = [threading.Thread(target=sealed_module.seal_cudf_transfers) for _ in range(2)]
-    for caller in callers:
-        caller.start()
-    for caller in callers:
-        caller.join(timeout=30)
-    assert len(runs) == 1
