@@ -8,6 +8,9 @@ cache an earlier variant filled spared the later ones' first queries CuPy's comp
   dask     dask-cuda's LocalCUDACluster (LocalCluster without GPUs) and a client, started
            alone with gpuframe's worker options: the start-up gpuframe adds to.
   warm-up  gpuframe.start_cluster(warm_up=True), its background warm-up, then the query at once.
+  warmed   the same, the query once the warm-up is done (its wait counted in start-up): what
+           the first query still pays that the warm-up does not cover, apart from the two
+           running side by side.
   none     the same with warm_up=False.
 
 The query is benchmarks/parquet_join.py's (read two Parquet datasets, join on int64 keys, count
@@ -33,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from parquet_join import KEYS, generate, run_gpuframe  # noqa: E402
 
-VARIANTS = ("dask", "warm-up", "none")
+VARIANTS = ("dask", "warm-up", "warmed", "none")
 
 
 def child(variant: str, data: Path, repeat: int, workers: int | None) -> dict[str, Any]:
@@ -57,8 +60,9 @@ def child(variant: str, data: Path, repeat: int, workers: int | None) -> dict[st
     from gpuframe.diagnostics.jobs import mark, metrics_since
 
     start = time.perf_counter()
-    engine = gpuframe.start_cluster(n_workers=workers, warm_up=variant == "warm-up",
+    engine = gpuframe.start_cluster(n_workers=workers, warm_up=variant != "none",
                                     dashboard_address="127.0.0.1:0")
+    warm_up = engine.warmed() if variant == "warmed" else {}
     up = time.perf_counter() - start
 
     def query() -> tuple[float, dict[str, float], list[tuple[str, float]]]:
@@ -77,6 +81,7 @@ def child(variant: str, data: Path, repeat: int, workers: int | None) -> dict[st
         first, first_stages, first_hot = query()
         warm, warm_stages, _ = min(query() for _ in range(repeat))
         return {"start": up, "first": first, "warm": warm, "protocol": engine.protocol,
+                "warm_up": warm_up,
                 "backend": engine.backend.name, "workers": len(engine.workers),
                 "stages": {"first": first_stages, "warm": warm_stages}, "hot": first_hot}
 
@@ -135,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         for which, stages in f.get("stages", {}).items():
             print(f"- {variant}, {which} query: "
                   + ", ".join(f"{name} {wall:.3f}" for name, wall in stages.items()))
+    for variant, f in figures.items():
+        for worker, parts in f.get("warm_up", {}).items():
+            print(f"- {variant}'s warm-up on {worker}: "
+                  + ", ".join(f"{part} {seconds:.3f}" for part, seconds in parts.items()))
     for variant, f in figures.items():
         if f.get("hot"):
             print(f"\nWhere the workers' task threads were in {variant}'s first query (share "

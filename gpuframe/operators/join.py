@@ -62,7 +62,8 @@ bucket, and a CPU worker with one thread has no idle time to hide it in.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -79,7 +80,6 @@ from ..units import byte_text
 from .join_copies import (
     Copy,
     SideCopies,
-    broadcast_task,
     copied_unsampled,
     gather_call,
     side_estimates,
@@ -96,6 +96,7 @@ from .join_tasks import (
     LocalJoin,
     join_after,
     join_copied,
+    join_gathering,
     join_parts,
 )
 from .lowering import Lowering, lower
@@ -223,9 +224,10 @@ def _shuffle_joins(node: Join, job: Job, number: int | None, local: LocalJoin,
     keys (no key split over several tasks)."""
     owners = buckets["left"].owners
     stage = job.stage("join")
-    futures = [_join_task(stage, local, buckets["left"].parts[b], buckets["right"].parts[b],
-                          b, owner, number, copies, verdict)
-               for b, owner in enumerate(owners)]
+    call = (join_parts, (local,)) if verdict is None else (join_after, (verdict, local))
+    futures = [_join_task(stage, call, buckets["left"].parts[b], buckets["right"].parts[b],
+                          b, owner, number, copies, alone)
+               for b, (owner, alone) in enumerate(zip(owners, _alone(owners)))]
     placement = _output_placement(node, hash_types, len(owners), owners) if placed else None
     return Partitions(futures, owners, node.meta, placement)
 
@@ -244,17 +246,35 @@ class _QuietSpeculation(logging.Filter):
 logging.getLogger("distributed.worker").addFilter(_QuietSpeculation())
 
 
-def _join_task(stage: Stage, local: LocalJoin, left: list[Any], right: list[Any], index: int,
-               owner: str, number: int | None, copies: SideCopies,
-               verdict: Future | None = None) -> Future:
-    """The join task of output partition ``index`` on ``owner``, of the parts of each side it
-    takes, given ``owner``'s ``copies``; with ``verdict``, one that joins once the verdict has
-    passed (:func:`~.join_tasks.join_after`)."""
-    if verdict is None:
-        return stage.submit(join_parts, local, left, right, copies.on(owner), index=(index,),
+Call = tuple[Callable[..., Any], tuple[Any, ...]]
+"""A function and its leading arguments."""
+
+
+def _join_task(stage: Stage, call: Call, left: list[Any], right: list[Any], index: int,
+               owner: str, number: int | None, copies: SideCopies, alone: bool,
+               side: tuple[str, Call] | None = None) -> Future:
+    """The join task of output partition ``index`` on ``owner``: ``call``'s function
+    (:func:`~.join_tasks.join_parts`, :func:`~.join_tasks.join_after` or
+    :func:`~.join_tasks.join_copied`) on its leading arguments, the parts of each side it
+    takes and ``owner``'s ``copies``. Where it is ``alone`` (its worker's only task of the join)
+    and the copies' parts all lie there, it gathers them itself, as it does a ``side`` copied
+    to it where given (the side, and what gathers it): :func:`~.join_tasks.join_gathering`."""
+    fn, head = call
+    inline = alone and copies.lie_on(owner)
+    if side is None and not inline:
+        return stage.submit(fn, *head, left, right, copies.on(owner), index=(index,),
                             owner=owner, node=number)
-    return stage.submit(join_after, verdict, local, left, right, copies.on(owner),
-                        index=(index,), owner=owner, node=number)
+    copied, gather = side if side is not None else (None, None)
+    return stage.submit(join_gathering, fn, copied, gather,
+                        list(copies.calls) if inline else None, *head, left, right,
+                        None if inline else copies.on(owner), index=(index,), owner=owner,
+                        node=number)
+
+
+def _alone(owners: Sequence[str]) -> list[bool]:
+    """For each task of ``owners``, whether it is its worker's only one."""
+    counts = Counter(owners)
+    return [counts[owner] == 1 for owner in owners]
 
 
 def speculation_verdict(shape: JoinShape, per_worker: int, *sampled: Any) -> bool:
@@ -376,13 +396,13 @@ def _fused(node: Join, lowering: Lowering, number: int | None, local: LocalJoin,
         return None
     fraction = node.options.join_memory_fraction
     step = CopiedJoinStep(replace(local, steps=()), small, len(copies.calls), fraction)
-    call = gather_call(lowering.job, small_parts, local, small, copy, fraction)
+    gather = gather_call(lowering.job, small_parts, local, small, copy, fraction)
     if chain is not None:
         chain.fused(lowering, base)
     lowering.note(node, f"{lowering.job.notes[lowering.number(node)]}, joined in the tasks of "
                         f"#{lowering.number(base)}")
     parts = _join(base, lowering, number, (chain.steps if chain is not None else ())
-                  + (step,) + steps, copies.plus(call))
+                  + (step,) + steps, copies.plus(gather, small_parts))
     placed = chain.placed(parts).partitioning if chain is not None else parts.partitioning
     placement = None if placed is None else _output_placement(
         node, placed.hash_types, placed.n, placed.owners, side=big, keys=placed.keys)
@@ -413,9 +433,10 @@ def _colocated(node: Join, lowering: Lowering, number: int | None, local: LocalJ
     """Both sides hashed alike: partition ``b`` of each joined where both lie."""
     stage = lowering.job.stage("join")
     left, right = inputs["left"], inputs["right"]
-    futures = [_join_task(stage, local, [lf], [rf], b, owner, number, copies)
-               for b, (lf, rf, owner) in enumerate(zip(left.futures, right.futures,
-                                                       left.owners))]
+    futures = [_join_task(stage, (join_parts, (local,)), [lf], [rf], b, owner, number, copies,
+                          alone)
+               for b, (lf, rf, owner, alone) in enumerate(zip(
+                   left.futures, right.futures, left.owners, _alone(left.owners)))]
     placement = _output_placement(node, placed.hash_types, placed.n, placed.owners)
     return Partitions(futures, list(left.owners), node.meta, placement)
 
@@ -432,10 +453,11 @@ def _into_buckets(node: Join, lowering: Lowering, number: int | None, local: Loc
     owners = buckets.owners
     stage = job.stage("join")
     futures = []
-    for b, (part, owner) in enumerate(zip(inputs[placed_side].futures, owners)):
+    for b, (part, owner, alone) in enumerate(zip(inputs[placed_side].futures, owners,
+                                                 _alone(owners))):
         sides = {placed_side: [part], other: buckets.parts[b]}
-        futures.append(_join_task(stage, local, sides["left"], sides["right"], b, owner,
-                                  number, copies))
+        futures.append(_join_task(stage, (join_parts, (local,)), sides["left"], sides["right"],
+                                  b, owner, number, copies, alone))
     placement = _output_placement(node, hash_types, len(owners), owners)
     return Partitions(futures, owners, node.meta, placement)
 
@@ -450,24 +472,32 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
     scheduler and a wait for the worker holding them to serve it between tasks. Where
     ``copy.counted_on`` (a side copied without a sample whose keys may repeat), each join task
     first checks on its worker that its output fits (:func:`~.join_tasks.join_copied`): the
-    client never waits for that check."""
+    client never waits for that check. A worker's only join task, where the side's parts all
+    lie on its worker (one worker, or one part beside it), gathers the side itself: a broadcast
+    task there would move nothing and cost a round trip through the scheduler."""
     job = lowering.job
     big = "left" if small == "right" else "right"
+    fraction = node.options.join_memory_fraction
+    gather = gather_call(job, inputs[small], local, small, copy, fraction)
+    holders = set(inputs[small].owners)
+    call = (join_parts, (local,)) if copy.counted_on is None \
+        else (join_copied, (local, small, fraction))
     gathered: dict[str, Future] = {}
-    for owner in inputs[big].owners:
-        if owner not in gathered:
-            gathered[owner] = broadcast_task(job, inputs[small], local, small, copy, owner,
-                                             len(gathered), node.options.join_memory_fraction)
     stage = job.stage("join")
     futures = []
-    for i, (part, owner) in enumerate(zip(inputs[big].futures, inputs[big].owners)):
-        sides = {big: [part], small: [gathered[owner]]}
-        futures.append(
-            _join_task(stage, local, sides["left"], sides["right"], i, owner, number, copies)
-            if copy.counted_on is None else
-            stage.submit(join_copied, local, small, node.options.join_memory_fraction,
-                         sides["left"], sides["right"], copies.on(owner), index=(i,),
-                         owner=owner, node=number))
+    for i, (part, owner, alone) in enumerate(zip(inputs[big].futures, inputs[big].owners,
+                                                 _alone(inputs[big].owners))):
+        sides: dict[str, list[Any]] = {big: [part], small: []}
+        side = None
+        if alone and holders <= {owner}:
+            side = (small, gather)
+        else:
+            if owner not in gathered:
+                gathered[owner] = job.stage("broadcast").submit(
+                    gather[0], *gather[1], index=(len(gathered),), owner=owner)
+            sides[small] = [gathered[owner]]
+        futures.append(_join_task(stage, call, sides["left"], sides["right"], i, owner, number,
+                                  copies, alone, side))
     placed = inputs[big].partitioning
     placement = None
     if placed is not None:

@@ -32,7 +32,7 @@ and the action runs again."""
 
 @dataclass(frozen=True)
 class Copy:
-    """How a broadcast gathers its copied side (:func:`broadcast_task`): once ``verdict`` has
+    """How a broadcast gathers its copied side (:func:`gather_call`): once ``verdict`` has
     passed; with ``counted_on`` (keys), as a :class:`~.join_tasks.CountedSide` (a side copied
     without a sample, whose keys may repeat); with ``most_bytes``, once its parts are found to
     hold no more (a side copied by the plan's estimates)."""
@@ -109,13 +109,6 @@ def side_estimates(node: Join) -> dict[str, float | None]:
     return {side: estimated(getattr(node, side)).bytes for side in SIDES}
 
 
-def broadcast_task(job: Job, parts: Partitions, local: LocalJoin, side: str, copy: Copy,
-                   owner: str, index: int, fraction: float) -> Future:
-    """The broadcast task ``index`` of ``side``, on ``owner`` (:func:`gather_call`)."""
-    fn, args = gather_call(job, parts, local, side, copy, fraction)
-    return job.stage("broadcast").submit(fn, *args, index=(index,), owner=owner)
-
-
 def gather_call(job: Job, parts: Partitions, local: LocalJoin, side: str, copy: Copy,
                 fraction: float) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """What gathers ``side`` on a worker: all of ``parts`` as one frame, as ``copy`` says
@@ -140,11 +133,19 @@ class SideCopies:
     job: Job
     calls: tuple[tuple[Callable[..., Any], tuple[Any, ...]], ...] = ()
     """Per side, what gathers it and its arguments (:func:`gather_call`)."""
+    holders: frozenset[str] = frozenset()
+    """The workers that hold the copied sides' parts."""
     made: dict[str, Future] = field(default_factory=dict)
 
-    def plus(self, call: tuple[Callable[..., Any], tuple[Any, ...]]) -> SideCopies:
-        """These copies and one more, in the next slot."""
-        return SideCopies(self.job, self.calls + (call,))
+    def plus(self, call: tuple[Callable[..., Any], tuple[Any, ...]], parts: Partitions
+             ) -> SideCopies:
+        """These copies and one more, of ``parts``, in the next slot."""
+        return SideCopies(self.job, self.calls + (call,), self.holders | set(parts.owners))
+
+    def lie_on(self, owner: str) -> bool:
+        """Whether there are copies and all of their parts lie on ``owner``: gathering them
+        there moves nothing."""
+        return bool(self.calls) and self.holders <= {owner}
 
     def on(self, owner: str) -> Future | None:
         """``owner``'s copies (a list, once gathered), their broadcast task submitted once;

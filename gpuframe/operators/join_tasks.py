@@ -257,6 +257,27 @@ def gather_each(calls: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list
     return [fn(*args) for fn, args in calls]
 
 
+def join_gathering(join: Callable[..., Any], copied: str | None,
+                   call: tuple[Callable[..., Any], tuple[Any, ...]] | None,
+                   copy_calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] | None,
+                   *args: Any) -> Any:
+    """A join task that gathers its copies itself: ``join`` (:func:`join_parts`,
+    :func:`join_after`, :func:`join_copied`) on ``args``, which end with the left parts, the
+    right parts and the steps' copies. With ``call``, the ``copied`` side is the one frame it
+    gathers (in place of that side's parts); with ``copy_calls``, the steps' copies are what
+    they gather (:func:`gather_each`). The lowering asks for it where the task is its worker's
+    only one of the join and the copies' parts lie on that worker: a broadcast task there
+    would move nothing, and cost a round trip through the scheduler before the join starts."""
+    *head, left, right, copies = args
+    sides = {"left": left, "right": right}
+    if call is not None and copied is not None:
+        gather, gather_args = call
+        sides[copied] = [gather(*gather_args)]
+    if copy_calls is not None:
+        copies = gather_each(copy_calls)
+    return join(*head, sides["left"], sides["right"], copies)
+
+
 def gather_side_after(verdict: bool, parts: list[Any], casts: dict[str, Any], backend: str
                       ) -> Any:
     """The broadcast task of a side copied before its sample was weighed

@@ -23,11 +23,13 @@ def test_a_small_run_times_every_variant(tmp_path, capsys):
     rows = {line.split(" | ")[0].strip("| "): line.split(" | ")
             for line in out.splitlines() if line.startswith("| ")}
     assert float(rows["dask (cluster alone)"][1]) > 0
-    for variant in ("warm-up", "none"):
+    for variant in ("warm-up", "warmed", "none"):
         start, first, warm = (float(cell.rstrip(" |")) for cell in rows[variant][1:4])
         assert start > 0 and first > 0 and warm > 0, rows[variant]
     assert "2 workers, backend pandas" in out
-    assert out.count("first query:") == 2 and out.count("warm query:") == 2
+    assert out.count("first query:") == 3 and out.count("warm query:") == 3
+    # the variant that waits for the warm-up says what each of its parts took on each worker
+    assert out.count("- warmed's warm-up on ") == 2 and "exchange" in out
 
 
 def test_each_variant_gets_an_empty_kernel_cache_of_its_own(tmp_path, monkeypatch, capsys):
@@ -50,8 +52,8 @@ def test_each_variant_gets_an_empty_kernel_cache_of_its_own(tmp_path, monkeypatc
     monkeypatch.setattr(cold_start.subprocess, "run", run)
     arguments = ["--rows", "100", "--files", "1", "--dir", str(tmp_path)]
     assert cold_start.main(arguments) == 0
-    assert len(seen) == 3 and len(set(seen)) == 3 and None not in seen
+    assert len(seen) == 4 and len(set(seen)) == 4 and None not in seen
     seen.clear()
     assert cold_start.main(arguments + ["--shared-kernel-cache"]) == 0
-    assert seen == [None, None, None]
+    assert seen == [None, None, None, None]
     capsys.readouterr()

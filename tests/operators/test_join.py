@@ -123,6 +123,27 @@ def test_every_how_matches_pandas(engine, sides, how, options):
     assert list(result.columns) == list(expected.columns)
 
 
+@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("options", [BROADCAST, UNSAMPLED], ids=["broadcast", "unsampled"])
+@pytest.mark.parametrize("parts", [(2, 1), (1, 2)], ids=["right-whole", "left-whole"])
+def test_every_how_matches_pandas_where_a_join_task_gathers_its_copy(engine, sides, how,
+                                                                     options, parts):
+    """A side in one partition beside the first worker's only join task: where the join copies
+    it, that task gathers it itself; the rows are pandas' all the same."""
+    left, right = sides
+    result = gpuframe.from_pandas(left, npartitions=parts[0]).merge(
+        gpuframe.from_pandas(right, npartitions=parts[1]), on=["k", "s"], how=how, **options)
+    if how in ("leftsemi", "leftanti"):
+        expected = semi_expected(left, right, ["k", "s"], anti=how == "leftanti")
+    else:
+        expected = left.merge(right, on=["k", "s"], how=how)
+    with get_task_stream(client=engine.client) as stream:
+        got = result.to_pandas()
+    assert_same_rows(got, expected)
+    if "broadcast" in notes_of(result):
+        assert stage_names(stream).count("gpuframe-broadcast") <= 1
+
+
 def test_shuffle_places_one_output_partition_per_worker(engine, sides):
     left, right = sides
     result = gpuframe.merge(gpuframe.from_pandas(left), gpuframe.from_pandas(right), on="k",
@@ -353,8 +374,9 @@ def test_a_copied_side_is_gathered_by_each_worker_that_joins_with_it(engine):
     assert not fetching
 
 
+@pytest.mark.parametrize("small_parts", [2, 1])
 def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
-        engine, monkeypatch, speculating):
+        engine, monkeypatch, speculating, small_parts):
     """A small side the plan bounds but cannot show unique on the keys is copied with the
     count of its most repeated key, taken by the task that gathers it (no task of its own):
     each join task checks on its worker
@@ -362,7 +384,8 @@ def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
     and the client waits for no check. Where that bound does not fit, the task counts its own
     partition's repeats: a copied row meets at most that many of its rows. Where neither
     fits, the job fails and the action runs again in a job that samples both sides. Either way
-    the rows are pandas'."""
+    the rows are pandas', whether a broadcast task gathers the side or (in one partition
+    beside a worker's only join task) that task does."""
     gathered: list[str] = []
     gather = Job.gather
 
@@ -385,7 +408,8 @@ def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
             (repeating, pd.DataFrame({"k": [1, 1, 2], "b": [1, 2, 3]}), tight, True),
             (repeating, pd.DataFrame({"k": [1, 2, 3], "b": [1, 2, 3]}), tight, False),
             (unique, repeated, {"join_memory_fraction": 1_000_000 / limit}, False)):
-        left, right = gpuframe.from_pandas(big, npartitions=3), gpuframe.from_pandas(small)
+        left = gpuframe.from_pandas(big, npartitions=2 if small_parts == 1 else 3)
+        right = gpuframe.from_pandas(small, npartitions=small_parts)
         speculating.clear()
         gathered.clear()
         with get_task_stream(client=engine.client) as stream:
@@ -404,10 +428,11 @@ def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
         assert speculating == ([True, False] if again else [True])
 
 
-def chained_joins(fuse: bool, **options) -> tuple[DistributedFrame, pd.DataFrame]:
+def chained_joins(fuse: bool, small_parts: int = 2, **options
+                  ) -> tuple[DistributedFrame, pd.DataFrame]:
     """A shuffle join of two large sides, then joins with two small ones that the plan bounds
-    (a nation-like side with unique keys, one whose keys repeat), not yet run, and pandas'
-    rows of the same."""
+    (a nation-like side with unique keys, one whose keys repeat), each in ``small_parts``
+    partitions, not yet run, and pandas' rows of the same."""
     rng = np.random.default_rng(21)
     facts = pd.DataFrame({"k": np.arange(4000), "n": rng.integers(0, 25, 4000),
                           "g": rng.integers(0, 8, 4000)})
@@ -417,9 +442,10 @@ def chained_joins(fuse: bool, **options) -> tuple[DistributedFrame, pd.DataFrame
     joined = (gpuframe.from_pandas(facts, npartitions=4)
               .merge(gpuframe.from_pandas(other, npartitions=3), on="k", **SHUFFLE)
               [["k", "n", "g", "a"]]
-              .merge(gpuframe.from_pandas(nations), on="n", fuse_copies=fuse, **options)
-              .merge(gpuframe.from_pandas(groups, npartitions=2), on="g", fuse_copies=fuse,
-                     **options))
+              .merge(gpuframe.from_pandas(nations, npartitions=small_parts), on="n",
+                     fuse_copies=fuse, **options)
+              .merge(gpuframe.from_pandas(groups, npartitions=small_parts), on="g",
+                     fuse_copies=fuse, **options))
     expected = facts.merge(other, on="k")[["k", "n", "g", "a"]].merge(nations, on="n") \
         .merge(groups, on="g")
     return joined, expected
@@ -441,6 +467,24 @@ def test_a_side_copied_unsampled_is_joined_in_the_tasks_of_the_join_below(engine
         assert notes_of(joined).count("joined in the tasks of #") == (2 if fuse else 0)
     # the shuffle's 2, then 2 per copied join; one copy of each side per worker, or of both
     assert tasks == {True: (2, 2), False: (6, 4)}
+
+
+def test_a_copy_that_lies_beside_a_workers_only_join_task_is_gathered_in_that_task(engine):
+    """Small sides copied to every worker, each in one partition on the first worker: there,
+    the only join task of each join gathers the copy itself (a broadcast task would move
+    nothing and cost a round trip through the scheduler), while the other worker gathers it
+    in a broadcast task; so for joins of their own and for joins run in the tasks of the join
+    below. The rows are pandas'."""
+    tasks = {}
+    for fuse in (True, False):
+        joined, expected = chained_joins(fuse, small_parts=1)
+        with get_task_stream(client=engine.client) as stream:
+            result = joined.to_pandas()
+        assert_same_rows(result, expected)
+        names = stage_names(stream)
+        tasks[fuse] = names.count("gpuframe-join"), names.count("gpuframe-broadcast")
+    # one broadcast task a copied join (fused: one for both), on the second worker only
+    assert tasks == {True: (2, 1), False: (6, 2)}
 
 
 def test_a_join_run_in_the_tasks_below_checks_its_output_and_may_run_the_action_again(
