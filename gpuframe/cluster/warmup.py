@@ -12,7 +12,12 @@ what a first query would:
   native core's hash, pack and repeat-count kernels;
 - the exchange's first delivery to each peer: the connection (UCX endpoints, TCP sockets), the
   serializers and, over TCP, the pinned pool buckets cross through, by a real delivery of a tiny
-  frame to every worker's mailbox (dropped right after).
+  frame to every worker's mailbox (dropped right after);
+- KvikIO's bounce buffers (:func:`warm_kvikio`): without GPUDirect Storage, each of its threads
+  reads a file into device memory through a pinned host buffer, which it allocates at its first
+  use, and a local read runs up to ``max_requests_in_flight`` of them at once. Last: the longest
+  part (pinning the buffers), and, beside the others, it held up cuDF's Parquet round trip,
+  which reads through the same threads.
 
 It runs in a thread of its own on each worker, not as a task: a query submitted meanwhile runs
 beside it instead of queueing behind it on the workers' task threads, and whichever needs a
@@ -39,6 +44,7 @@ from ..exchange.mailbox import forget, send_from
 from ..exchange.row_hashes import hash_rows, longest_repeat
 from ..exchange.splitters import HashSplitter
 from ..io.readers.device import KVIKIO
+from ..io.storage.base import storage_options
 
 if TYPE_CHECKING:
     from distributed import Worker
@@ -93,7 +99,39 @@ def warm_worker(worker: Worker, backend_name: str, peers: list[str], wrap: bool
               None)
     forget(worker, exchange, peers)
     timed("exchange", start)
+
+    if backend.name == "cudf":
+        start = time.perf_counter()
+        warm_kvikio(worker.local_directory)
+        timed("kvikio", start)
     return seconds
+
+
+def warm_kvikio(directory: str) -> None:
+    """KvikIO's pinned bounce buffers made, as many as a local read may use at once: reads of
+    a sparse file (holes: nothing on disk), a buffer's bytes each, all at once on as many
+    threads as a local read may set (``max_requests_in_flight``). A first read that made them
+    itself took several times a warm one (benchmarks/results/2026-11-29-s43-gpu-h200.md);
+    KvikIO keeps them for later reads. Every read lands in one buffer's device memory: the
+    bytes are zeros, and dropped."""
+    import kvikio
+    import kvikio.defaults
+    import rmm
+
+    threads = storage_options().max_requests_in_flight
+    buffer_bytes = kvikio.defaults.get("bounce_buffer_size")
+    path = os.path.join(directory, f"gpuframe-warmup-{os.getpid()}.sparse")
+    with open(path, "wb") as file:
+        file.truncate(threads * buffer_bytes)
+    try:
+        target = rmm.DeviceBuffer(size=buffer_bytes)
+        with KVIKIO.using({"num_threads": threads, "task_size": buffer_bytes}, wait=False), \
+                kvikio.CuFile(path, "r") as file:
+            reads = [file.pread(target, buffer_bytes, i * buffer_bytes) for i in range(threads)]
+            for read in reads:
+                read.get()
+    finally:
+        os.remove(path)
 
 
 _warming: dict[str, Future] = {}

@@ -25,7 +25,12 @@ def test_one_worker_per_gpu_and_demo_on_cudf(protocol):
             [str(g.index) for g in list_gpus()]
         warmed = engine.warmed(timeout=120)  # cuDF, the core and every peer link, on GPUs
         assert set(warmed) == set(engine.workers)
-        assert all(set(parts) == {"parquet", "operators", "exchange"} for parts in warmed.values())
+        assert all(set(parts) == {"parquet", "operators", "exchange", "kvikio"}
+                   for parts in warmed.values())
+        left = engine.client.run(lambda dask_worker: [
+            name for name in __import__("os").listdir(dask_worker.local_directory)
+            if name.startswith("gpuframe-warmup-")])
+        assert not any(left.values())  # its Parquet file and KvikIO's sparse file removed
         result = run_demo(engine, rows=2_000_000)
         assert result.matches_pandas
         assert set(result.partitions_per_worker) == set(engine.workers)

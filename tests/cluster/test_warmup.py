@@ -84,3 +84,27 @@ def test_the_warm_up_reads_as_a_user_of_kvikio(tmp_path, monkeypatch):
     assert set(parts) == {"parquet", "operators", "exchange"}
     assert users == [1] and KVIKIO._users == 0
     assert list(tmp_path.iterdir()) == []  # its file removed
+
+
+@pytest.mark.gpu
+def test_kvikio_s_warm_up_reads_its_sparse_file_as_a_user_of_kvikio_and_removes_it(
+        tmp_path, monkeypatch):
+    """The reads that make KvikIO's bounce buffers count as a user of its settings (a query's
+    read beside them keeps the pool of threads) and leave no file."""
+    import kvikio
+
+    from gpuframe.cluster import warmup
+    from gpuframe.io.readers.device import KVIKIO
+
+    users = []
+    read = kvikio.CuFile.pread
+
+    def counted(self, *args, **kwargs):
+        users.append(KVIKIO._users)
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(kvikio.CuFile, "pread", counted)
+    warmup.warm_kvikio(str(tmp_path))
+    threads = warmup.storage_options().max_requests_in_flight
+    assert users == [1] * threads and KVIKIO._users == 0
+    assert list(tmp_path.iterdir()) == []
