@@ -76,7 +76,8 @@ class ClusterOptions:
         None, _count, "workers; None: one per visible GPU, or one per CPU core without GPUs"
     )
     devices: str | None = _option(
-        None, _text, "GPUs to use, as in CUDA_VISIBLE_DEVICES ('0,1'); None: all"
+        None, _text, "GPUs to use, as in CUDA_VISIBLE_DEVICES ('0,1'); None: all. A GPU named "
+        "twice ('0,0') gets two workers, whose RMM pools must fit in it together"
     )
     threads_per_worker: int | None = _option(
         None, _count, "threads in each worker process; None: 4 on GPU workers, whose threads "

@@ -9,6 +9,10 @@ round; each answer is checked against the first setting's. Printed per query: ea
 best seconds and its ratio to the first's; then the per-query geometric mean of the ratios.
 
   python benchmarks/tpch/turns.py --sf 10 --rounds 3 - GPUFRAME_CLIENT_ROWS=0
+
+``--scheduler ADDRESS`` runs them on a cluster already up (``gpuframe.connect``) instead of one
+of its own: several hosts, or shapes ``start_cluster`` does not make (two workers sharing one
+GPU, to time a change in what several workers pay where only one GPU is at hand).
 """
 
 from __future__ import annotations
@@ -65,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds of every setting")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--backend", default=None)
+    parser.add_argument("--scheduler", default=None,
+                        help="the address of a running cluster's scheduler to connect to")
     parser.add_argument("settings", nargs="+", help="NAME=VALUE[,NAME=VALUE...] or -")
     args = parser.parse_args(argv)
     numbers = parse_queries(args.queries)
@@ -74,8 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     read = partial(read_gpuframe, root)
     best: list[dict[int, float]] = [{} for _ in settings]
     wrong: list[str] = []
-    with gpuframe.start_cluster(backend=args.backend, n_workers=args.workers,
-                                dashboard_address="127.0.0.1:0") as engine:
+    engine = gpuframe.start_cluster(backend=args.backend, n_workers=args.workers,
+                                    dashboard_address="127.0.0.1:0") \
+        if args.scheduler is None else gpuframe.connect(args.scheduler, backend=args.backend)
+    with engine:
         print(f"gpuframe: {engine!r}; data: {root}")
         answers: dict[int, pd.DataFrame] = {}
         for rounds in range(args.rounds + 1):

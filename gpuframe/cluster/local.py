@@ -13,17 +13,20 @@ import os
 import sys
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import dask
+from dask.utils import parse_bytes
 from distributed import Client, LocalCluster
 
 from ..backend import Backend, get_backend
 from ..config import ClusterOptions, resolve
 from ..diagnostics.attach import attach
 from ..errors import BackendError, ClusterError, OptionError, ProtocolError
+from ..units import byte_text
 from . import thread_streams
 from .engine import Engine, set_current
 from .hardware import Gpu, has_module, list_gpus, ucx_available
@@ -160,6 +163,28 @@ def parse_devices(devices: str | None, gpus: list[Gpu]) -> list[int]:
     return indices
 
 
+def check_shared_gpus(devices: list[int], gpus: list[Gpu],
+                      rmm_pool_size: float | str | None) -> None:
+    """A GPU named more than once in ``devices`` gets a worker each time, and each worker's RMM
+    pool of ``rmm_pool_size`` (a fraction of the GPU's memory, or bytes) comes out of the same
+    memory: where they cannot all fit, a :class:`ClusterError` that says so before any worker
+    starts (rather than an RMM failure in the last worker to start)."""
+    if rmm_pool_size is None:
+        return
+    memory = {gpu.index: gpu.memory_bytes for gpu in gpus}
+    for index, workers in Counter(devices).items():
+        if workers < 2:
+            continue
+        each = rmm_pool_size * memory[index] if isinstance(rmm_pool_size, float) \
+            else parse_bytes(rmm_pool_size)
+        if workers * each > memory[index]:
+            raise ClusterError(
+                f"devices={','.join(map(str, devices))} puts {workers} workers on GPU {index}, "
+                f"whose RMM pools of rmm_pool_size={rmm_pool_size!r} each take "
+                f"{byte_text(workers * each)} of its {byte_text(memory[index])}: give "
+                f"rmm_pool_size at most {1 / workers:.2f} (or None)")
+
+
 def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
                        scheduler_protocol: str) -> LocalCluster:
     devices = parse_devices(opts.devices, gpus)
@@ -169,6 +194,7 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
             f"n_workers={n_workers} asks for more GPU workers than the {len(devices)} GPU(s) "
             f"available ({','.join(map(str, devices))}); one worker drives one GPU"
         )
+    check_shared_gpus(devices[:n_workers], gpus, opts.rmm_pool_size)
     from dask_cuda import LocalCUDACluster
 
     # As LocalCUDACluster sets it, but before the client's cuDF import starts below: cuDF then

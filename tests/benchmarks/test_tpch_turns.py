@@ -39,6 +39,22 @@ def test_settings_take_turns_and_are_compared_per_query(tmp_path, capsys, monkey
     assert "WRONG" not in out
 
 
+def test_settings_take_turns_on_a_cluster_already_up(tmp_path, capsys):
+    """--scheduler connects to it (its workers as they are) and leaves it up."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
+                      host="127.0.0.1") as cluster:
+        code = turns.main(["--sf", "0.01", "--dir", str(tmp_path), "--queries", "6",
+                           "--rounds", "1", "--scheduler", cluster.scheduler_address,
+                           "-", "GPUFRAME_CLIENT_ROWS=0"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert "workers=2" in out and "WRONG" not in out
+        with Client(cluster) as client:  # still up once the run is over
+            assert len(client.scheduler_info()["workers"]) == 2
+
+
 def test_a_setting_must_be_name_value_pairs():
     assert turns.parse_setting("A=1,B=x") == {"A": "1", "B": "x"}
     assert turns.parse_setting("-") == {}

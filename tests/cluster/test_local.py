@@ -12,6 +12,7 @@ from gpuframe.cluster.local import (
     LOOP_THREAD_NAME,
     UCX_ENVIRONMENT,
     CpuFallbackWarning,
+    check_shared_gpus,
     choose_backend,
     choose_protocol,
     parse_devices,
@@ -68,6 +69,19 @@ def test_devices_are_checked_against_the_host(monkeypatch):
         parse_devices("0,3", TWO_GPUS)
     with pytest.raises(OptionError, match="devices='gpu0'"):
         parse_devices("gpu0", TWO_GPUS)
+
+
+def test_workers_sharing_a_gpu_must_fit_their_pools_in_its_memory():
+    """A GPU named twice gets two workers, whose RMM pools share its memory."""
+    check_shared_gpus([0, 1], TWO_GPUS, 0.75)  # one worker a GPU: anything goes
+    check_shared_gpus([0, 0], TWO_GPUS, 0.4)
+    check_shared_gpus([0, 0], TWO_GPUS, "60GB")
+    check_shared_gpus([0, 0, 0], TWO_GPUS, None)
+    with pytest.raises(ClusterError, match=r"devices=0,0,1 puts 2 workers on GPU 0.*"
+                                           r"rmm_pool_size=0.75.*at most 0.50"):
+        check_shared_gpus([0, 0, 1], TWO_GPUS, 0.75)
+    with pytest.raises(ClusterError, match="3 workers on GPU 1.*'60GB'.*at most 0.33"):
+        check_shared_gpus([1, 1, 1], TWO_GPUS, "60GB")
 
 
 def test_more_gpu_workers_than_gpus_is_an_error(monkeypatch):
