@@ -10,9 +10,9 @@ best seconds and its ratio to the first's; then the per-query geometric mean of 
 
   python benchmarks/tpch/turns.py --sf 10 --rounds 3 - GPUFRAME_CLIENT_ROWS=0
 
-``--scheduler ADDRESS`` runs them on a cluster already up (``gpuframe.connect``) instead of one
-of its own: several hosts, or shapes ``start_cluster`` does not make (two workers sharing one
-GPU, to time a change in what several workers pay where only one GPU is at hand).
+``--scheduler ADDRESS`` runs them on a cluster already up (``gpuframe.connect``), of several
+hosts say, instead of one of its own. Two workers sharing one GPU time what several workers pay
+where one GPU is at hand: ``GPUFRAME_DEVICES=0,0 GPUFRAME_RMM_POOL_SIZE=0.4``.
 """
 
 from __future__ import annotations
