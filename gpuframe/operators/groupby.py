@@ -288,6 +288,8 @@ def _aggregate(node: GroupBy, lowering: Lowering, number: int, after: tuple[Any,
         tree = _tree(lowering, node, partial, partials, owners, reported, steps, most_rows)
         # Each group takes one row, and each group has a partial row.
         tree.rows_at_most = 1 if whole else rows
+        if len(job.workers) == 1 and not whole:  # placed as a shuffle into its one bucket
+            tree.partitioning = HashPartitioning(node.keys, begun.types, 1, tuple(tree.owners))
         return tree, ran
     n = len(job.workers) * opts.partitions_per_worker
     lowering.note(node, f"shuffle: partials{begun.made} hashed into {n} buckets{seen}")
@@ -385,15 +387,18 @@ def _uncounted_tree(node: GroupBy, job: Job, partials: int
                     ) -> tuple[str, int | None, float | None] | None:
     """Where the tree is chosen without counting the ``partials`` partial aggregates (a round
     trip that waits for every one of them): by the plan's bound on their rows
-    (:func:`tree_bound`), or, in a job that speculates, its estimate (:func:`tree_estimate`),
-    whose tasks then check the rows they take (:data:`TREE_SLACK`). The choice's note, the
-    bound on the output's rows, and the most rows a tree task may take; None where the partials
-    are counted."""
+    (:func:`tree_bound`); on a cluster of one worker that a shuffle would give one bucket, as
+    its one task would take every partial just as the tree's last task does; or, in a job that
+    speculates, by the plan's estimate (:func:`tree_estimate`), whose tasks then check the rows
+    they take (:data:`TREE_SLACK`). The choice's note, the bound on the output's rows, and the
+    most rows a tree task may take; None where the partials are counted."""
     if node.options.strategy != "auto":
         return None
     bound = tree_bound(node, partials)
     if bound is not None:
         return f" (at most {bound:,} partial rows, uncounted)", bound, None
+    if len(job.workers) == 1 and node.options.partitions_per_worker == 1:
+        return " (one worker, one bucket: uncounted)", None, None
     guess = tree_estimate(node) if job.speculates else None
     if guess is not None:
         return (f" (about {guess:,.0f} input rows estimated, uncounted)", None,

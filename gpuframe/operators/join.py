@@ -158,16 +158,19 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
             and _same_buckets(left_placed, right_placed):
         lowering.note(node, f"none: both sides already {left_placed.describe()}")
         return _colocated(node, lowering, number, local, inputs, left_placed, copies)
+    # On one worker a copied side moves nothing, where sending the other into a hashed side's
+    # bucket costs a send task first.
+    unsampled = copied_unsampled(node, lowering, inputs) if len(job.workers) == 1 else None
     for side, other in (("left", "right"), ("right", "left")):
         hashed = placed[side]
-        if hashed is not None:
+        if hashed is not None and unsampled is None:
             lowering.note(node, f"shuffle {other} side only: {side} side already "
                                 f"{hashed.describe()}")
             splitter = HashSplitter(tuple(keys[other]), hashed.n, casts[other])
             return _into_buckets(node, lowering, number, local, inputs, side, splitter,
                                  Given(hashed.owners), hash_types, copies)
 
-    unsampled = copied_unsampled(node, lowering, inputs)
+    unsampled = unsampled or copied_unsampled(node, lowering, inputs)
     if unsampled is not None:
         return _broadcast(node, lowering, number, local, inputs, *unsampled, copies)
     opts = node.options

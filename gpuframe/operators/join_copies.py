@@ -56,9 +56,7 @@ def copied_unsampled(node: Join, lowering: Lowering,
     counted = None if unsampled is not None or inputs is None \
         else counted_broadcast(node, inputs)
     copied = unsampled or counted
-    # A cross join has no keys: every row of the copied side joins every row, as asked.
-    may_repeat = copied is not None and node.how != "cross" \
-        and not unique_on(getattr(node, copied), keys[copied])
+    may_repeat = copied is not None and _output_grows(node, copied, keys[copied])
     if copied is not None and not (may_repeat and not job.speculates):
         lowering.note(node, f"broadcast {copied} side (at most "
                             + (f"{rows_at_most(getattr(node, copied))} rows, unsampled)"
@@ -69,12 +67,27 @@ def copied_unsampled(node: Join, lowering: Lowering,
     estimated_copy = copied_by_estimate(node, job, estimates)
     if estimated_copy is None:
         return None
-    may_repeat = not unique_on(getattr(node, estimated_copy), keys[estimated_copy])
+    may_repeat = _output_grows(node, estimated_copy, keys[estimated_copy])
     lowering.note(node, f"broadcast {estimated_copy} side (estimated at "
                         f"{byte_text(estimates[estimated_copy] or 0)}, unsampled; its size "
                         "checked as it is gathered)")
     return estimated_copy, Copy(counted_on=keys[estimated_copy] if may_repeat else None,
                                 most_bytes=BROADCAST_SLACK * node.options.broadcast_bytes)
+
+
+KEEPS_ROWS_ONCE = ("leftsemi", "leftanti", "left_anti", "right_anti")
+"""Join types that keep each row of the side they do not copy at most once, however often the
+copied side repeats its key."""
+
+
+def _output_grows(node: Join, copied: str, keys: list[str]) -> bool:
+    """Whether a row of the other side may meet several rows of the ``copied`` side, so that the
+    join tasks must check their output against the most repeats of its keys
+    (:class:`~.join_tasks.CountedSide`): not for a cross join, whose every row joins every row
+    as asked, nor for a semi or anti join (:data:`KEEPS_ROWS_ONCE`), nor where the plan shows
+    the copied side unique on ``keys``."""
+    return node.how != "cross" and node.how not in KEEPS_ROWS_ONCE \
+        and not unique_on(getattr(node, copied), keys)
 
 
 def copied_by_estimate(node: Join, job: Job, sizes: dict[str, float | None]) -> str | None:
@@ -84,12 +97,29 @@ def copied_by_estimate(node: Join, job: Job, sizes: dict[str, float | None]) -> 
     (:func:`~gpuframe.plan.explain.copied_by_estimates`). Its broadcast tasks check what they
     gather against the cap (:func:`~.join_tasks.gather_unsampled`), and its join tasks their
     output where its keys may repeat (:func:`~.join_tasks.join_copied`); where either fails, so
-    does the job, and the action runs again, sampling. None where the job does not speculate,
-    and for a cross join."""
+    does the job, and the action runs again, sampling. On one worker, the smaller side within
+    that share (:func:`smaller_side`). None where the job does not speculate, and for a cross
+    join."""
     if node.how == "cross" or not job.speculates:
         return None
-    return copied_by_estimates(node, sizes, len(job.workers),
-                               UNSAMPLED_SHARE * node.options.broadcast_bytes)
+    most_bytes = UNSAMPLED_SHARE * node.options.broadcast_bytes
+    if len(job.workers) == 1:
+        return smaller_side(node, sizes, most_bytes)
+    return copied_by_estimates(node, sizes, len(job.workers), most_bytes)
+
+
+def smaller_side(node: Join, sizes: dict[str, float | None], most_bytes: float) -> str | None:
+    """Of a join on one worker, of the sides it may copy that the estimates (``sizes``) put at
+    most ``most_bytes``, the smaller (the right one on a tie); None where either side has no
+    estimate. A copy to the one worker moves nothing: each join task takes that side whole
+    beside a partition of the other, as a shuffle into the worker's one bucket would take both
+    whole, with no sample, verdict or send first. ``broadcast_ratio``, which weighs every
+    worker's copy against its share of a shuffle, has nothing to weigh."""
+    if sizes["left"] is None or sizes["right"] is None:
+        return None
+    fitting = [side for side in ("right", "left")
+               if node.may_copy(side) and (sizes[side] or 0) <= most_bytes]
+    return min(fitting, key=lambda side: sizes[side] or 0) if fitting else None
 
 
 def counted_broadcast(node: Join, inputs: dict[str, Partitions]) -> str | None:

@@ -2,6 +2,7 @@
 
 import pytest
 
+import gpuframe
 from gpuframe.runtime.runner import Job
 
 
@@ -17,3 +18,13 @@ def speculating(monkeypatch) -> list[bool]:
 
     monkeypatch.setattr(Job, "__init__", starting)
     return started
+
+
+@pytest.fixture(scope="module")
+def one_worker():
+    """A one-worker pandas cluster over TCP for a module's tests; pass it as ``engine=``."""
+    with pytest.warns(gpuframe.CpuFallbackWarning):
+        engine = gpuframe.start_cluster(n_workers=1, protocol="tcp",
+                                        dashboard_address="127.0.0.1:0")
+    with engine:
+        yield engine

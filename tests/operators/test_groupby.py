@@ -77,6 +77,34 @@ def test_every_function_matches_pandas(engine, data, keys, dropna, options):
     assert options["strategy"] in explained(result).splitlines()[0]
 
 
+def test_on_one_worker_many_groups_make_an_uncounted_tree_placed_on_the_keys(one_worker,
+                                                                            data):
+    """One worker: a shuffle would hash the partials into its one bucket, which the tree's last
+    task takes as they are, so the partials are not counted (no round trip to the client), and
+    the result is placed as that shuffle's would be: a join on the keys then moves nothing."""
+    frame = gpuframe.from_pandas(data, npartitions=4, engine=one_worker)
+    many = groupby(frame, "k", tree_max_rows=10, client_rows=0).agg(total=("x", "sum"))
+    with get_task_stream(client=one_worker.client) as stream:
+        got = many.to_pandas()
+    assert_matches(many, data.groupby("k", as_index=False).agg(total=("x", "sum")), ["k"])
+    assert len(got) == data["k"].nunique()
+    stages = {key_split(entry["key"]) for entry in stream.data}
+    assert not any("count" in stage or "send" in stage for stage in stages), stages
+    assert "(one worker, one bucket: uncounted)" in explained(many).splitlines()[0]
+    assert many.partitioning.keys == ("k",) and many.partitioning.n == 1
+    counts = groupby(frame, "k", client_rows=0).agg(n=("x", "count"))
+    joined = many.merge(counts, on="k")
+    assert len(joined.to_pandas()) == len(got)
+    assert "none: both sides already hash(k) into 1" in explained(joined)
+    # a frame placed nowhere is copied whole beside it, not sent into its bucket first
+    other = gpuframe.from_pandas(data[["k"]].drop_duplicates(), engine=one_worker)
+    beside = many.merge(other, on="k")
+    with get_task_stream(client=one_worker.client) as stream:
+        assert len(beside.to_pandas()) == len(got)
+    assert not any("send" in key_split(entry["key"]) for entry in stream.data)
+    assert "broadcast" in explained(beside).splitlines()[0]
+
+
 def test_keys_of_few_values_by_the_files_statistics_make_a_tree_uncounted(engine, tmp_path):
     """Years of three years of dates, and codes 0-9 (the files' statistics say both ranges):
     at most 6 x 11 groups in each of the read's partials (a year's margin each side, and

@@ -219,6 +219,45 @@ def test_one_worker_engine():
         engine.close()
 
 
+@pytest.mark.parametrize("how", [how for how in HOWS if how != "outer"])
+def test_on_one_worker_a_join_takes_its_smaller_side_whole_without_sampling(one_worker, sides,
+                                                                            how, speculating):
+    """One worker: the side the estimates put the smaller (of those the join may copy: an
+    outer join copies neither) is taken whole by the join's task, beside the other, however
+    near the sizes (on several workers a copy must be well under a shuffle's share): no
+    sample, verdict or send task, as a shuffle into the worker's one bucket would need; the
+    rows are pandas'."""
+    left, right = sides
+    right = pd.concat([right] * 3, ignore_index=True)  # as large as the left side
+    # by the estimates alone: no copy of a side the plan bounds in rows
+    result = gpuframe.from_pandas(left, npartitions=3, engine=one_worker).merge(
+        gpuframe.from_pandas(right, npartitions=2, engine=one_worker), on=["k", "s"], how=how,
+        broadcast_rows=0)
+    expected = semi_expected(left, right, ["k", "s"], anti=how == "leftanti") \
+        if how in ("leftsemi", "leftanti") else left.merge(right, on=["k", "s"], how=how)
+    with get_task_stream(client=one_worker.client) as stream:
+        got = result.to_pandas()
+    assert_same_rows(got, expected)
+    names = set(stage_names(stream))
+    assert not {name for name in names if "sample" in name or "send" in name
+                or "verdict" in name}, names
+    assert "broadcast" in notes_of(result) and speculating == [True]
+
+
+@pytest.mark.parametrize("how, options", [("inner", {"broadcast_bytes": 1}), ("outer", {})])
+def test_on_one_worker_a_side_past_the_copy_cap_or_not_to_copy_is_sampled(one_worker, sides,
+                                                                          how, options):
+    """Where the estimates put both sides past half the copy cap, or the join may copy
+    neither (outer), it samples as before."""
+    left, right = sides
+    result = gpuframe.from_pandas(left, engine=one_worker).merge(
+        gpuframe.from_pandas(right, engine=one_worker), on="k", how=how, **options)
+    with get_task_stream(client=one_worker.client) as stream:
+        got = result.to_pandas()
+    assert_same_rows(got, left.merge(right, on="k", how=how))
+    assert any("sample" in name for name in stage_names(stream))
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"on": "nope"}, r"\['nope'\] not in the left frame"),
     ({"left_on": "k", "right_on": "missing"}, r"\['missing'\] not in the right frame"),
@@ -426,6 +465,35 @@ def test_a_side_copied_unsampled_whose_keys_repeat_is_checked_on_the_workers(
         speculating.clear()
         assert len(left.merge(right, on="k", **options)) == len(expected)  # any action
         assert speculating == ([True, False] if again else [True])
+
+
+@pytest.mark.parametrize("how", ["leftsemi", "leftanti", "left_anti", "inner"])
+def test_only_joins_whose_rows_may_multiply_check_the_repeats_of_a_copied_side(engine,
+                                                                              monkeypatch, how):
+    """A semi or anti join keeps each row of its other side at most once, however often the
+    copied side repeats a key: its tasks join without counting those repeats first; an inner
+    join's check them (:func:`~gpuframe.operators.join_tasks.join_copied`). The rows are
+    pandas' either way."""
+    from gpuframe.runtime.runner import Stage
+
+    joins: list[str] = []
+    submit = Stage.submit
+
+    def recording(self, fn, *args, **kwargs):
+        if self.name == "join":
+            joins.append(args[0].__name__ if fn.__name__ == "join_gathering" else fn.__name__)
+        return submit(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(Stage, "submit", recording)
+    left = pd.DataFrame({"k": np.arange(2000), "a": np.arange(2000.0)})
+    right = pd.DataFrame({"k": np.arange(300) % 20, "b": np.arange(300)})  # each key 15 times
+    result = gpuframe.from_pandas(left, npartitions=2).merge(gpuframe.from_pandas(right),
+                                                             on="k", how=how)
+    expected = semi_expected(left, right, ["k"], anti=how == "leftanti") \
+        if how in ("leftsemi", "leftanti") else left.merge(right, on="k", how=how)
+    assert_same_rows(result.to_pandas(), expected)
+    assert "broadcast right side" in notes_of(result)
+    assert joins and set(joins) == ({"join_copied"} if how == "inner" else {"join_parts"})
 
 
 def chained_joins(fuse: bool, small_parts: int = 2, **options
