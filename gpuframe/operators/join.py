@@ -159,8 +159,9 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
         lowering.note(node, f"none: both sides already {left_placed.describe()}")
         return _colocated(node, lowering, number, local, inputs, left_placed, copies)
     # On one worker a copied side moves nothing, where sending the other into a hashed side's
-    # bucket costs a send task first.
-    unsampled = copied_unsampled(node, lowering, inputs) if len(job.workers) == 1 else None
+    # bucket costs a send task first; on several, that send moves less than a copy to each.
+    one_worker = len(job.workers) == 1
+    unsampled = copied_unsampled(node, lowering, inputs) if one_worker else None
     for side, other in (("left", "right"), ("right", "left")):
         hashed = placed[side]
         if hashed is not None and unsampled is None:
@@ -170,7 +171,8 @@ def _join(node: Join, lowering: Lowering, number: int | None, steps: tuple[Any, 
             return _into_buckets(node, lowering, number, local, inputs, side, splitter,
                                  Given(hashed.owners), hash_types, copies)
 
-    unsampled = unsampled or copied_unsampled(node, lowering, inputs)
+    if not one_worker:
+        unsampled = copied_unsampled(node, lowering, inputs)
     if unsampled is not None:
         return _broadcast(node, lowering, number, local, inputs, *unsampled, copies)
     opts = node.options
