@@ -21,14 +21,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import time
 import uuid
+from pathlib import Path
 
 from distributed import get_worker, wait
 
 import gpuframe
 from gpuframe.exchange.mailbox import PLUGIN_NAME, _deliver, forget
 from gpuframe.exchange.pack import hash_split
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tpch.run import first_visible_device  # noqa: E402
 
 LOADS = ("idle", "python", "gpu")
 """What the workers' other threads do while the deliveries are timed."""
@@ -114,8 +120,9 @@ def busy(load: str, seconds: float, on_device: bool) -> int:
     return rounds
 
 
-def raw_copy(nbytes: int, on_device: bool, repeat: int) -> float:
-    """Median seconds of one copy of ``nbytes`` from GPU 0 to GPU 1 (host memory on the CPU)."""
+def raw_copy(nbytes: int, on_device: bool, repeat: int, devices: tuple[int, int]) -> float:
+    """Median seconds of one copy of ``nbytes`` from the first worker's GPU to the second's
+    (within one GPU where both drive it; host memory on the CPU)."""
     if not on_device:
         import numpy as np
 
@@ -128,16 +135,17 @@ def raw_copy(nbytes: int, on_device: bool, repeat: int) -> float:
         return statistics.median(seconds)
     import cupy
 
-    with cupy.cuda.Device(0):
+    source, target = devices
+    with cupy.cuda.Device(source):
         src = cupy.ones(nbytes, dtype="uint8")
-    with cupy.cuda.Device(1):
+    with cupy.cuda.Device(target):
         dst = cupy.empty(nbytes, dtype="uint8")
     seconds = []
     for _ in range(repeat):
-        cupy.cuda.Device(1).synchronize()
+        cupy.cuda.Device(target).synchronize()
         start = time.perf_counter()
-        cupy.cuda.runtime.memcpyPeer(dst.data.ptr, 1, src.data.ptr, 0, nbytes)
-        cupy.cuda.Device(1).synchronize()
+        cupy.cuda.runtime.memcpyPeer(dst.data.ptr, target, src.data.ptr, source, nbytes)
+        cupy.cuda.Device(target).synchronize()
         seconds.append(time.perf_counter() - start)
     return statistics.median(seconds)
 
@@ -172,6 +180,8 @@ def main(argv: list[str] | None = None) -> None:
         client = engine.client
         on_device = engine.backend.on_device
         a, b = engine.workers[:2]
+        gpu = client.run(first_visible_device, workers=[a, b]) if on_device else {}
+        devices = (int(gpu.get(a, 0)), int(gpu.get(b, 0)))
         print(f"backend {engine.backend.name}, protocol {engine.protocol}, {args.repeat} "
               "deliveries a case (medians; ms)")
         floor = client.submit(floors, b, max(args.repeat, 9), workers=[a], pure=False).result()
@@ -197,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
                                             args.repeat, workers=[a], pure=False).result()
                     hop = (dask_hop(client, a, b, rows, columns, on_device, 3)
                            if load == "idle" else float("nan"))
-                    raw = raw_copy(rows * 8 * columns, on_device, args.repeat)
+                    raw = raw_copy(rows * 8 * columns, on_device, args.repeat, devices)
                     delivery = statistics.median(seconds)
                     piece = f"{columns} columns{', sealed' if sealed else ''}"
                     print(f"| {load} | {rows:,} | {piece} | {delivery * 1e3:.2f} | "

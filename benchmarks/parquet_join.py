@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from query_stages import print_stages  # noqa: E402
-from tpch.run import Shape, dask_cluster, timed  # noqa: E402
+from tpch.run import Shape, dask_cluster, dask_engine, timed  # noqa: E402
 
 KEYS = {"int64": ["k"], "string": ["k"], "two": ["k", "j"]}
 STRING_DIGITS = 11
@@ -197,9 +197,7 @@ def run_polars_baseline(shape: Shape, kinds: list[str], data: dict[str, Path], r
             measure("polars (CPU)", kind, partial(run_polars, data[kind], KEYS[kind], "in-memory"),
                     repeat, answers, rows)
         return
-    from cudf_polars.engine.dask import DaskEngine
-
-    with DaskEngine() as engine:
+    with dask_engine(shape) as engine:
         for kind in kinds:
             measure("cudf-polars DaskEngine", kind,
                     partial(run_polars, data[kind], KEYS[kind], engine), repeat, answers, rows)

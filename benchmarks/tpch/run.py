@@ -104,10 +104,21 @@ class Shape:
     on_gpu: bool
     workers: int
     dashboard: str
+    devices: tuple[str, ...] = ()
+    """The GPU each GPU worker drives, sorted: one named twice (``GPUFRAME_DEVICES=0,0``) gets
+    two workers in each baseline too."""
 
     @classmethod
     def of(cls, engine: Any, dashboard: str) -> Shape:
-        return cls(engine.backend.name, engine.backend.on_device, len(engine.workers), dashboard)
+        on_gpu = engine.backend.on_device
+        devices = engine.client.run(first_visible_device).values() if on_gpu else ()
+        return cls(engine.backend.name, on_gpu, len(engine.workers), dashboard,
+                   tuple(sorted(devices)))
+
+
+def first_visible_device() -> str:
+    """The GPU this process drives: the first that ``CUDA_VISIBLE_DEVICES`` names."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
 
 
 @contextlib.contextmanager
@@ -122,7 +133,8 @@ def dask_cluster(shape: Shape) -> Iterator[None]:
         from dask_cuda import LocalCUDACluster
 
         options = resolve(ClusterOptions)
-        cluster = LocalCUDACluster(n_workers=shape.workers,
+        cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(shape.devices),
+                                   n_workers=shape.workers,
                                    protocol="ucx" if ucx_available() else "tcp",
                                    rmm_pool_size=options.rmm_pool_size,
                                    device_memory_limit=options.device_memory_limit,
@@ -139,26 +151,52 @@ class Polars:
     """cudf_polars' PDS-H queries, collected on polars' CPU engine or on cudf-polars'
     ``DaskEngine``."""
 
-    def __init__(self, root: Path, on_gpu: bool) -> None:
+    def __init__(self, root: Path, shape: Shape | None) -> None:
         self.queries = pdsh_module().PDSHQueries
         # q11's fraction is 0.0001 / scale_factor; DuckDB's text and ours keep the spec's
         # validation value 0.0001 at every scale, so the answers are the same query's.
         self.config = types.SimpleNamespace(dataset_path=str(root), suffix="", scale_factor=1)
-        self.on_gpu = on_gpu
+        self.shape = shape
 
     @contextlib.contextmanager
     def engine(self) -> Iterator[Any]:
-        if not self.on_gpu:
+        if self.shape is None:
             yield "in-memory"
             return
-        from cudf_polars.engine.dask import DaskEngine
-
-        with DaskEngine() as engine:
+        with dask_engine(self.shape) as engine:
             yield engine
 
     def runner(self, number: int, engine: Any) -> Callable[[], pd.DataFrame]:
         query = getattr(self.queries, f"q{number}")
         return lambda: query(self.config).frame.collect(engine=engine).to_pandas()
+
+
+@contextlib.contextmanager
+def dask_engine(shape: Shape) -> Iterator[Any]:
+    """cudf-polars' ``DaskEngine`` on workers driving the GPUs gpuframe's workers drive. It
+    starts one worker per visible GPU itself; where gpuframe's name a GPU twice, it is given a
+    cluster as its own would be (a nanny a worker, one thread, the GPU in its environment) with
+    a worker for each."""
+    from cudf_polars.engine.dask import DaskEngine
+
+    if len(set(shape.devices)) == len(shape.devices):
+        with DaskEngine() as engine:
+            yield engine
+        return
+    import logging
+
+    import distributed
+
+    spec = {f"{number}-gpu{device}": {
+        "cls": distributed.Nanny,
+        "options": {"nthreads": 1, "silence_logs": logging.WARNING,
+                    "memory_limit": distributed.system.MEMORY_LIMIT,
+                    "env": {"CUDA_VISIBLE_DEVICES": device}},
+    } for number, device in enumerate(shape.devices)}
+    with distributed.SpecCluster(workers=spec, silence_logs=logging.WARNING) as cluster, \
+            distributed.Client(cluster) as client, \
+            DaskEngine(dask_client=client, engine_options={"allow_gpu_sharing": True}) as engine:
+        yield engine
 
 
 def pdsh_module() -> types.ModuleType:
@@ -250,7 +288,12 @@ def main() -> int:
                     del os.environ["GPUFRAME_EXCHANGE"]
             rows.append(row)
     for name in usable:
-        run_baseline(name, root, duck, numbers, rows, args.repeat, shape)
+        try:
+            run_baseline(name, root, duck, numbers, rows, args.repeat, shape)
+        except Exception as error:  # a baseline that cannot start leaves the others' figures
+            print(f"{name} failed: {type(error).__name__}: {error}")
+        for row in rows:
+            row.setdefault(name, math.nan)
     duck.close()
     print(table(rows, usable))
     return 0 if all(row["check"].ok for row in rows) else 1
@@ -272,7 +315,7 @@ def run_baseline(name: str, root: Path, duck: DuckDB, numbers: list[int],
                 row[name] = checked_best(name, number, partial(run_query, number,
                                                                partial(read, root)), duck, repeat)
         return
-    polars = Polars(root, on_gpu=name == "cudf-polars")
+    polars = Polars(root, shape if name == "cudf-polars" else None)
     with polars.engine() as engine:
         for number, row in zip(numbers, rows):
             row[name] = checked_best(name, number, polars.runner(number, engine), duck, repeat)

@@ -8,6 +8,7 @@ the CPU. Options come from :class:`gpuframe.config.ClusterOptions`.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import sys
@@ -194,7 +195,8 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
             f"n_workers={n_workers} asks for more GPU workers than the {len(devices)} GPU(s) "
             f"available ({','.join(map(str, devices))}); one worker drives one GPU"
         )
-    check_shared_gpus(devices[:n_workers], gpus, opts.rmm_pool_size)
+    devices = devices[:n_workers]
+    check_shared_gpus(devices, gpus, opts.rmm_pool_size)
     from dask_cuda import LocalCUDACluster
 
     # As LocalCUDACluster sets it, but before the client's cuDF import starts below: cuDF then
@@ -210,9 +212,10 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
         if opts.thread_streams:  # pylibcudf reads it as the worker imports cuDF (pre_import)
             env = {**env, thread_streams.ENVIRONMENT: "1"}
         try:
-            return LocalCUDACluster(
-                CUDA_VISIBLE_DEVICES=devices,
-                n_workers=n_workers,
+            gpus_once = list(dict.fromkeys(devices))
+            cluster = LocalCUDACluster(
+                CUDA_VISIBLE_DEVICES=gpus_once,
+                n_workers=len(gpus_once),
                 threads_per_worker=opts.threads_per_worker or GPU_THREADS_PER_WORKER,
                 protocol=protocol,
                 rmm_pool_size=opts.rmm_pool_size,
@@ -224,9 +227,26 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
                 env=env,
                 scheduler_kwargs={"protocol": scheduler_protocol},
             )
+            try:
+                add_workers_sharing_gpus(cluster, devices)
+            except BaseException:
+                cluster.close()
+                raise
+            return cluster
         finally:
             if importing is not None:
                 importing.join()
+
+
+def add_workers_sharing_gpus(cluster: Any, devices: list[int]) -> None:
+    """dask-cuda names each worker by its GPU, so it starts one worker a GPU: each further time
+    ``devices`` names a GPU, a worker as its first (the same GPU, RMM pool and spill settings)
+    under a name of its own."""
+    further = {f"{device}-{again}": copy.deepcopy(cluster.worker_spec[device])
+               for device, workers in Counter(devices).items() for again in range(1, workers)}
+    if further:
+        cluster.worker_spec.update(further)
+        cluster.sync(cluster._correct_state)  # started as dask-cuda starts its own
 
 
 def _start_cpu_cluster(opts: ClusterOptions, protocol: str,

@@ -39,3 +39,29 @@ def test_one_worker_per_gpu_and_demo_on_cudf(protocol):
 def test_more_workers_than_gpus_is_refused():
     with pytest.raises(gpuframe.GpuframeError, match="more GPU workers"):
         gpuframe.start_cluster(n_workers=len(list_gpus()) + 1, protocol="tcp")
+
+
+def test_a_gpu_named_twice_gets_two_workers_that_join_over_ucx():
+    """``devices="0,0"``: dask-cuda starts one worker a GPU, the second is added beside it;
+    both drive GPU 0, each with its own RMM pool, and a shuffled join between them is pandas'."""
+    if not ucx_available():
+        pytest.skip("distributed-ucxx not installed")
+    import numpy as np
+    import pandas as pd
+
+    with gpuframe.start_cluster(devices="0,0", rmm_pool_size=0.2, protocol="ucx",
+                                dashboard_address="127.0.0.1:0", warm_up=False) as engine:
+        assert len(engine.workers) == 2
+        devices = engine.client.run(lambda: __import__("os").environ["CUDA_VISIBLE_DEVICES"])
+        assert [v.split(",")[0] for v in devices.values()] == ["0", "0"]
+        names = engine.client.run(lambda dask_worker: str(dask_worker.name))
+        assert sorted(names.values()) == ["0", "0-1"]
+        i = np.arange(200_000)
+        left = pd.DataFrame({"k": i % 50_000, "x": i})
+        right = pd.DataFrame({"k": np.arange(0, 100_000, 2), "y": np.arange(50_000)})
+        got = gpuframe.from_pandas(left, npartitions=4, engine=engine).merge(
+            gpuframe.from_pandas(right, npartitions=4, engine=engine), on="k",
+            broadcast_bytes=0).to_pandas()
+        expected = left.merge(right, on="k")
+        pd.testing.assert_frame_equal(got.sort_values("x").reset_index(drop=True),
+                                      expected.sort_values("x").reset_index(drop=True))
