@@ -163,6 +163,14 @@ class JoinOptions:
         "scheduler round trip fewer per partition; off: a join task of its own",
     )
 
+    prefilter_groups: bool = _option(
+        True, _flag,
+        "where the join keeps only the groups of a groupby (on its side) whose keys its other "
+        "side holds, and the plan estimates that side filtered and smaller, the groupby first "
+        "semi-joins its input with those keys, so that it aggregates (and moves) their rows "
+        "only: gpuframe.plan.group_prefilter; off: every group is made",
+    )
+
     def broadcasts(self, small: float, large: float, n_workers: int) -> bool:
         """Whether copying the ``small`` side (bytes) to every worker beats shuffling both:
         it must fit ``broadcast_bytes``, and each worker's hash table of all of it must not

@@ -1,7 +1,9 @@
 """The optimizer: rewrite a plan so that it reads, moves and computes less, with the same result.
 
-Two passes, each a walk of the tree that rebuilds what it changes, then a third that reads a
-dataset read in several places once (:mod:`~.shared_reads`):
+Passes, each a walk of the tree that rebuilds what it changes: predicate pushdown; a groupby
+that a join then cuts to its other side's keys made of those keys' rows only
+(:mod:`~.group_prefilter`); projection pushdown; and a dataset read in several places read once
+(:mod:`~.shared_reads`):
 
 - **Predicate pushdown** (:func:`push_filters`): a filter's conditions (cut at ``&``) move down
   through selections, renames, the assignments and casts they do not read, and the side of a join
@@ -33,6 +35,7 @@ from .aggregate import GroupBy
 from .concat import Concat
 from .distinct import Distinct
 from .expr import Expr
+from .group_prefilter import prefilter_groups
 from .nodes import (
     Assign,
     AsType,
@@ -64,9 +67,10 @@ MAX_ALTERNATIVES = 64
 
 
 def optimize(root: Node) -> Node:
-    """``root`` with filters and projections pushed down, and a dataset it reads in several
-    places read once where that reads no more; the same columns, rows and types."""
-    pushed = push_filters(root)
+    """``root`` with filters pushed down, groupbys that joins cut made of the rows they keep,
+    projections pushed down, and a dataset it reads in several places read once where that
+    reads no more; the same columns, rows and types."""
+    pushed = prefilter_groups(push_filters(root))
     pruned = share_reads(prune_columns(pushed, root.columns))
     return pruned if pruned.columns == root.columns else Select(pruned, tuple(root.columns))
 
