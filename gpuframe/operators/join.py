@@ -80,6 +80,7 @@ from ..units import byte_text
 from .join_copies import (
     Copy,
     SideCopies,
+    all_on,
     copied_unsampled,
     gather_call,
     side_estimates,
@@ -494,7 +495,7 @@ def _broadcast(node: Join, lowering: Lowering, number: int | None, local: LocalJ
                                                  _alone(inputs[big].owners))):
         sides: dict[str, list[Any]] = {big: [part], small: []}
         side = None
-        if alone and holders <= {owner}:
+        if alone and all_on(holders, owner):
             side = (small, gather)
         else:
             if owner not in gathered:

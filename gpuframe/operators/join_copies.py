@@ -7,6 +7,7 @@ join's tasks copy (:func:`~.join._fused`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,6 +154,12 @@ def gather_call(job: Job, parts: Partitions, local: LocalJoin, side: str, copy: 
     return gather_side_after, (copy.verdict, parts.futures, casts, job.backend)
 
 
+def all_on(holders: AbstractSet[str], owner: str) -> bool:
+    """Whether every part of a copy lies on ``owner`` (its parts' ``holders``): a task there
+    that gathers the copy itself moves nothing."""
+    return holders <= {owner}
+
+
 @dataclass
 class SideCopies:
     """The sides that the broadcast joins run in a join's tasks (:func:`~.join._fused`) copy to
@@ -175,7 +182,7 @@ class SideCopies:
     def lie_on(self, owner: str) -> bool:
         """Whether there are copies and all of their parts lie on ``owner``: gathering them
         there moves nothing."""
-        return bool(self.calls) and self.holders <= {owner}
+        return bool(self.calls) and all_on(self.holders, owner)
 
     def on(self, owner: str) -> Future | None:
         """``owner``'s copies (a list, once gathered), their broadcast task submitted once;
