@@ -63,9 +63,9 @@ def prefilter_groups(root: Node) -> Node:
 
 
 def _cut(original: Join, join: Join, parents: dict[int, int]) -> Join:
-    """``join`` (``original`` rebuilt) with the side it cuts to the other's keys made of those
-    keys' rows, where one side may be (the right first, as the pandas idiom puts the
-    aggregate)."""
+    """``join`` (``original`` rebuilt) with its groupby side made of the rows of the other
+    side's keys, where a side qualifies (the right tried first: the pandas idiom joins an
+    aggregate on the right)."""
     if not join.options.prefilter_groups or join.validate is not None:
         return join
     for side, other in (("right", "left"), ("left", "right")):
@@ -115,12 +115,11 @@ def _cut_side(node: Node, keys: tuple[str, ...], other: Node, other_keys: tuple[
             any(found is node for found in every_node(other)):
         return None
     provider = Select(other, other_keys)
-    given, taken = estimated(other), estimated(node.child)
-    if None in (given.rows, given.whole, taken.rows):
-        return None
-    assert given.rows is not None and given.whole is not None and taken.rows is not None
-    if not (given.rows < given.whole and given.rows < taken.rows
-            and given.rows * row_width(provider.meta) <= join.options.broadcast_bytes):
+    given = estimated(other)
+    rows, whole, taken = given.rows, given.whole, estimated(node.child).rows
+    if rows is None or whole is None or taken is None or not (
+            rows < whole and rows < taken
+            and rows * row_width(provider.meta) <= join.options.broadcast_bytes):
         return None
     semi = Join(node.child, provider, "leftsemi", keys, other_keys, join.suffixes,
                 join.options, join.backend)
