@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from .aggregate import GroupBy
 from .explain import estimated, row_width
-from .nodes import Filter, Join, Node, Rename, Select, every_node
+from .nodes import Assign, AsType, Filter, Join, Node, Rename, Select, every_node
 
 CUT_SIDES = {
     "right": ("inner", "left", "leftsemi", "leftanti", "left_anti"),
@@ -35,8 +35,9 @@ CUT_SIDES = {
 lacks never reach the output: dropped (inner, the other side's outer join, a semi join's
 either side) or only looked for (an anti join's other side)."""
 
-PASSING = (Filter, Select, Rename)
-"""Nodes between a groupby and a join that pass each group's row on whole or not at all."""
+PASSING = (Filter, Select, Rename, Assign, AsType)
+"""Nodes between a groupby and a join that pass each group's row on whole or not at all (an
+assignment or a cast that leaves the keys as they are)."""
 
 
 def prefilter_groups(root: Node) -> Node:
@@ -96,6 +97,10 @@ def _path_to_groupby(node: Node, keys: tuple[str, ...], parents: dict[int, int]
         if isinstance(node, GroupBy):
             return keys if set(keys) <= set(node.keys) else None
         if not isinstance(node, PASSING):
+            return None
+        written = [name for name, _ in node.items] if isinstance(node, Assign) \
+            else list(node.dtypes) if isinstance(node, AsType) else []
+        if set(written) & set(keys):
             return None
         if isinstance(node, Rename):
             before = {node.mapping.get(name, name): name for name in node.child.columns}

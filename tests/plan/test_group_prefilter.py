@@ -10,7 +10,16 @@ from gpuframe.config import JoinOptions
 from gpuframe.plan.aggregate import Aggregation, GroupBy
 from gpuframe.plan.expr import col
 from gpuframe.plan.group_prefilter import CUT_SIDES, prefilter_groups
-from gpuframe.plan.nodes import Filter, FromPandas, Join, Node, Rename, every_node
+from gpuframe.plan.nodes import (
+    Assign,
+    AsType,
+    Filter,
+    FromPandas,
+    Join,
+    Node,
+    Rename,
+    every_node,
+)
 
 ROWS = 4_000
 
@@ -118,12 +127,22 @@ def test_a_join_on_an_aggregate_not_a_key_cuts_nothing(facts, parts):
     assert prefilter_groups(plan) is plan
 
 
-def test_keys_are_followed_through_a_rename_and_a_filter_of_the_aggregates(facts, parts):
-    groups = Rename(Filter(groupby(FromPandas(facts), ("part", "supplier")),
-                           col("total") > 30), {"part": "p", "supplier": "s"})
+def test_keys_are_followed_through_renames_filters_assignments_and_casts(facts, parts):
+    groups = groupby(FromPandas(facts), ("part", "supplier"))
+    groups = Assign(Filter(groups, col("total") > 30), (("half", col("total") / 2),))
+    groups = Rename(AsType(groups, {"total": "float64"}), {"part": "p", "supplier": "s"})
     plan = join(forest(parts), groups, left_on=("key", "stock"), right_on=("p", "s"))
     (semi,) = semi_joins_under(prefilter_groups(plan))
     assert (semi.left_keys, semi.right_keys) == (("part", "supplier"), ("key", "stock"))
+
+
+@pytest.mark.parametrize("between", ["assign", "astype"])
+def test_a_key_assigned_or_cast_between_keeps_every_group(facts, parts, between):
+    groups = groupby(FromPandas(facts))
+    groups = Assign(groups, (("part", col("part") + 1),)) if between == "assign" \
+        else AsType(groups, {"part": "int64"})
+    plan = join(forest(parts), groups)
+    assert prefilter_groups(plan) is plan
 
 
 # --- the rows, on a cluster --------------------------------------------------------------------
