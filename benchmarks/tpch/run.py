@@ -51,7 +51,7 @@ from query_stages import print_stages  # noqa: E402
 
 import gpuframe  # noqa: E402
 from gpuframe.cluster.hardware import ucx_available  # noqa: E402
-from gpuframe.cluster.local import add_workers_sharing_gpus  # noqa: E402
+from gpuframe.cluster.local import cuda_cluster  # noqa: E402
 from gpuframe.config import ClusterOptions, resolve  # noqa: E402
 from tpch.check import DuckDB, Verdict, compare  # noqa: E402
 from tpch.dask_engine import read_parquet as read_dask  # noqa: E402
@@ -132,18 +132,14 @@ def dask_cluster(shape: Shape) -> Iterator[None]:
 
     cluster: LocalCluster
     if shape.on_gpu:
-        from dask_cuda import LocalCUDACluster
         from dask_cuda.utils import parse_cuda_visible_device
 
         options = resolve(ClusterOptions)
-        devices = [parse_cuda_visible_device(device) for device in shape.devices]
-        gpus_once = list(dict.fromkeys(devices))
-        cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=gpus_once, n_workers=len(gpus_once),
-                                   protocol="ucx" if ucx_available() else "tcp",
-                                   rmm_pool_size=options.rmm_pool_size,
-                                   device_memory_limit=options.device_memory_limit,
-                                   dashboard_address=shape.dashboard)
-        add_workers_sharing_gpus(cluster, devices)
+        cluster = cuda_cluster([parse_cuda_visible_device(d) for d in shape.devices],
+                               protocol="ucx" if ucx_available() else "tcp",
+                               rmm_pool_size=options.rmm_pool_size,
+                               device_memory_limit=options.device_memory_limit,
+                               dashboard_address=shape.dashboard)
     else:
         cluster = LocalCluster(n_workers=shape.workers, processes=True, host="127.0.0.1",
                                threads_per_worker=max(1, (os.cpu_count() or 1) // shape.workers),

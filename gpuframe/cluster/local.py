@@ -15,7 +15,7 @@ import sys
 import threading
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -197,7 +197,9 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
         )
     devices = devices[:n_workers]
     check_shared_gpus(devices, gpus, opts.rmm_pool_size)
-    from dask_cuda import LocalCUDACluster
+    # Imported before cuDF's import starts on a thread of its own (below): this thread then
+    # imports nothing while that one runs.
+    import dask_cuda  # noqa: F401
 
     # As LocalCUDACluster sets it, but before the client's cuDF import starts below: cuDF then
     # initializes no CUDA context in this process. This thread has finished its imports, and
@@ -212,10 +214,8 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
         if opts.thread_streams:  # pylibcudf reads it as the worker imports cuDF (pre_import)
             env = {**env, thread_streams.ENVIRONMENT: "1"}
         try:
-            gpus_once = list(dict.fromkeys(devices))
-            cluster = LocalCUDACluster(
-                CUDA_VISIBLE_DEVICES=gpus_once,
-                n_workers=len(gpus_once),
+            return cuda_cluster(
+                devices,
                 threads_per_worker=opts.threads_per_worker or GPU_THREADS_PER_WORKER,
                 protocol=protocol,
                 rmm_pool_size=opts.rmm_pool_size,
@@ -227,26 +227,31 @@ def _start_gpu_cluster(opts: ClusterOptions, gpus: list[Gpu], protocol: str,
                 env=env,
                 scheduler_kwargs={"protocol": scheduler_protocol},
             )
-            try:
-                add_workers_sharing_gpus(cluster, devices)
-            except BaseException:
-                cluster.close()
-                raise
-            return cluster
         finally:
             if importing is not None:
                 importing.join()
 
 
-def add_workers_sharing_gpus(cluster: Any, devices: list[int]) -> None:
-    """dask-cuda names each worker by its GPU, so it starts one worker a GPU: each further time
-    ``devices`` names a GPU, a worker as its first (the same GPU, RMM pool and spill settings)
-    under a name of its own."""
+def cuda_cluster(devices: Sequence[Any], **options: Any) -> LocalCluster:
+    """dask-cuda's ``LocalCUDACluster`` (with ``options``) of a worker for each entry of
+    ``devices``. dask-cuda names each worker by its GPU, so it starts one worker a GPU: each
+    further time ``devices`` names a GPU, a worker as its first (the same GPU, RMM pool and
+    spill settings) under a name of its own."""
+    from dask_cuda import LocalCUDACluster
+
+    gpus_once = list(dict.fromkeys(devices))
+    cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=gpus_once, n_workers=len(gpus_once),
+                               **options)
     further = {f"{device}-{again}": copy.deepcopy(cluster.worker_spec[device])
                for device, workers in Counter(devices).items() for again in range(1, workers)}
     if further:
-        cluster.worker_spec.update(further)
-        cluster.sync(cluster._correct_state)  # started as dask-cuda starts its own
+        try:
+            cluster.worker_spec.update(further)
+            cluster.sync(cluster._correct_state)  # started as dask-cuda starts its own
+        except BaseException:
+            cluster.close()
+            raise
+    return cluster
 
 
 def _start_cpu_cluster(opts: ClusterOptions, protocol: str,
