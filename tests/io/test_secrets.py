@@ -218,7 +218,9 @@ def test_no_secret_in_errors_debug_logs_keys_events_dashboard_or_report(
     places = {"error": error, "client log": "\n".join(client_lines),
               "worker logs": repr(worker_lines), "task keys": repr(keys),
               "events": events, "report": (tmp_path / "report.html").read_text(), **shown}
-    assert len(keys) > 2 and len(client_lines) > 10 and all(worker_lines.values())
+    # the keys of the two persisted reads at least: the failed read's and the probes' tasks
+    # may be released and gone from the scheduler by then
+    assert len(keys) >= 2 and len(client_lines) > 10 and all(worker_lines.values())
     assert "no/such.parquet" in error
     assert {place for place, text in places.items()
             if any(secret in text for secret in secrets)} == set()
