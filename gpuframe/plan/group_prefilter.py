@@ -23,6 +23,8 @@ among the join's options turns it off.
 
 from __future__ import annotations
 
+import dataclasses
+
 from .aggregate import GroupBy
 from .explain import estimated, row_width
 from .nodes import Assign, AsType, Filter, Join, Node, Rename, Select, every_node
@@ -79,10 +81,8 @@ def _cut(original: Join, join: Join, parents: dict[int, int]) -> Join:
             continue
         cut = _cut_side(getattr(join, side), path, getattr(join, other), other_keys, join)
         if cut is not None:
-            return Join(cut if side == "left" else join.left, cut if side == "right"
-                        else join.right, join.how, join.left_keys, join.right_keys,
-                        join.suffixes, join.options, join.backend, join.indicator,
-                        join.validate, join.sort)
+            return dataclasses.replace(join, left=cut) if side == "left" \
+                else dataclasses.replace(join, right=cut)
     return join
 
 
